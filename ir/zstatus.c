@@ -1,0 +1,46 @@
+#include "zstatus.h"
+
+#include <stdio.h>
+#include <string.h>
+
+zstatus zdiag_vset(zdiag *d, zstatus code, const char *fmt, va_list ap) {
+    if (d) {
+        d->code = code;
+        vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+    }
+    return code;
+}
+
+zstatus zdiag_set(zdiag *d, zstatus code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    zdiag_vset(d, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void zdiag_prefix(zdiag *d, const char *fmt, ...) {
+    if (!d) return;
+    char pre[512], old[sizeof d->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    memcpy(old, d->msg, sizeof old);
+    snprintf(d->msg, sizeof d->msg, "%s: %s", pre, old);
+}
+
+static const char *const status_names[ZE_COUNT] = {
+    [ZOK] = "ok",
+    [ZE_IO] = "i/o error",
+    [ZE_FORMAT] = "format error",
+    [ZE_UNSUPPORTED] = "unsupported",
+    [ZE_INVALID] = "invalid",
+    [ZE_NOMEM] = "out of memory",
+    [ZE_VK] = "vulkan error",
+    [ZE_INTERNAL] = "internal error",
+};
+
+const char *zstatus_name(zstatus s) { return (unsigned)s < ZE_COUNT ? status_names[s] : "unknown status"; }
+
+int zstatus_exit_code(zstatus s) { return s == ZOK ? 0 : (int)s + 1; }

@@ -1,0 +1,31 @@
+/* Small helpers shared by the zincc and zinc command-line programs. Only
+ * these programs print diagnostics and exit; the libraries never do. */
+#ifndef ZINC_CLI_H
+#define ZINC_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../ir/zstatus.h"
+
+/* Prints "<prog>: error: <msg>" to stderr and returns the exit code for d. */
+int cli_fail(const char *prog, const zdiag *d);
+/* Prints "<prog>: <fmt...>" to stderr and returns 2 (usage errors). */
+int cli_usage_error(const char *prog, const char *fmt, ...) ZPRINTF(2, 3);
+
+/* If argv[*i] is "--name" (value in the next argument) or "--name=value",
+ * stores the value, advances *i and returns true. A missing value sets
+ * *missing. */
+bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val, bool *missing);
+
+/* Strict number parsing: the whole string must be a number in range. */
+bool cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+bool cli_parse_f32(const char *s, float *out);
+
+/* Parses "1,2,3" into a malloc'd array of int32; false on a malformed list. */
+bool cli_parse_int_list(const char *s, int32_t **out, int *n);
+
+/* Whether stderr is a terminal (progress bars are drawn only then). */
+bool cli_stderr_tty(void);
+
+#endif

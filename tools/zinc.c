@@ -1,0 +1,46 @@
+/* zinc: the executor and its tools. Each subcommand lives in tools/cmd_<name>.c
+ * and is listed once in tools/commands.def. */
+#include <stdio.h>
+#include <string.h>
+
+#define ZCMD(name, summary) int cmd_##name(int argc, char **argv);
+#include "commands.def"
+#undef ZCMD
+
+typedef struct command {
+    const char *name, *summary;
+    int (*fn)(int, char **);
+} command;
+
+static const command commands[] = {
+#define ZCMD(name, summary) {#name, summary, cmd_##name},
+#include "commands.def"
+#undef ZCMD
+};
+
+static void usage(FILE *to) {
+    fprintf(to, "usage: zinc <command> [options]\n\n"
+                "zinc runs plans compiled by zincc, and holds the tools around them.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(to, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(to, "\nRun 'zinc <command> --help' for the options of one command.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("zinc 0.1.0\n");
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "zinc: unknown command '%s' (try 'zinc --help')\n", argv[1]);
+    return 2;
+}
