@@ -21,13 +21,16 @@ zstatus zdiag_set(zdiag *d, zstatus code, const char *fmt, ...) {
 
 void zdiag_prefix(zdiag *d, const char *fmt, ...) {
     if (!d) return;
-    char pre[512], old[sizeof d->msg];
+    char pre[512], joined[sizeof pre + sizeof d->msg + 2];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
-    memcpy(old, d->msg, sizeof old);
-    snprintf(d->msg, sizeof d->msg, "%s: %s", pre, old);
+    snprintf(joined, sizeof joined, "%s: %s", pre, d->msg);
+    size_t n = strlen(joined);
+    if (n >= sizeof d->msg) n = sizeof d->msg - 1;
+    memcpy(d->msg, joined, n);
+    d->msg[n] = 0;
 }
 
 static const char *const status_names[ZE_COUNT] = {
@@ -41,6 +44,10 @@ static const char *const status_names[ZE_COUNT] = {
     [ZE_INTERNAL] = "internal error",
 };
 
-const char *zstatus_name(zstatus s) { return (unsigned)s < ZE_COUNT ? status_names[s] : "unknown status"; }
+const char *zstatus_name(zstatus s) {
+    return (unsigned)s < ZE_COUNT ? status_names[s] : "unknown status";
+}
 
-int zstatus_exit_code(zstatus s) { return s == ZOK ? 0 : (int)s + 1; }
+int zstatus_exit_code(zstatus s) {
+    return s == ZOK ? 0 : (int)s + 1;
+}

@@ -1,0 +1,335 @@
+/* The reference interpreter. Each op has a plain loop nest; there is no
+ * blocking or threading, so that a reader can check it against the maths. */
+#include "interp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct zir_interp {
+    const zir_graph *g;
+    zir_step step; /* the step being run (pos = its first position) */
+    zir_step last; /* the last completed step, for zir_interp_value */
+    float **buf;   /* per value: activation or KV-cache storage */
+    bool *owned;   /* buf[i] was allocated for this step (not a view, not a cache) */
+    float *row;    /* scratch for one dequantized weight row */
+    int64_t row_cap;
+};
+
+zstatus zir_weight_row(const zir_value *w, int64_t r, float *dst, zdiag *d) {
+    int64_t k = w->shape[w->rank - 1], rows = w->rank == 2 ? w->shape[0] : 1;
+    bool ok;
+    uint64_t rb = ztype_row_bytes(w->dtype, (uint64_t)k, &ok);
+    if (!ok || r < 0 || r >= rows || (uint64_t)(r + 1) * rb > w->nbytes)
+        return zdiag_set(d, ZE_INTERNAL, "weight '%s': row %lld out of range", w->name, (long long)r);
+    zstatus s = ztype_dequant_row(w->dtype, (const uint8_t *)w->data + (uint64_t)r * rb, dst, k);
+    if (s) return zdiag_set(d, s, "weight '%s': cannot dequantize type %s", w->name, ztype_name(w->dtype));
+    return ZOK;
+}
+
+zstatus zir_interp_new(const zir_graph *g, int64_t ctx, zir_interp **out, zdiag *d) {
+    *out = NULL;
+    if (ctx <= 0 || ctx > (1 << 24))
+        return zdiag_set(d, ZE_INVALID, "context %lld: expected 1..16777216", (long long)ctx);
+    zir_interp *it = calloc(1, sizeof *it);
+    if (!it) return zdiag_set(d, ZE_NOMEM, "out of memory");
+    it->g = g;
+    it->step.ctx = ctx;
+    it->buf = calloc(g->n_values, sizeof *it->buf);
+    it->owned = calloc(g->n_values, sizeof *it->owned);
+    int64_t maxk = 1;
+    for (uint32_t i = 0; i < g->n_values; i++) {
+        const zir_value *v = g->values[i];
+        if (v->role == ZR_WEIGHT && v->shape[v->rank - 1] > maxk) maxk = v->shape[v->rank - 1];
+        if (v->role != ZR_KV || !it->buf) continue;
+        int64_t n = zir_value_elems(v, &it->step);
+        if (!(it->buf[i] = calloc((size_t)n, sizeof(float)))) break;
+    }
+    it->row_cap = maxk;
+    it->row = malloc(sizeof(float) * (size_t)maxk);
+    for (uint32_t i = 0; i < g->n_values && it->row && it->buf; i++)
+        if (g->values[i]->role == ZR_KV && !it->buf[i]) it->row = NULL; /* a cache failed to allocate */
+    if (!it->buf || !it->owned || !it->row) {
+        zir_interp_free(it);
+        return zdiag_set(d, ZE_NOMEM, "out of memory for a KV cache of %lld positions", (long long)ctx);
+    }
+    *out = it;
+    return ZOK;
+}
+
+static void release_step(zir_interp *it) {
+    for (uint32_t i = 0; i < it->g->n_values; i++) {
+        if (it->owned[i]) free(it->buf[i]);
+        if (it->g->values[i]->role != ZR_KV) it->buf[i] = NULL;
+        it->owned[i] = false;
+    }
+}
+
+void zir_interp_free(zir_interp *it) {
+    if (!it) return;
+    if (it->buf && it->owned) release_step(it);
+    for (uint32_t i = 0; it->buf && i < it->g->n_values; i++)
+        free(it->buf[i]);
+    free(it->buf);
+    free(it->owned);
+    free(it->row);
+    free(it);
+}
+
+void zir_interp_reset(zir_interp *it) {
+    it->step.pos = 0;
+}
+int64_t zir_interp_pos(const zir_interp *it) {
+    return it->step.pos;
+}
+
+const float *zir_interp_value(const zir_interp *it, const zir_value *v, int64_t *n_elems) {
+    if (v->role == ZR_WEIGHT || v->role == ZR_INPUT) return NULL;
+    if (n_elems) *n_elems = zir_value_elems(v, v->role == ZR_KV ? &it->step : &it->last);
+    return it->buf[v->id];
+}
+
+static float dot(const float *a, const float *b, int64_t n) {
+    float acc[8] = {0};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += a[k + j] * b[k + j];
+    for (; k < n; k++)
+        acc[0] += a[k] * b[k];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* ---- ops -------------------------------------------------------------- */
+
+typedef struct ctx {
+    zir_interp *it;
+    const zir_node *n;
+    const float *in[ZIR_MAX_IN];
+    float *out;
+    const int32_t *tokens;
+    zdiag *d;
+} ctx;
+
+static int64_t dim(ctx *c, const zir_value *v, int i) {
+    return zdim_eval(v->shape[i], &c->it->step);
+}
+
+static zstatus op_embed(ctx *c) {
+    const zir_value *w = c->n->in[0];
+    int64_t T = dim(c, c->n->out, 0), H = w->shape[1];
+    for (int64_t t = 0; t < T; t++) {
+        zstatus s = zir_weight_row(w, c->tokens[t], c->out + t * H, c->d);
+        if (s) return s;
+    }
+    return ZOK;
+}
+
+static zstatus op_rms_norm(ctx *c) {
+    const zir_value *x = c->n->in[0];
+    int64_t n = x->shape[x->rank - 1], rows = zir_value_elems(x, &c->it->step) / n;
+    const float *w = c->in[1];
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = c->in[0] + r * n;
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++)
+            ss += (double)xr[i] * xr[i];
+        float scale = (float)(1.0 / sqrt(ss / (double)n + c->n->attr.eps));
+        for (int64_t i = 0; i < n; i++)
+            c->out[r * n + i] = xr[i] * scale * w[i];
+    }
+    return ZOK;
+}
+
+static zstatus op_matmul(ctx *c) {
+    const zir_value *w = c->n->in[1];
+    int64_t T = dim(c, c->n->out, 0), N = w->shape[0], K = w->shape[1];
+    for (int64_t r = 0; r < N; r++) {
+        zstatus s = zir_weight_row(w, r, c->it->row, c->d);
+        if (s) return s;
+        for (int64_t t = 0; t < T; t++)
+            c->out[t * N + r] = dot(c->in[0] + t * K, c->it->row, K);
+    }
+    return ZOK;
+}
+
+static zstatus op_binary(ctx *c) {
+    int64_t n = zir_value_elems(c->n->out, &c->it->step), m = zir_value_elems(c->n->in[1], &c->it->step);
+    const float *a = c->in[0], *b = c->in[1];
+    for (int64_t i = 0; i < n; i++) {
+        float y = b[i % m];
+        if (c->n->op == ZOP_SWIGLU)
+            c->out[i] = a[i] / (1.0f + expf(-a[i])) * y;
+        else
+            c->out[i] = a[i] + y;
+    }
+    return ZOK;
+}
+
+/* RoPE as ggml computes it: pair (i, i+1) in normal mode and (i, i+n_rot/2)
+ * in NeoX mode rotate by pos * freq_scale * theta^(-i/n_rot) / factor[i/2];
+ * dimensions past n_rot pass through. */
+static zstatus op_rope(ctx *c) {
+    const zir_value *x = c->n->in[0];
+    int64_t T = dim(c, x, 0), H = x->shape[1], D = x->shape[2];
+    int nr = c->n->attr.rope.n_rot;
+    bool neox = c->n->attr.rope.mode == ZROPE_NEOX;
+    memcpy(c->out, c->in[0], sizeof(float) * (size_t)(T * H * D));
+    for (int64_t t = 0; t < T; t++) {
+        double p = (double)(c->it->step.pos + t);
+        for (int i = 0; i < nr; i += 2) {
+            double theta = p * c->n->attr.rope.freq_scale * pow(c->n->attr.rope.theta, -(double)i / nr);
+            if (c->in[1]) theta /= c->in[1][i / 2];
+            float cs = (float)cos(theta), sn = (float)sin(theta);
+            int64_t i0 = neox ? i / 2 : i, i1 = neox ? i / 2 + nr / 2 : i + 1;
+            for (int64_t h = 0; h < H; h++) {
+                const float *src = c->in[0] + (t * H + h) * D;
+                float *dst = c->out + (t * H + h) * D;
+                dst[i0] = src[i0] * cs - src[i1] * sn;
+                dst[i1] = src[i0] * sn + src[i1] * cs;
+            }
+        }
+    }
+    return ZOK;
+}
+
+static zstatus op_kv_store(ctx *c) {
+    const zir_value *x = c->n->in[0];
+    int64_t T = dim(c, x, 0), row = x->shape[1] * x->shape[2];
+    float *cache = c->it->buf[c->n->in[1]->id];
+    memcpy(cache + c->it->step.pos * row, c->in[0], sizeof(float) * (size_t)(T * row));
+    c->out = cache; /* the output is a view of the cache's first P rows */
+    return ZOK;
+}
+
+static zstatus op_attn_scores(ctx *c) {
+    const zir_value *q = c->n->in[0], *k = c->n->in[1];
+    int64_t T = dim(c, q, 0), H = q->shape[1], D = q->shape[2], P = dim(c, k, 0), Hkv = k->shape[1];
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t p = 0; p < P; p++)
+                c->out[(h * T + t) * P + p] =
+                    dot(c->in[0] + (t * H + h) * D, c->in[1] + (p * Hkv + h / (H / Hkv)) * D, D) *
+                    c->n->attr.scale;
+    return ZOK;
+}
+
+/* Query t sits at position pos + t and sees keys 0 ..= pos + t. */
+static zstatus op_softmax_causal(ctx *c) {
+    const zir_value *s = c->n->in[0];
+    int64_t H = s->shape[0], T = dim(c, s, 1), P = dim(c, s, 2);
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t t = 0; t < T; t++) {
+            const float *x = c->in[0] + (h * T + t) * P;
+            float *y = c->out + (h * T + t) * P;
+            int64_t last = c->it->step.pos + t;
+            float mx = -INFINITY;
+            for (int64_t p = 0; p <= last; p++)
+                mx = fmaxf(mx, x[p]);
+            double sum = 0;
+            for (int64_t p = 0; p <= last; p++)
+                sum += (y[p] = expf(x[p] - mx));
+            for (int64_t p = 0; p < P; p++)
+                y[p] = p <= last ? (float)(y[p] / sum) : 0.0f;
+        }
+    return ZOK;
+}
+
+static zstatus op_attn_mix(ctx *c) {
+    const zir_value *pr = c->n->in[0], *v = c->n->in[1];
+    int64_t H = pr->shape[0], T = dim(c, pr, 1), P = dim(c, pr, 2), Hkv = v->shape[1], D = v->shape[2];
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++) {
+            float *y = c->out + (t * H + h) * D;
+            const float *p = c->in[0] + (h * T + t) * P;
+            for (int64_t e = 0; e < D; e++)
+                y[e] = 0;
+            for (int64_t j = 0; j < P; j++) {
+                const float *vr = c->in[1] + (j * Hkv + h / (H / Hkv)) * D;
+                for (int64_t e = 0; e < D; e++)
+                    y[e] += p[j] * vr[e];
+            }
+        }
+    return ZOK;
+}
+
+typedef zstatus (*op_fn)(ctx *);
+
+static op_fn op_table(zir_op op) {
+    switch (op) {
+    case ZOP_EMBED: return op_embed;
+    case ZOP_RMS_NORM: return op_rms_norm;
+    case ZOP_MATMUL: return op_matmul;
+    case ZOP_ADD:
+    case ZOP_SWIGLU: return op_binary;
+    case ZOP_ROPE: return op_rope;
+    case ZOP_KV_STORE: return op_kv_store;
+    case ZOP_ATTN_SCORES: return op_attn_scores;
+    case ZOP_SOFTMAX_CAUSAL: return op_softmax_causal;
+    case ZOP_ATTN_MIX: return op_attn_mix;
+    default: return NULL;
+    }
+}
+
+/* Weights that an op reads whole (norm scales, biases, rope factors) are
+ * dequantized into a step buffer like an activation. */
+static zstatus load_small_weight(zir_interp *it, const zir_value *w, zdiag *d) {
+    if (w->role != ZR_WEIGHT || w->rank != 1 || it->buf[w->id]) return ZOK;
+    if (!(it->buf[w->id] = malloc(sizeof(float) * (size_t)w->shape[0])))
+        return zdiag_set(d, ZE_NOMEM, "out of memory");
+    it->owned[w->id] = true;
+    return zir_weight_row(w, 0, it->buf[w->id], d);
+}
+
+static zstatus run_node(zir_interp *it, const zir_node *n, const int32_t *tokens, zdiag *d) {
+    ctx c = {it, n, {0}, NULL, tokens, d};
+    for (int i = 0; i < n->n_in; i++) {
+        if (!n->in[i]) continue;
+        zstatus s = load_small_weight(it, n->in[i], d);
+        if (s) return s;
+        c.in[i] = it->buf[n->in[i]->id];
+    }
+    uint32_t o = n->out->id;
+    if (zir_ops[n->op].flags & ZF_VIEW) {
+        it->buf[o] = (float *)c.in[0];
+        return ZOK;
+    }
+    op_fn fn = op_table(n->op);
+    if (!fn)
+        return zdiag_set(d, ZE_UNSUPPORTED, "interpreter: op '%s' is not implemented", zir_ops[n->op].name);
+    if (n->op != ZOP_KV_STORE) {
+        int64_t elems = zir_value_elems(n->out, &it->step);
+        if (!(c.out = malloc(sizeof(float) * (size_t)(elems ? elems : 1))))
+            return zdiag_set(d, ZE_NOMEM, "out of memory for '%s' (%lld floats)", n->out->name,
+                             (long long)elems);
+        it->owned[o] = true;
+    }
+    it->buf[o] = c.out;
+    zstatus s = fn(&c);
+    it->buf[o] = c.out;
+    return s;
+}
+
+zstatus zir_interp_step(zir_interp *it, const int32_t *tokens, int64_t n, float *logits, zdiag *d) {
+    const zir_graph *g = it->g;
+    if (n <= 0) return zdiag_set(d, ZE_INVALID, "a step needs at least one token");
+    if (it->step.pos + n > it->step.ctx)
+        return zdiag_set(d, ZE_INVALID,
+                         "context full: %lld cached + %lld new tokens exceed the context of %lld",
+                         (long long)it->step.pos, (long long)n, (long long)it->step.ctx);
+    for (int64_t t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= g->hp.n_vocab)
+            return zdiag_set(d, ZE_INVALID,
+                             "token %d at index %lld: expected an id below the vocabulary size %d", tokens[t],
+                             (long long)t, g->hp.n_vocab);
+    release_step(it);
+    it->step.T = n;
+    zstatus s = ZOK;
+    for (uint32_t i = 0; i < g->n_nodes && !s; i++)
+        s = run_node(it, g->nodes[i], tokens, d);
+    if (s) return s;
+    if (logits) memcpy(logits, it->buf[g->logits->id], sizeof(float) * (size_t)(n * g->hp.n_vocab));
+    it->last = it->step;
+    it->step.pos += n;
+    return ZOK;
+}

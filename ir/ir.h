@@ -1,0 +1,195 @@
+/* The zincc tensor IR.
+ *
+ * A graph holds values (tensors) and nodes (operations) in dependency order,
+ * as ggml does: a node's inputs are produced by earlier nodes, or are graph
+ * inputs, weights or the KV cache. Every node has one output value.
+ *
+ * The graph is written once for a symbolic token count: the dimension T is
+ * the number of tokens in a step (prefill tile or decode's 1) and P = pos + T
+ * is the number of cached positions attention sees. The same graph serves
+ * prefill and decode; passes reason about both phases by substituting T.
+ *
+ * Everything lives in the graph's arena. Ops are declared in ir/ops.def and
+ * passes match on the kind and flags there, never on op names. */
+#ifndef ZINC_IR_H
+#define ZINC_IR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "arena.h"
+#include "dtype.h"
+#include "zhash.h"
+#include "zstatus.h"
+
+typedef enum zir_kind {
+    ZK_GATHER,      /* indexed row reads (embedding lookup) */
+    ZK_NORM,        /* row-wise reduction then elementwise (RMSNorm, softmax) */
+    ZK_MATMUL,      /* contraction with a weight */
+    ZK_ELEMENTWISE, /* per element (with broadcast), RoPE included */
+    ZK_SHAPE,       /* views: reshape */
+    ZK_KV,          /* KV-cache writes */
+    ZK_ATTENTION,   /* contractions between activations and the KV cache */
+    ZK_FUSED,       /* a kernel made by a fusion pass */
+    ZK_COUNT
+} zir_kind;
+
+enum {
+    ZF_W0 = 1 << 0,
+    ZF_W1 = 1 << 1,
+    ZF_VIEW = 1 << 2,
+    ZF_POSITIONAL = 1 << 3,
+    ZF_STATEFUL = 1 << 4,
+    ZF_FUSED = 1 << 5,
+};
+
+typedef enum zir_op {
+#define ZOP(NAME, name, arity, kind, flags) ZOP_##NAME,
+#include "ops.def"
+#undef ZOP
+    ZOP_COUNT
+} zir_op;
+
+typedef struct zir_op_info {
+    const char *name;
+    int arity;
+    zir_kind kind;
+    uint32_t flags;
+} zir_op_info;
+
+extern const zir_op_info zir_ops[ZOP_COUNT];
+const char *zir_kind_name(zir_kind k);
+
+/* Dimensions: a non-negative constant, or a symbol. */
+typedef int64_t zdim;
+#define ZDIM_T       ((zdim)-1) /* tokens in this step */
+#define ZDIM_P       ((zdim)-2) /* positions in the KV cache after this step: pos + T */
+#define ZDIM_C       ((zdim)-3) /* capacity of the KV cache (the context length) */
+#define ZIR_MAX_RANK 4
+#define ZIR_MAX_IN   4
+
+typedef enum zir_role {
+    ZR_INPUT,      /* fed per step (token ids) */
+    ZR_WEIGHT,     /* read-only model parameter from the GGUF */
+    ZR_ACTIVATION, /* produced by a node, lives for one step */
+    ZR_KV,         /* persistent KV cache */
+    ZR_COUNT
+} zir_role;
+
+const char *zir_role_name(zir_role r);
+
+typedef struct zir_node zir_node;
+
+typedef struct zir_value {
+    uint32_t id;
+    const char *name; /* unique in the graph */
+    zir_role role;
+    ztype dtype;
+    int rank;
+    zdim shape[ZIR_MAX_RANK]; /* outermost first */
+    int32_t layer;            /* -1 when not part of a layer */
+    zir_node *producer;       /* NULL for inputs, weights and KV caches */
+    uint32_t n_uses;
+    const void *data; /* weights: bytes in the mapped GGUF */
+    uint64_t nbytes;  /* weights: size of data */
+    UT_hash_handle hh;
+} zir_value;
+
+typedef enum zir_rope_mode { ZROPE_NORMAL = 0, ZROPE_NEOX = 2 } zir_rope_mode;
+
+/* Attributes; each op reads the fields its comment in ops.def names. */
+typedef struct zir_attrs {
+    float eps;   /* rms_norm */
+    float scale; /* attn_scores */
+    struct {
+        int rank;
+        zdim shape[ZIR_MAX_RANK];
+    } reshape; /* reshape: the new shape */
+    struct {
+        zir_rope_mode mode;
+        int n_rot;        /* rotated dimensions, <= head dim */
+        float theta;      /* frequency base */
+        float freq_scale; /* 1 / linear scaling factor */
+    } rope;
+} zir_attrs;
+
+/* The group of a node, for reports: which part of a layer it belongs to. */
+typedef enum zir_group { ZG_NONE, ZG_EMBED, ZG_ATTN, ZG_MLP, ZG_OUTPUT, ZG_COUNT } zir_group;
+const char *zir_group_name(zir_group g);
+
+struct zir_node {
+    uint32_t id;
+    zir_op op;
+    int n_in;
+    zir_value *in[ZIR_MAX_IN]; /* an optional input is NULL */
+    zir_value *out;
+    int32_t layer;
+    zir_group group;
+    zir_attrs attr;
+    /* Fused kernels: the original nodes, in order, that this kernel computes.
+     * Their values that are not the kernel's output stay on chip. */
+    int n_body;
+    zir_node **body;
+};
+
+/* Hyperparameters the builders read from GGUF metadata. */
+typedef struct zir_hparams {
+    const char *arch; /* "qwen3", "llama", "qwen2" */
+    int n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx_train;
+    float rms_eps;
+    zir_rope_mode rope_mode;
+    int n_rot;
+    float rope_theta, rope_freq_scale;
+    bool qk_norm, qkv_bias, tied_output;
+} zir_hparams;
+
+typedef struct zir_graph {
+    zarena *arena;
+    zir_hparams hp;
+    zir_value **values;
+    uint32_t n_values, cap_values;
+    zir_node **nodes; /* dependency order */
+    uint32_t n_nodes, cap_nodes;
+    zir_value *by_name; /* uthash */
+    zir_value *tokens;  /* the input */
+    zir_value *logits;  /* the output */
+} zir_graph;
+
+zir_graph *zir_graph_new(void);
+void zir_graph_free(zir_graph *g);
+
+/* Builders: return NULL (with d set) on a duplicate name or out of memory. */
+zir_value *zir_value_new(zir_graph *g, const char *name, zir_role role, ztype dtype, int rank,
+                         const zdim *shape, zdiag *d);
+zir_value *zir_find(const zir_graph *g, const char *name);
+
+/* Appends a node computing op over in[] into a new activation called name,
+ * with the output shape inferred by zir_infer_shape. */
+zir_node *zir_node_add(zir_graph *g, zir_op op, const char *name, zir_value *const *in, int n_in,
+                       const zir_attrs *attr, int32_t layer, zir_group group, zdiag *d);
+
+/* Shape inference for one node from its inputs; ZE_INVALID on a mismatch. */
+zstatus zir_infer_shape(const zir_node *n, int *rank, zdim *shape, zdiag *d);
+
+/* One step of execution: T new tokens at positions pos..pos+T-1, with a KV
+ * cache of ctx positions. Symbols in shapes resolve against it. */
+typedef struct zir_step {
+    int64_t T, pos, ctx;
+} zir_step;
+
+static inline int64_t zdim_eval(zdim d, const zir_step *s) {
+    return d == ZDIM_T ? s->T : d == ZDIM_P ? s->pos + s->T : d == ZDIM_C ? s->ctx : d;
+}
+int64_t zir_value_elems(const zir_value *v, const zir_step *s);
+
+/* Checks every structural invariant: dependency order, arity, shapes,
+ * roles, use counts, unique names. Passes run it after each step in tests. */
+zstatus zir_verify(const zir_graph *g, zdiag *d);
+
+/* Stable, line-oriented text form (golden tests diff it). */
+void zir_print(const zir_graph *g, FILE *out);
+void zir_print_node(const zir_node *n, FILE *out);
+void zir_print_type(const zir_value *v, FILE *out);
+
+#endif

@@ -1,0 +1,173 @@
+/* Shape inference: the output shape of each op from its inputs. This is the
+ * one place that knows every op's shape rule; the verifier re-runs it. */
+#include "ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void dim_str(zdim d, char *buf, size_t n) {
+    if (d == ZDIM_T)
+        snprintf(buf, n, "T");
+    else if (d == ZDIM_P)
+        snprintf(buf, n, "P");
+    else if (d == ZDIM_C)
+        snprintf(buf, n, "C");
+    else
+        snprintf(buf, n, "%lld", (long long)d);
+}
+
+static zstatus mismatch(zdiag *d, const char *what, int input, int axis, zdim want, zdim got) {
+    char w[24], g[24];
+    dim_str(want, w, sizeof w);
+    dim_str(got, g, sizeof g);
+    return zdiag_set(d, ZE_INVALID, "%s: input %d axis %d: expected %s, found %s", what, input, axis, w, g);
+}
+
+static zstatus want_rank(zdiag *d, const zir_value *v, int input, int rank) {
+    if (!v) return zdiag_set(d, ZE_INVALID, "input %d is missing", input);
+    if (v->rank != rank)
+        return zdiag_set(d, ZE_INVALID, "input %d ('%s'): expected rank %d, found rank %d", input, v->name,
+                         rank, v->rank);
+    return ZOK;
+}
+
+#define CHECK(x)                                                                                             \
+    do {                                                                                                     \
+        zstatus s_ = (x);                                                                                    \
+        if (s_) return s_;                                                                                   \
+    } while (0)
+#define SAME(what, i, ax, want, got)                                                                         \
+    do {                                                                                                     \
+        if ((want) != (got)) return mismatch(d, what, i, ax, want, got);                                     \
+    } while (0)
+
+/* Symbolic element counts agree when the symbols match one for one and the
+ * constant factors multiply to the same number. */
+static bool same_elems(const zdim *a, int ra, const zdim *b, int rb) {
+    int64_t ca = 1, cb = 1;
+    int sa[4] = {0}, sb[4] = {0};
+    for (int i = 0; i < ra; i++)
+        a[i] < 0 ? (void)sa[-a[i]]++ : (void)(ca *= a[i]);
+    for (int i = 0; i < rb; i++)
+        b[i] < 0 ? (void)sb[-b[i]]++ : (void)(cb *= b[i]);
+    return ca == cb && !memcmp(sa, sb, sizeof sa);
+}
+
+static void set(int *rank, zdim *shape, int r, zdim a, zdim b, zdim c) {
+    *rank = r;
+    shape[0] = a;
+    shape[1] = b;
+    shape[2] = c;
+}
+
+static zstatus infer_attention(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
+    zir_value *const *in = n->in;
+    if (n->op == ZOP_KV_STORE) {
+        CHECK(want_rank(d, in[0], 0, 3));
+        CHECK(want_rank(d, in[1], 1, 3));
+        if (in[1]->role != ZR_KV)
+            return zdiag_set(d, ZE_INVALID, "input 1 ('%s') is not a KV cache", in[1]->name);
+        SAME("kv_store", 0, 1, in[1]->shape[1], in[0]->shape[1]);
+        SAME("kv_store", 0, 2, in[1]->shape[2], in[0]->shape[2]);
+        set(rank, shape, 3, ZDIM_P, in[0]->shape[1], in[0]->shape[2]);
+        return ZOK;
+    }
+    if (n->op == ZOP_SOFTMAX_CAUSAL) {
+        CHECK(want_rank(d, in[0], 0, 3));
+        set(rank, shape, 3, in[0]->shape[0], in[0]->shape[1], in[0]->shape[2]);
+        return ZOK;
+    }
+    CHECK(want_rank(d, in[0], 0, 3));
+    CHECK(want_rank(d, in[1], 1, 3));
+    if (n->op == ZOP_ATTN_SCORES) { /* q[T,H,D] k[P,Hkv,D] -> [H,T,P] */
+        SAME("attn_scores", 1, 2, in[0]->shape[2], in[1]->shape[2]);
+        if (in[1]->shape[1] <= 0 || in[0]->shape[1] % in[1]->shape[1])
+            return zdiag_set(d, ZE_INVALID, "attn_scores: %lld heads do not group over %lld KV heads",
+                             (long long)in[0]->shape[1], (long long)in[1]->shape[1]);
+        set(rank, shape, 3, in[0]->shape[1], in[0]->shape[0], in[1]->shape[0]);
+        return ZOK;
+    }
+    /* attn_mix: p[H,T,P] v[P,Hkv,D] -> [T,H,D] */
+    SAME("attn_mix", 1, 0, in[0]->shape[2], in[1]->shape[0]);
+    if (in[1]->shape[1] <= 0 || in[0]->shape[0] % in[1]->shape[1])
+        return zdiag_set(d, ZE_INVALID, "attn_mix: %lld heads do not group over %lld KV heads",
+                         (long long)in[0]->shape[0], (long long)in[1]->shape[1]);
+    set(rank, shape, 3, in[0]->shape[1], in[0]->shape[0], in[1]->shape[2]);
+    return ZOK;
+}
+
+static zstatus infer_rope(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
+    CHECK(want_rank(d, n->in[0], 0, 3));
+    int64_t hd = n->in[0]->shape[2];
+    int nr = n->attr.rope.n_rot;
+    if (nr <= 0 || nr % 2 || nr > hd)
+        return zdiag_set(d, ZE_INVALID, "rope: n_rot %d must be even and in 2..%lld", nr, (long long)hd);
+    if (n->in[1]) {
+        CHECK(want_rank(d, n->in[1], 1, 1));
+        SAME("rope freq factors", 1, 0, (zdim)(nr / 2), n->in[1]->shape[0]);
+    }
+    *rank = 3;
+    memcpy(shape, n->in[0]->shape, 3 * sizeof(zdim));
+    return ZOK;
+}
+
+static zstatus infer_basic(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
+    zir_value *const *in = n->in;
+    switch (n->op) {
+    case ZOP_EMBED:
+        CHECK(want_rank(d, in[0], 0, 2));
+        CHECK(want_rank(d, in[1], 1, 1));
+        set(rank, shape, 2, in[1]->shape[0], in[0]->shape[1], 0);
+        return ZOK;
+    case ZOP_RMS_NORM:
+        CHECK(want_rank(d, in[1], 1, 1));
+        if (!in[0] || in[0]->rank < 1) return zdiag_set(d, ZE_INVALID, "input 0 must have rank >= 1");
+        SAME("rms_norm", 1, 0, in[0]->shape[in[0]->rank - 1], in[1]->shape[0]);
+        break;
+    case ZOP_MATMUL:
+        CHECK(want_rank(d, in[0], 0, 2));
+        CHECK(want_rank(d, in[1], 1, 2));
+        SAME("matmul", 1, 1, in[0]->shape[1], in[1]->shape[1]);
+        set(rank, shape, 2, in[0]->shape[0], in[1]->shape[0], 0);
+        return ZOK;
+    case ZOP_ADD:
+    case ZOP_SWIGLU:
+        if (!in[0] || !in[1] || in[1]->rank > in[0]->rank)
+            return zdiag_set(d, ZE_INVALID, "operands do not broadcast");
+        for (int i = 0; i < in[1]->rank; i++) {
+            int ax = in[0]->rank - in[1]->rank + i;
+            SAME(zir_ops[n->op].name, 1, i, in[0]->shape[ax], in[1]->shape[i]);
+        }
+        if (n->op == ZOP_SWIGLU && in[1]->rank != in[0]->rank)
+            return zdiag_set(d, ZE_INVALID, "swiglu: gate and up must have the same shape");
+        break;
+    case ZOP_RESHAPE:
+        if (!in[0] || !same_elems(in[0]->shape, in[0]->rank, n->attr.reshape.shape, n->attr.reshape.rank))
+            return zdiag_set(d, ZE_INVALID, "reshape changes the number of elements");
+        *rank = n->attr.reshape.rank;
+        memcpy(shape, n->attr.reshape.shape, sizeof(zdim) * (size_t)*rank);
+        return ZOK;
+    default: return zdiag_set(d, ZE_INTERNAL, "no shape rule for op %d", (int)n->op);
+    }
+    *rank = in[0]->rank;
+    memcpy(shape, in[0]->shape, sizeof(zdim) * (size_t)*rank);
+    return ZOK;
+}
+
+zstatus zir_infer_shape(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
+    for (int i = 0; i < n->n_in; i++)
+        if (!n->in[i] && !(n->op == ZOP_ROPE && i == 1))
+            return zdiag_set(d, ZE_INVALID, "input %d is missing", i);
+    switch (zir_ops[n->op].kind) {
+    case ZK_KV:
+    case ZK_ATTENTION: return infer_attention(n, rank, shape, d);
+    case ZK_FUSED:
+        *rank = n->out->rank;
+        memcpy(shape, n->out->shape, sizeof(zdim) * (size_t)*rank);
+        return ZOK;
+    default:
+        if (n->op == ZOP_ROPE) return infer_rope(n, rank, shape, d);
+        if (n->op == ZOP_SOFTMAX_CAUSAL) return infer_attention(n, rank, shape, d);
+        return infer_basic(n, rank, shape, d);
+    }
+}
