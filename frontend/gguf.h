@@ -20,6 +20,7 @@
 #define GGUF_MAGIC             0x46554747u /* "GGUF" read as a little-endian u32 */
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_DIMS          4
+#define GGUF_MAX_ARRAY_DEPTH   8 /* arrays nested deeper than this are rejected */
 
 typedef enum gguf_vtype {
     GGUF_U8 = 0,
@@ -48,10 +49,10 @@ typedef struct gguf_value gguf_value;
 struct gguf_value {
     gguf_vtype type;
     union {
-        uint64_t u;  /* U8, U16, U32, U64, BOOL (0/1) */
-        int64_t i;   /* I8, I16, I32, I64 */
-        double f;    /* F32, F64 */
-        gguf_str s;  /* STRING */
+        uint64_t u; /* U8, U16, U32, U64, BOOL (0/1) */
+        int64_t i;  /* I8, I16, I32, I64 */
+        double f;   /* F32, F64 */
+        gguf_str s; /* STRING */
         struct {
             gguf_vtype elem;
             uint64_t n;
@@ -61,8 +62,9 @@ struct gguf_value {
 };
 
 typedef struct gguf_kv {
-    const char *key; /* NUL-terminated copy */
-    uint64_t offset; /* file offset of the key, for messages */
+    const char *key;       /* NUL-terminated copy */
+    uint64_t offset;       /* file offset of the key, for messages */
+    uint64_t value_offset; /* file offset of the value's type tag; the value follows it */
     gguf_value val;
     UT_hash_handle hh;
 } gguf_kv;
@@ -126,8 +128,9 @@ int gguf_opt_u32(const gguf_file *f, const char *key, uint32_t *out, zdiag *d);
 int gguf_opt_f32(const gguf_file *f, const char *key, float *out, zdiag *d);
 int gguf_opt_str(const gguf_file *f, const char *key, const char **out, zdiag *d);
 
-/* FNV-1a 64 over the first header_end bytes plus the file size: the identity
- * a compiled plan records of the GGUF it came from. */
+/* FNV-1a 64 over the first header_end bytes, continued over the file size as
+ * 8 little-endian bytes: the identity a compiled plan records of the GGUF it
+ * came from. Tensor data is not hashed (the size stands in for it). */
 uint64_t gguf_identity_hash(const gguf_file *f);
 
 /* ---- writer ------------------------------------------------------------ */
@@ -149,6 +152,9 @@ void gguf_set_str(gguf_writer *w, const char *key, const char *v);
 void gguf_set_arr_str(gguf_writer *w, const char *key, const char *const *v, uint64_t n);
 void gguf_set_arr_i32(gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
 void gguf_set_arr_f32(gguf_writer *w, const char *key, const float *v, uint64_t n);
+/* Any value, deep-copied: every scalar type and arrays nested up to
+ * GGUF_MAX_ARRAY_DEPTH (each item's type must equal the array's elem). */
+void gguf_set_value(gguf_writer *w, const char *key, const gguf_value *v);
 
 /* Adds a tensor; data (nbytes, which must equal the type's row bytes times the
  * rows) is copied. ne[0] is the contiguous dimension. */
