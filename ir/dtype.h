@@ -30,7 +30,7 @@ typedef enum ztype {
 #define ZT(NAME, name, id, be, bb, flags) ZT_##NAME = id,
 #include "dtypes.def"
 #undef ZT
-    ZT_ID_LIMIT = 40 /* ids are < this; not every id below is a type */
+    ZT_ID_LIMIT = 43 /* ids are < this; not every id below is a type */
 } ztype;
 
 typedef struct ztype_info {
@@ -44,21 +44,30 @@ bool ztype_valid(uint32_t id);
 const char *ztype_name(ztype t); /* "?" for an unknown id */
 
 /* Bytes for a row of n elements; n must be a multiple of the block size
- * (returns 0 with *ok false otherwise, or on overflow). */
+ * (returns 0 with *ok false otherwise, on overflow, or for an unknown type).
+ * ok may be NULL. */
 uint64_t ztype_row_bytes(ztype t, uint64_t n, bool *ok);
 
-/* Half and bfloat16 conversions, round-to-nearest-even, exact on NaN/Inf. */
+/* Half and bfloat16 conversions, round-to-nearest-even, exact on Inf,
+ * subnormals kept (never flushed). A NaN stays a NaN: it is made quiet and
+ * keeps the top bits of its payload (as ggml's bf16 conversion and x86 F16C
+ * do; ggml's portable f16 fallback returns 0x7e00 instead). */
 float zf16_to_f32(uint16_t h);
 uint16_t zf32_to_f16(float f);
 float zbf16_to_f32(uint16_t h);
 uint16_t zf32_to_bf16(float f);
 
-/* Dequantize n elements (n a multiple of the block size) from src into dst.
- * Returns ZE_UNSUPPORTED for a type without ZTF_COMPUTE. */
+/* Dequantize n elements (n a multiple of the block size) from src into dst,
+ * bit-exact with ggml's dequantize_row_* (plain C reference, no FMA).
+ * ZE_UNSUPPORTED for a type without ZTF_COMPUTE; ZE_INVALID for n < 0, n not
+ * a multiple of the block size, or a NULL pointer with n > 0. */
 zstatus ztype_dequant_row(ztype t, const void *src, float *dst, int64_t n);
 
 /* Quantize n elements into dst (ztype_row_bytes(t, n) bytes).
- * Returns ZE_UNSUPPORTED for a type without ZTF_QUANTIZE. Deterministic. */
+ * ZE_UNSUPPORTED for a type without ZTF_QUANTIZE; ZE_INVALID as for
+ * ztype_dequant_row, and for a NaN or Inf in src when t is block-quantized.
+ * Deterministic: the same input gives the same bytes. Scales that exceed the
+ * f16 range saturate at 65504. */
 zstatus ztype_quantize_row(ztype t, const float *src, void *dst, int64_t n);
 
 #endif
