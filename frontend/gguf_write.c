@@ -249,7 +249,9 @@ void gguf_set_arr_f32(gguf_writer *w, const char *key, const float *v, uint64_t 
 static bool check_tensor(gguf_writer *w, const char *name, ztype type, uint32_t n_dims, const int64_t *ne,
                          const void *data, uint64_t nbytes) {
     const ztype_info *ti = ztype_get((uint32_t)type);
-    if (!name || !*name) return werr(w, ZE_INVALID, "tensor with no name: expected a non-empty name");
+    if (!name || !*name)
+        return werr(w, ZE_INVALID, "tensor with no name: expected a non-empty name, found %s",
+                    name ? "\"\"" : "NULL");
     if (!ti) return werr(w, ZE_INVALID, "tensor '%s': expected a ggml type, found id %d", name, (int)type);
     if (n_dims > GGUF_MAX_DIMS || (n_dims && !ne))
         return werr(w, ZE_INVALID, "tensor '%s': expected at most %d dimensions, found %" PRIu32 "%s", name,
@@ -279,7 +281,8 @@ static bool check_tensor(gguf_writer *w, const char *name, ztype type, uint32_t 
     if (nbytes && !data) return werr(w, ZE_INVALID, "tensor '%s': expected data, found NULL", name);
     wtensor *dup = NULL;
     HASH_FIND_STR(w->t_index, name, dup);
-    if (dup) return werr(w, ZE_INVALID, "duplicate tensor '%s': expected each name once", name);
+    if (dup)
+        return werr(w, ZE_INVALID, "duplicate tensor '%s': expected each name once, found it twice", name);
     return true;
 }
 

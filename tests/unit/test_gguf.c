@@ -125,6 +125,7 @@ static void expect_fail(const bb *b, zstatus code, uint64_t off, const char *nee
     cr_expect_eq(st, code, "status %s, expected %s (%s)", zstatus_name(st), zstatus_name(code), d.msg);
     cr_expect_eq(d.code, code);
     if (st != ZOK) cr_expect_null(f);
+    cr_log_info("%s", d.msg);
     expect_msg(&d, "m.gguf", off, needle);
 }
 
