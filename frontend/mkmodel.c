@@ -1,0 +1,494 @@
+/* mkmodel: random-weight GGUF test models (see mkmodel.h and docs/test-models.md).
+ *
+ * Facts taken from llama.cpp (src/llama-quant.cpp, src/llama-vocab.cpp,
+ * src/models/{qwen3,qwen2,llama}.cpp, convert_hf_to_gguf.py):
+ *  - Q4_K_M: output.weight -> Q6_K (Q8_0 if its rows are not a multiple of
+ *    256), and token_embd too when there is no output.weight; attn_v and
+ *    ffn_down -> Q6_K on layers where use_more_bits; other 2-D weights Q4_K;
+ *    1-D tensors (norms, biases) stay F32.
+ *  - llama requires rope.dimension_count == key_length; qwen2 requires
+ *    head_count * key_length == embedding_length (its attn_q is {H, H}).
+ *  - Vocabulary padding uses "[PAD<id>]" tokens of type UNUSED. */
+#include "mkmodel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gguf.h"
+
+/* ---- options ------------------------------------------------------------ */
+
+static const char *const arch_names[ZMK_ARCH_COUNT] = {"qwen3", "llama", "qwen2"};
+
+void zmk_defaults(zmk_opts *o) {
+    *o = (zmk_opts){.arch = ZMK_QWEN3,
+                    .layers = 2,
+                    .hidden = 256,
+                    .ff = 768,
+                    .heads = 4,
+                    .kv_heads = 2,
+                    .head_dim = 64,
+                    .vocab = 512,
+                    .ctx = 4096,
+                    .quant = ZMK_Q4_K_M,
+                    .seed = 1,
+                    .tied = false};
+}
+
+const char *zmk_arch_name(zmk_arch a) {
+    return (unsigned)a < ZMK_ARCH_COUNT ? arch_names[a] : "?";
+}
+
+const char *zmk_quant_name(zmk_quant q) {
+    switch (q) {
+    case ZMK_F32: return "f32";
+    case ZMK_F16: return "f16";
+    case ZMK_Q8_0: return "q8_0";
+    case ZMK_Q4_K_M: return "q4_k_m";
+    }
+    return "?";
+}
+
+bool zmk_parse_arch(const char *s, zmk_arch *out) {
+    for (int i = 0; i < ZMK_ARCH_COUNT; i++)
+        if (!strcmp(s, arch_names[i])) {
+            *out = (zmk_arch)i;
+            return true;
+        }
+    return false;
+}
+
+bool zmk_parse_quant(const char *s, zmk_quant *out) {
+    static const zmk_quant all[] = {ZMK_F32, ZMK_F16, ZMK_Q8_0, ZMK_Q4_K_M};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!strcmp(s, zmk_quant_name(all[i]))) {
+            *out = all[i];
+            return true;
+        }
+    return false;
+}
+
+/* Bounds that keep every size product far from overflow and files sane. */
+#define ZMK_MAX_DIM    (1u << 20)
+#define ZMK_MAX_LAYERS 1024u
+
+static zstatus check_dim(const char *name, uint32_t v, uint32_t max, zdiag *d) {
+    if (v == 0 || v > max)
+        return zdiag_set(d, ZE_INVALID, "mkmodel: --%s: expected 1..%u, found %u", name, max, v);
+    return ZOK;
+}
+
+zstatus zmk_validate(const zmk_opts *o, zdiag *d) {
+    if ((unsigned)o->arch >= ZMK_ARCH_COUNT) return zdiag_set(d, ZE_INVALID, "mkmodel: unknown architecture");
+    if (!strcmp(zmk_quant_name(o->quant), "?")) return zdiag_set(d, ZE_INVALID, "mkmodel: unknown file type");
+    const struct {
+        const char *name;
+        uint32_t v, max;
+    } dims[] = {{"layers", o->layers, ZMK_MAX_LAYERS},
+                {"hidden", o->hidden, ZMK_MAX_DIM},
+                {"ff", o->ff, ZMK_MAX_DIM},
+                {"heads", o->heads, 4096},
+                {"kv-heads", o->kv_heads, 4096},
+                {"head-dim", o->head_dim, 4096},
+                {"vocab", o->vocab, 1u << 24},
+                {"ctx", o->ctx, 1u << 24}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        zstatus s = check_dim(dims[i].name, dims[i].v, dims[i].max, d);
+        if (s) return s;
+    }
+    if (o->heads % o->kv_heads)
+        return zdiag_set(d, ZE_INVALID, "mkmodel: --heads %u must be a multiple of --kv-heads %u", o->heads,
+                         o->kv_heads);
+    if (o->head_dim % 2)
+        return zdiag_set(d, ZE_INVALID, "mkmodel: --head-dim %u must be even (RoPE rotates pairs)",
+                         o->head_dim);
+    if (o->arch == ZMK_QWEN2 && (uint64_t)o->heads * o->head_dim != o->hidden)
+        return zdiag_set(d, ZE_INVALID,
+                         "mkmodel: qwen2 needs heads * head-dim == hidden (llama.cpp's qwen2 attn_q is "
+                         "[hidden, hidden]): expected %u, found %u * %u = %llu",
+                         o->hidden, o->heads, o->head_dim, (unsigned long long)o->heads * o->head_dim);
+    if (o->vocab < zmk_min_vocab(o->arch))
+        return zdiag_set(
+            d, ZE_INVALID,
+            "mkmodel: --vocab %u is too small for %s: expected at least %u (256 byte tokens + %u "
+            "special tokens)",
+            o->vocab, zmk_arch_name(o->arch), zmk_min_vocab(o->arch), zmk_min_vocab(o->arch) - 256);
+    return ZOK;
+}
+
+/* ---- tensors ------------------------------------------------------------ */
+
+/* Legend: name suffix; per layer; init class (what the weight is, for the
+ * initialiser); which architectures have it. */
+enum { INIT_MATRIX, INIT_RESID_OUT, INIT_NORM, INIT_BIAS };
+enum { A_ALL = 7, A_QWEN3 = 1 << ZMK_QWEN3, A_QWEN2 = 1 << ZMK_QWEN2 };
+
+static const struct {
+    const char *name;
+    bool per_layer;
+    int init;
+    int archs;
+} kinds[ZMK_KIND_COUNT] = {
+    [ZMK_TOKEN_EMBD] = {"token_embd.weight", false, INIT_MATRIX, A_ALL},
+    [ZMK_ATTN_NORM] = {"attn_norm.weight", true, INIT_NORM, A_ALL},
+    [ZMK_ATTN_Q] = {"attn_q.weight", true, INIT_MATRIX, A_ALL},
+    [ZMK_ATTN_Q_B] = {"attn_q.bias", true, INIT_BIAS, A_QWEN2},
+    [ZMK_ATTN_K] = {"attn_k.weight", true, INIT_MATRIX, A_ALL},
+    [ZMK_ATTN_K_B] = {"attn_k.bias", true, INIT_BIAS, A_QWEN2},
+    [ZMK_ATTN_V] = {"attn_v.weight", true, INIT_MATRIX, A_ALL},
+    [ZMK_ATTN_V_B] = {"attn_v.bias", true, INIT_BIAS, A_QWEN2},
+    [ZMK_ATTN_Q_NORM] = {"attn_q_norm.weight", true, INIT_NORM, A_QWEN3},
+    [ZMK_ATTN_K_NORM] = {"attn_k_norm.weight", true, INIT_NORM, A_QWEN3},
+    [ZMK_ATTN_OUT] = {"attn_output.weight", true, INIT_RESID_OUT, A_ALL},
+    [ZMK_FFN_NORM] = {"ffn_norm.weight", true, INIT_NORM, A_ALL},
+    [ZMK_FFN_GATE] = {"ffn_gate.weight", true, INIT_MATRIX, A_ALL},
+    [ZMK_FFN_UP] = {"ffn_up.weight", true, INIT_MATRIX, A_ALL},
+    [ZMK_FFN_DOWN] = {"ffn_down.weight", true, INIT_RESID_OUT, A_ALL},
+    [ZMK_OUTPUT_NORM] = {"output_norm.weight", false, INIT_NORM, A_ALL},
+    [ZMK_OUTPUT] = {"output.weight", false, INIT_MATRIX, A_ALL},
+};
+
+const char *zmk_kind_name(zmk_kind k) {
+    return (unsigned)k < ZMK_KIND_COUNT ? kinds[k].name : "?";
+}
+
+bool zmk_kind_present(const zmk_opts *o, zmk_kind k) {
+    if ((unsigned)k >= ZMK_KIND_COUNT) return false;
+    if (k == ZMK_OUTPUT && o->tied) return false;
+    return (kinds[k].archs >> o->arch) & 1;
+}
+
+uint32_t zmk_kind_shape(const zmk_opts *o, zmk_kind k, int64_t ne[2]) {
+    const int64_t H = o->hidden, F = o->ff, Q = (int64_t)o->heads * o->head_dim;
+    const int64_t KV = (int64_t)o->kv_heads * o->head_dim;
+    ne[1] = 1;
+    switch (k) {
+    case ZMK_TOKEN_EMBD:
+    case ZMK_OUTPUT: ne[0] = H, ne[1] = o->vocab; return 2;
+    case ZMK_ATTN_Q: ne[0] = H, ne[1] = Q; return 2;
+    case ZMK_ATTN_K:
+    case ZMK_ATTN_V: ne[0] = H, ne[1] = KV; return 2;
+    case ZMK_ATTN_OUT: ne[0] = Q, ne[1] = H; return 2;
+    case ZMK_FFN_GATE:
+    case ZMK_FFN_UP: ne[0] = H, ne[1] = F; return 2;
+    case ZMK_FFN_DOWN: ne[0] = F, ne[1] = H; return 2;
+    case ZMK_ATTN_Q_B: ne[0] = Q; return 1;
+    case ZMK_ATTN_K_B:
+    case ZMK_ATTN_V_B: ne[0] = KV; return 1;
+    case ZMK_ATTN_Q_NORM:
+    case ZMK_ATTN_K_NORM: ne[0] = o->head_dim; return 1;
+    case ZMK_ATTN_NORM:
+    case ZMK_FFN_NORM:
+    case ZMK_OUTPUT_NORM: ne[0] = H; return 1;
+    case ZMK_KIND_COUNT: break;
+    }
+    ne[0] = 0;
+    return 0;
+}
+
+bool zmk_use_more_bits(int i, int n) {
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* What llama-quantize's llama_tensor_get_type picks for Q4_K_M, before the
+ * row-length fallback. */
+static ztype q4_k_m_type(const zmk_opts *o, zmk_kind k, int layer) {
+    switch (k) {
+    case ZMK_OUTPUT: return ZT_Q6_K;
+    case ZMK_TOKEN_EMBD: return o->tied ? ZT_Q6_K : ZT_Q4_K;
+    case ZMK_ATTN_V:
+    case ZMK_FFN_DOWN: return zmk_use_more_bits(layer, (int)o->layers) ? ZT_Q6_K : ZT_Q4_K;
+    default: return ZT_Q4_K;
+    }
+}
+
+/* The type the file type asks for, before the row-length fallback. */
+static ztype wanted_type(const zmk_opts *o, zmk_kind k, int layer) {
+    int64_t ne[2];
+    if (zmk_kind_shape(o, k, ne) < 2) return ZT_F32;
+    switch (o->quant) {
+    case ZMK_F32: return ZT_F32;
+    case ZMK_F16: return ZT_F16;
+    case ZMK_Q8_0: return ZT_Q8_0;
+    case ZMK_Q4_K_M: break;
+    }
+    return q4_k_m_type(o, k, layer);
+}
+
+ztype zmk_tensor_type(const zmk_opts *o, zmk_kind k, int layer, bool *fell_back) {
+    int64_t ne[2];
+    zmk_kind_shape(o, k, ne);
+    ztype t = wanted_type(o, k, layer);
+    bool fb = ne[0] % ztype_get(t)->block_elems != 0;
+    /* llama-quantize falls back Q6_K -> Q8_0 and Q4_K -> Q5_0; zincc cannot
+     * write Q5_0, so both go to Q8_0 (and to F16 when not even 32 divides). */
+    if (fb) t = ne[0] % 32 ? ZT_F16 : ZT_Q8_0;
+    if (fell_back) *fell_back = fb;
+    return t;
+}
+
+/* ---- vocabulary --------------------------------------------------------- */
+
+static const char *const qwen_specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+static const char *const llama3_specials[] = {"<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>",
+                                              "<|start_header_id|>", "<|end_header_id|>"};
+
+/* Qwen2-Instruct's ChatML template (with its default system prompt), a plain
+ * ChatML one for Qwen3 (its real template adds <think> handling on top), and
+ * Meta-Llama-3-Instruct's. llama.cpp recognises all three by their markers. */
+static const char qwen2_template[] =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+static const char chatml_template[] =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif "
+    "%}";
+static const char llama3_template[] =
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + "
+    "'<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}"
+    "{{ content }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+
+uint32_t zmk_min_vocab(zmk_arch arch) {
+    return 256 + (arch == ZMK_LLAMA ? sizeof llama3_specials / sizeof llama3_specials[0]
+                                    : sizeof qwen_specials / sizeof qwen_specials[0]);
+}
+
+/* Special-token roles as the families' GGUFs set them (ids relative to the
+ * first special): Qwen bos = pad = <|endoftext|>, eos = <|im_end|>, no BOS
+ * added; Llama 3 bos = <|begin_of_text|>, eos = <|eot_id|> (instruct),
+ * pad = <|end_of_text|>, BOS added. */
+static void family_specials(zmk_arch arch, zmk_vocab *v) {
+    bool llama = arch == ZMK_LLAMA;
+    int32_t f = (int32_t)v->first_special;
+    v->bos = f;
+    v->eos = f + 2;
+    v->pad = llama ? f + 1 : f;
+    v->add_bos = llama;
+    v->pre = llama ? "llama-bpe" : "qwen2";
+    v->chat_template = llama ? llama3_template : arch == ZMK_QWEN2 ? qwen2_template : chatml_template;
+}
+
+zstatus zmk_build_vocab(zmk_arch arch, uint32_t vocab_size, zarena *a, zmk_vocab *out, zdiag *d) {
+    bool llama = arch == ZMK_LLAMA;
+    const char *const *sp = llama ? llama3_specials : qwen_specials;
+    uint32_t n_sp = zmk_min_vocab(arch) - 256;
+    if (vocab_size < 256 + n_sp)
+        return zdiag_set(d, ZE_INVALID, "mkmodel: vocab %u is too small: expected at least %u", vocab_size,
+                         256 + n_sp);
+    zmk_bpe bpe;
+    zstatus s = zmk_bpe_train(zmk_corpus, llama ? 3 : 1, vocab_size - 256 - n_sp, a, &bpe, d);
+    if (s) return s;
+    const char **tok = zarena_array(a, vocab_size, sizeof *tok);
+    int32_t *types = zarena_array(a, vocab_size, sizeof *types);
+    if (!tok || !types)
+        return zdiag_set(d, ZE_NOMEM, "mkmodel: out of memory for a %u-token vocabulary", vocab_size);
+    uint32_t n = 0;
+    for (; n < bpe.n_tokens; n++)
+        tok[n] = bpe.tokens[n], types[n] = ZMK_TOK_NORMAL;
+    for (uint32_t i = 0; i < n_sp; i++, n++)
+        tok[n] = sp[i], types[n] = ZMK_TOK_CONTROL;
+    for (; n < vocab_size; n++) {
+        if (!(tok[n] = zarena_printf(a, "[PAD%u]", n)))
+            return zdiag_set(d, ZE_NOMEM, "mkmodel: out of memory");
+        types[n] = ZMK_TOK_UNUSED;
+    }
+    *out = (zmk_vocab){.n_tokens = vocab_size,
+                       .tokens = tok,
+                       .types = types,
+                       .n_merges = bpe.n_merges,
+                       .merges = bpe.merges,
+                       .n_learned = bpe.n_tokens - 256,
+                       .n_special = n_sp,
+                       .first_special = bpe.n_tokens};
+    family_specials(arch, out);
+    return ZOK;
+}
+
+/* ---- weights ------------------------------------------------------------ */
+
+/* splitmix64: seeds one independent stream per tensor from (seed, name), so
+ * a tensor's values do not depend on which other tensors exist. */
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Box-Muller on 53-bit uniforms; u1 is kept away from 0. */
+static float normal(uint64_t *s) {
+    double u1 = ((splitmix64(s) >> 11) + 1.0) * 0x1.0p-53;
+    double u2 = (splitmix64(s) >> 11) * 0x1.0p-53;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* Fills n values for tensor `name` of kind k (see docs/test-models.md). */
+static void init_values(const zmk_opts *o, zmk_kind k, const char *name, int64_t ne0, float *x, uint64_t n) {
+    uint64_t s = o->seed ^ fnv1a(name);
+    splitmix64(&s);
+    double scale;
+    switch (kinds[k].init) {
+    case INIT_NORM:
+        for (uint64_t i = 0; i < n; i++)
+            x[i] = 1.0f + 0.1f * normal(&s);
+        return;
+    case INIT_BIAS: scale = 0.1; break;
+    case INIT_RESID_OUT: scale = 1.0 / sqrt((double)ne0 * 2.0 * o->layers); break;
+    default: scale = 1.0 / sqrt((double)ne0); break;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        x[i] = (float)(scale * normal(&s));
+}
+
+typedef struct mk_ctx {
+    const zmk_opts *o;
+    gguf_writer *w;
+    zmk_report *rep;
+    bool noted[ZMK_KIND_COUNT];
+} mk_ctx;
+
+/* One note per tensor kind, not per tensor: the command prints them. */
+static void note_fallback(mk_ctx *c, zmk_kind k, int layer, int64_t ne0, ztype t) {
+    if (c->noted[k] || c->rep->n_notes >= ZMK_KIND_COUNT) return;
+    c->noted[k] = true;
+    ztype want = wanted_type(c->o, k, layer);
+    snprintf(c->rep->notes[c->rep->n_notes++], sizeof c->rep->notes[0],
+             "%s: row length %lld is not a multiple of %u (the block of %s): written as %s", kinds[k].name,
+             (long long)ne0, ztype_get(want)->block_elems, ztype_name(want), ztype_name(t));
+}
+
+static zstatus add_tensor(mk_ctx *c, zmk_kind k, int layer, zdiag *d) {
+    char name[96];
+    if (kinds[k].per_layer)
+        snprintf(name, sizeof name, "blk.%d.%s", layer, kinds[k].name);
+    else
+        snprintf(name, sizeof name, "%s", kinds[k].name);
+    int64_t ne[2];
+    uint32_t nd = zmk_kind_shape(c->o, k, ne);
+    bool fell_back, ok;
+    ztype t = zmk_tensor_type(c->o, k, layer, &fell_back);
+    uint64_t row = ztype_row_bytes(t, (uint64_t)ne[0], &ok), n = (uint64_t)ne[0] * (uint64_t)ne[1];
+    zarena *a = zarena_new(); /* scratch for this tensor; the writer keeps its own copy */
+    float *x = a ? zarena_array(a, n, sizeof *x) : NULL;
+    uint8_t *q = a && ok ? zarena_array(a, (size_t)ne[1], row) : NULL;
+    zstatus s = ZOK;
+    if (!x || !q) {
+        s = zdiag_set(d, ZE_NOMEM, "mkmodel: out of memory for %s (%llu values)", name,
+                      (unsigned long long)n);
+        goto done;
+    }
+    init_values(c->o, k, name, ne[0], x, n);
+    for (int64_t r = 0; r < ne[1] && !s; r++)
+        if ((s = ztype_quantize_row(t, x + r * ne[0], q + r * row, ne[0])))
+            zdiag_set(d, s, "mkmodel: cannot write %s as %s", name, ztype_name(t));
+    if (s) goto done;
+    gguf_add_tensor(c->w, name, t, nd, ne, q, row * (uint64_t)ne[1]);
+    c->rep->n_tensors++;
+    c->rep->n_params += n;
+    if (fell_back) note_fallback(c, k, layer, ne[0], t);
+done:
+    zarena_free(a);
+    return s;
+}
+
+static zstatus add_tensors(mk_ctx *c, zdiag *d) {
+    zstatus s = add_tensor(c, ZMK_TOKEN_EMBD, -1, d);
+    for (int l = 0; l < (int)c->o->layers && !s; l++)
+        for (int k = ZMK_ATTN_NORM; k <= ZMK_FFN_DOWN && !s; k++)
+            if (zmk_kind_present(c->o, (zmk_kind)k)) s = add_tensor(c, (zmk_kind)k, l, d);
+    if (!s) s = add_tensor(c, ZMK_OUTPUT_NORM, -1, d);
+    if (!s && zmk_kind_present(c->o, ZMK_OUTPUT)) s = add_tensor(c, ZMK_OUTPUT, -1, d);
+    return s;
+}
+
+/* ---- metadata ----------------------------------------------------------- */
+
+/* Family values of the real models: Qwen2/Qwen3 use RMS eps 1e-6 and RoPE
+ * base 1e6, Llama 3 uses 1e-5 and 5e5. */
+static void set_hparams(gguf_writer *w, const zmk_opts *o) {
+    const char *arch = zmk_arch_name(o->arch);
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+    gguf_set_u32(w, KEY("context_length"), o->ctx);
+    gguf_set_u32(w, KEY("embedding_length"), o->hidden);
+    gguf_set_u32(w, KEY("block_count"), o->layers);
+    gguf_set_u32(w, KEY("feed_forward_length"), o->ff);
+    gguf_set_u32(w, KEY("attention.head_count"), o->heads);
+    gguf_set_u32(w, KEY("attention.head_count_kv"), o->kv_heads);
+    gguf_set_u32(w, KEY("attention.key_length"), o->head_dim);
+    gguf_set_u32(w, KEY("attention.value_length"), o->head_dim);
+    gguf_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), o->arch == ZMK_LLAMA ? 1e-5f : 1e-6f);
+    gguf_set_f32(w, KEY("rope.freq_base"), o->arch == ZMK_LLAMA ? 500000.0f : 1000000.0f);
+    if (o->arch == ZMK_LLAMA) {
+        gguf_set_u32(w, KEY("rope.dimension_count"), o->head_dim);
+        gguf_set_u32(w, KEY("vocab_size"), o->vocab);
+    }
+#undef KEY
+}
+
+static void set_general(gguf_writer *w, const zmk_opts *o, zarena *a) {
+    gguf_set_str(w, "general.architecture", zmk_arch_name(o->arch));
+    gguf_set_str(w, "general.type", "model");
+    const char *name = zarena_printf(a, "zinc-test-%s-%uL-%uH-%s%s", zmk_arch_name(o->arch), o->layers,
+                                     o->hidden, zmk_quant_name(o->quant), o->tied ? "-tied" : "");
+    gguf_set_str(w, "general.name", name ? name : "zinc-test");
+    const char *desc = zarena_printf(a, "random-weight test model written by zinc mkmodel, seed %llu",
+                                     (unsigned long long)o->seed);
+    gguf_set_str(w, "general.description", desc ? desc : "random-weight test model");
+    gguf_set_u32(w, "general.file_type", (uint32_t)o->quant);
+    gguf_set_u32(w, "general.quantization_version", 2);
+}
+
+static void set_tokenizer(gguf_writer *w, const zmk_vocab *v) {
+    gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_set_str(w, "tokenizer.ggml.pre", v->pre);
+    gguf_set_arr_str(w, "tokenizer.ggml.tokens", v->tokens, v->n_tokens);
+    gguf_set_arr_i32(w, "tokenizer.ggml.token_type", v->types, v->n_tokens);
+    gguf_set_arr_str(w, "tokenizer.ggml.merges", v->merges, v->n_merges);
+    gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos);
+    gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos);
+    gguf_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v->pad);
+    gguf_set_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos);
+    gguf_set_str(w, "tokenizer.chat_template", v->chat_template);
+}
+
+zstatus zmk_write(const zmk_opts *o, const char *path, zmk_report *rep, zdiag *d) {
+    zmk_report local;
+    if (!rep) rep = &local;
+    memset(rep, 0, sizeof *rep);
+    zstatus s = zmk_validate(o, d);
+    if (s) return s;
+    zarena *a = zarena_new();
+    gguf_writer *w = gguf_writer_new();
+    if (!a || !w) {
+        s = zdiag_set(d, ZE_NOMEM, "mkmodel: out of memory");
+        goto done;
+    }
+    zmk_vocab v;
+    if ((s = zmk_build_vocab(o->arch, o->vocab, a, &v, d))) goto done;
+    rep->n_merges = v.n_merges;
+    rep->n_learned = v.n_learned;
+    rep->n_pad = v.n_tokens - 256 - v.n_learned - v.n_special;
+    set_general(w, o, a);
+    set_hparams(w, o);
+    set_tokenizer(w, &v);
+    mk_ctx c = {.o = o, .w = w, .rep = rep};
+    if ((s = add_tensors(&c, d))) goto done;
+    s = gguf_writer_write(w, path, d);
+done:
+    if (w) gguf_writer_free(w);
+    zarena_free(a);
+    return s;
+}

@@ -1,0 +1,146 @@
+/* mkmodel: writes random-weight test models in GGUF, shaped and labelled like
+ * the real qwen3 / llama / qwen2 files that llama.cpp loads, with a small
+ * byte-level BPE tokenizer trained on an embedded text.
+ *
+ * Everything is a function of the options: the same options (seed included)
+ * give the same bytes. Weights are N(0,1)/sqrt(fan_in) (see docs/test-models.md
+ * for why this keeps activations O(1) through many layers); tensor types follow
+ * llama-quantize's choices for the requested file type. */
+#ifndef ZINC_MKMODEL_H
+#define ZINC_MKMODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../ir/arena.h"
+#include "../ir/dtype.h"
+#include "../ir/zstatus.h"
+
+typedef enum zmk_arch { ZMK_QWEN3, ZMK_LLAMA, ZMK_QWEN2, ZMK_ARCH_COUNT } zmk_arch;
+
+/* The file types we can write, with llama.cpp's LLAMA_FTYPE numbers. */
+typedef enum zmk_quant {
+    ZMK_F32 = 0,
+    ZMK_F16 = 1,
+    ZMK_Q8_0 = 7,
+    ZMK_Q4_K_M = 15,
+} zmk_quant;
+
+typedef struct zmk_opts {
+    zmk_arch arch;
+    uint32_t layers, hidden, ff, heads, kv_heads, head_dim, vocab, ctx;
+    zmk_quant quant;
+    uint64_t seed;
+    bool tied; /* no output.weight: the output projection reuses token_embd */
+} zmk_opts;
+
+/* The defaults that `zinc mkmodel --help` documents. */
+void zmk_defaults(zmk_opts *o);
+
+const char *zmk_arch_name(zmk_arch a);
+const char *zmk_quant_name(zmk_quant q);
+/* Parse "qwen3" / "q4_k_m"...; false for an unknown name. */
+bool zmk_parse_arch(const char *s, zmk_arch *out);
+bool zmk_parse_quant(const char *s, zmk_quant *out);
+
+/* Checks that the options describe a model llama.cpp can load. */
+zstatus zmk_validate(const zmk_opts *o, zdiag *d);
+
+/* The tensors of a model, in the order they are written. */
+typedef enum zmk_kind {
+    ZMK_TOKEN_EMBD,
+    ZMK_ATTN_NORM,
+    ZMK_ATTN_Q,
+    ZMK_ATTN_Q_B,
+    ZMK_ATTN_K,
+    ZMK_ATTN_K_B,
+    ZMK_ATTN_V,
+    ZMK_ATTN_V_B,
+    ZMK_ATTN_Q_NORM,
+    ZMK_ATTN_K_NORM,
+    ZMK_ATTN_OUT,
+    ZMK_FFN_NORM,
+    ZMK_FFN_GATE,
+    ZMK_FFN_UP,
+    ZMK_FFN_DOWN,
+    ZMK_OUTPUT_NORM,
+    ZMK_OUTPUT,
+    ZMK_KIND_COUNT
+} zmk_kind;
+
+/* llama.cpp's tensor name suffix, e.g. "attn_q.weight" (without "blk.N."). */
+const char *zmk_kind_name(zmk_kind k);
+/* Whether the architecture has this tensor (given --tied). */
+bool zmk_kind_present(const zmk_opts *o, zmk_kind k);
+/* Shape in ggml order: ne[0] is the contiguous (input) dimension. Returns n_dims. */
+uint32_t zmk_kind_shape(const zmk_opts *o, zmk_kind k, int64_t ne[2]);
+
+/* llama-quantize's use_more_bits(i_layer, n_layers), integer arithmetic. */
+bool zmk_use_more_bits(int i, int n);
+
+/* The type a tensor gets in the file: what llama-quantize picks for the file
+ * type, then the fallback for a row length the type cannot hold (K-quants need
+ * a multiple of 256 -> Q8_0; Q8_0 needs a multiple of 32 -> F16). *fell_back,
+ * when not NULL, tells whether the fallback was taken. */
+ztype zmk_tensor_type(const zmk_opts *o, zmk_kind k, int layer, bool *fell_back);
+
+/* ---- tokenizer ---------------------------------------------------------- */
+
+enum { ZMK_TOK_NORMAL = 1, ZMK_TOK_CONTROL = 3, ZMK_TOK_UNUSED = 5 }; /* llama_token_type */
+
+typedef struct zmk_vocab {
+    uint32_t n_tokens;   /* == the requested vocab size */
+    const char **tokens; /* UTF-8, in the GPT-2 byte-to-unicode alphabet */
+    int32_t *types;      /* ZMK_TOK_* */
+    uint32_t n_merges;
+    const char **merges; /* "left right", rank order */
+    uint32_t n_learned;  /* tokens made by merges (some merges re-make a token) */
+    uint32_t n_special;
+    uint32_t first_special; /* ids first_special .. first_special + n_special - 1 */
+    int32_t bos, eos, pad;
+    bool add_bos;
+    const char *pre;           /* tokenizer.ggml.pre */
+    const char *chat_template; /* tokenizer.chat_template */
+} zmk_vocab;
+
+/* Builds the vocabulary of exactly vocab_size tokens: the 256 byte symbols,
+ * merges learned from the embedded text, the family's special tokens as
+ * CONTROL tokens, and "[PADn]" UNUSED tokens if the text runs out of merges
+ * (what llama.cpp's converter does for padded vocabularies). */
+zstatus zmk_build_vocab(zmk_arch arch, uint32_t vocab_size, zarena *a, zmk_vocab *out, zdiag *d);
+
+/* The smallest vocabulary an architecture accepts: 256 bytes + its specials. */
+uint32_t zmk_min_vocab(zmk_arch arch);
+
+/* Byte-level BPE training (frontend/bpe_train.c): learns up to max_new new
+ * tokens from text, splitting it first with the family's pre-tokenizer
+ * (digits one at a time for Qwen, in runs of up to 3 for Llama 3). Token ids
+ * 0..255 are the byte symbols in GPT-2 order. */
+typedef struct zmk_bpe {
+    uint32_t n_tokens; /* 256 + n_learned */
+    const char **tokens;
+    uint32_t n_merges;
+    const char **merges;
+} zmk_bpe;
+zstatus zmk_bpe_train(const char *text, int digit_run, uint32_t max_new, zarena *a, zmk_bpe *out, zdiag *d);
+/* The UTF-8 symbol GPT-2 uses for byte b (at most 2 bytes + NUL), and the id of byte b. */
+void zmk_byte_symbol(uint8_t b, char out[3]);
+uint32_t zmk_byte_id(uint8_t b);
+/* The embedded training text. */
+extern const char zmk_corpus[];
+
+/* ---- writer ------------------------------------------------------------- */
+
+/* What a run did, for the command to print. */
+typedef struct zmk_report {
+    uint32_t n_tensors;
+    uint64_t n_params;
+    uint32_t n_merges, n_learned, n_pad;
+    uint32_t n_notes;
+    char notes[ZMK_KIND_COUNT][200]; /* one line per tensor kind that fell back */
+} zmk_report;
+
+/* Validates, builds and writes the model to path (atomically). rep may be NULL. */
+zstatus zmk_write(const zmk_opts *o, const char *path, zmk_report *rep, zdiag *d);
+
+#endif

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Compares zincc's CPU reference (`zinc ref`) with llama.cpp on generated models.
+#   usage: tests/llamacpp/compare.sh BUILD_DIR
+# For each architecture and file type: write a model with `zinc mkmodel`, check
+# that llama.cpp loads it, tokenizes text with its vocabulary and recognises its
+# chat template, then compare the logits of a teacher-forced token list, prefill
+# and decode, zinc against llama.cpp, and llama.cpp against itself.
+# Tolerances are justified in docs/test-models.md. One line per check, then
+# "N passed, M failed"; exits non-zero on any failure (or if nothing ran).
+set -uo pipefail
+
+[ $# -eq 1 ] || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
+build=$(cd "$1" && pwd) || exit 2
+zinc=$build/zinc
+here=$(cd "$(dirname "$0")" && pwd)
+[ -x "$zinc" ] || { echo "compare.sh: no zinc in $build (build the 'zinc' target first)" >&2; exit 2; }
+
+bin=$("$here/build.sh" "$here/cache/bin" | tail -n 1) || { echo "compare.sh: cannot fetch or build llama.cpp" >&2; exit 1; }
+harness=$bin/harness cmpf32=$bin/cmpf32
+work=$(mktemp -d "${TMPDIR:-/tmp}/zinc-llamacpp.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+passed=0 failed=0
+result() { # result OK|other LABEL DETAIL
+    if [ "$1" = OK ]; then passed=$((passed + 1)); echo "PASS $2${3:+: $3}"
+    else failed=$((failed + 1)); echo "FAIL $2${3:+: $3}"; fi
+}
+
+# Relative-RMS tolerances, zinc vs llama.cpp, by file type (see docs/test-models.md).
+declare -A TOL=([f32]=1e-5 [f16]=5e-3 [q8_0]=8e-2 [q4_k_m]=1e-1)
+# A top-1 disagreement passes only when llama.cpp's own margin is below this.
+declare -A TIE=([f32]=1e-4 [f16]=2e-2 [q8_0]=3e-1 [q4_k_m]=3e-1)
+# llama.cpp prefill vs its own decode.
+declare -A SELF=([f32]=1e-5 [f16]=5e-3 [q8_0]=1e-5 [q4_k_m]=5e-2)
+
+TEXT="The quick brown fox jumps over the lazy dog. int main(void) { return 0; } The numbers were 12, 345 and 6789."
+SHAPE=(--layers 4 --hidden 256 --ff 768 --heads 4 --kv-heads 2 --head-dim 64 --vocab 1024 --seed 7)
+
+if ! "$zinc" ref --help >/dev/null 2>&1; then
+    result FAIL "zinc ref" "'$zinc ref' is not available"
+fi
+
+check_model() { # check_model NAME QUANT -- MKMODEL-ARGS...
+    local name=$1 q=$2; shift 3
+    local m=$work/$name.gguf
+    if ! "$zinc" mkmodel "$@" --quant "$q" -o "$m" 2>"$work/mk.log"; then
+        result FAIL "$name mkmodel" "$(tail -n 1 "$work/mk.log")"; return
+    fi
+    local ids
+    if ! ids=$("$harness" "$m" tokenize --text "$TEXT" --add-special 2>"$work/h.log"); then
+        result FAIL "$name llama.cpp load+tokenize" "$(tail -n 1 "$work/h.log")"; return
+    fi
+    local n=$(( $(tr -cd ',' <<<"$ids" | wc -c) + 1 ))
+    [ "$n" -lt "${#TEXT}" ] && r=OK || r=FAIL
+    result $r "$name llama.cpp tokenize" "${#TEXT} bytes -> $n tokens"
+    if "$harness" "$m" chat >"$work/chat.txt" 2>"$work/h.log" && grep -q 'assistant' "$work/chat.txt"; then
+        result OK "$name llama.cpp chat template"
+    else
+        result FAIL "$name llama.cpp chat template" "$(tail -n 1 "$work/h.log")"
+    fi
+    local mode
+    for mode in prefill decode; do
+        if ! "$harness" "$m" eval --tokens "$ids" --logits-out "$work/l-$mode.f32" --mode "$mode" 2>"$work/h.log"; then
+            result FAIL "$name llama.cpp eval $mode" "$(tail -n 1 "$work/h.log")"; continue
+        fi
+        if ! "$zinc" ref "$m" --tokens "$ids" --logits-out "$work/z-$mode.f32" --mode "$mode" >/dev/null 2>"$work/z.log"; then
+            result FAIL "$name zinc ref $mode" "$(tail -n 1 "$work/z.log")"; continue
+        fi
+        "$cmpf32" "$work/z-$mode.f32" "$work/l-$mode.f32" --vocab 1024 --rms-tol "${TOL[$q]}" --tie "${TIE[$q]}" \
+            --label "$name $mode zinc-vs-llama.cpp" && passed=$((passed + 1)) || failed=$((failed + 1))
+    done
+    if [ -f "$work/l-prefill.f32" ] && [ -f "$work/l-decode.f32" ]; then
+        "$cmpf32" "$work/l-decode.f32" "$work/l-prefill.f32" --vocab 1024 --rms-tol "${SELF[$q]}" --tie "${TIE[$q]}" \
+            --label "$name llama.cpp decode-vs-prefill" && passed=$((passed + 1)) || failed=$((failed + 1))
+    fi
+    rm -f "$work"/*.f32
+}
+
+for arch in qwen3 llama qwen2; do
+    for q in f32 f16 q8_0 q4_k_m; do
+        check_model "$arch-$q" "$q" -- --arch "$arch" "${SHAPE[@]}"
+    done
+done
+# Tied embeddings (token_embd becomes Q6_K under q4_k_m) and rows that K-quants
+# cannot hold (320 -> Q8_0 fallback), with a GQA ratio of 5.
+check_model qwen3-q4_k_m-tied q4_k_m -- --arch qwen3 "${SHAPE[@]}" --tied
+check_model llama-q4_k_m-odd q4_k_m -- --arch llama --layers 3 --hidden 320 --ff 640 --heads 5 --kv-heads 1 \
+    --head-dim 64 --vocab 1024 --seed 9
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
