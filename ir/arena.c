@@ -21,7 +21,9 @@ struct zarena {
 
 enum { CHUNK_BYTES = 64 * 1024 };
 
-zarena *zarena_new(void) { return calloc(1, sizeof(zarena)); }
+zarena *zarena_new(void) {
+    return calloc(1, sizeof(zarena));
+}
 
 void zarena_free(zarena *a) {
     if (!a) return;
@@ -77,7 +79,9 @@ char *zarena_strndup(zarena *a, const char *s, size_t n) {
     return p;
 }
 
-char *zarena_strdup(zarena *a, const char *s) { return zarena_strndup(a, s, strlen(s)); }
+char *zarena_strdup(zarena *a, const char *s) {
+    return zarena_strndup(a, s, strlen(s));
+}
 
 char *zarena_printf(zarena *a, const char *fmt, ...) {
     va_list ap, ap2;
@@ -91,4 +95,6 @@ char *zarena_printf(zarena *a, const char *fmt, ...) {
     return p;
 }
 
-size_t zarena_used(const zarena *a) { return a ? a->total : 0; }
+size_t zarena_used(const zarena *a) {
+    return a ? a->total : 0;
+}

@@ -96,7 +96,7 @@ zir_value *zir_value_new(zir_graph *g, const char *name, zir_role role, ztype dt
 
 zir_node *zir_node_add(zir_graph *g, zir_op op, const char *name, zir_value *const *in, int n_in,
                        const zir_attrs *attr, int32_t layer, zir_group group, zdiag *d) {
-    if ((unsigned)op >= ZOP_COUNT || n_in != zir_ops[op].arity) {
+    if ((unsigned)op >= ZOP_COUNT || op == ZOP_KERNEL || n_in != zir_ops[op].arity) {
         zdiag_set(d, ZE_INTERNAL, "node '%s': bad op or arity", name);
         return NULL;
     }

@@ -42,6 +42,7 @@ enum {
     ZF_POSITIONAL = 1 << 3,
     ZF_STATEFUL = 1 << 4,
     ZF_FUSED = 1 << 5,
+    ZF_GLU = 1 << 6,
 };
 
 typedef enum zir_op {
@@ -67,7 +68,7 @@ typedef int64_t zdim;
 #define ZDIM_P       ((zdim)-2) /* positions in the KV cache after this step: pos + T */
 #define ZDIM_C       ((zdim)-3) /* capacity of the KV cache (the context length) */
 #define ZIR_MAX_RANK 4
-#define ZIR_MAX_IN   4
+#define ZIR_MAX_IN   8
 
 typedef enum zir_role {
     ZR_INPUT,      /* fed per step (token ids) */
@@ -91,6 +92,7 @@ typedef struct zir_value {
     int32_t layer;            /* -1 when not part of a layer */
     zir_node *producer;       /* NULL for inputs, weights and KV caches */
     uint32_t n_uses;
+    float width;      /* elements per token relative to the hidden size (width pass) */
     const void *data; /* weights: bytes in the mapped GGUF */
     uint64_t nbytes;  /* weights: size of data */
     UT_hash_handle hh;
@@ -118,6 +120,27 @@ typedef struct zir_attrs {
 typedef enum zir_group { ZG_NONE, ZG_EMBED, ZG_ATTN, ZG_MLP, ZG_OUTPUT, ZG_COUNT } zir_group;
 const char *zir_group_name(zir_group g);
 
+/* What a fused kernel computes, for the backend's template choice. The
+ * matching pass fills it; the body says exactly which ops are inside. */
+typedef enum zir_ktemplate {
+    ZKT_NONE,           /* not a kernel node */
+    ZKT_MATMUL,         /* [rms_norm] matmul [add]: norm prologue, bias/residual epilogue */
+    ZKT_GATE_UP_SWIGLU, /* [rms_norm] matmul matmul swiglu */
+    ZKT_MLP,            /* [rms_norm] matmul matmul swiglu matmul [add]: intermediate staged on chip */
+    ZKT_ATTENTION,      /* attn_scores softmax_causal attn_mix */
+    ZKT_COUNT
+} zir_ktemplate;
+const char *zir_ktemplate_name(zir_ktemplate t);
+
+/* Parameters a fusion pass chose for a kernel node. */
+typedef struct zir_kparams {
+    zir_ktemplate tmpl;
+    int token_tile; /* tokens per workgroup (prefill); 1 in decode */
+    int split;      /* >1: the intermediate is split across this many workgroups (partial sums) */
+} zir_kparams;
+
+typedef enum zir_dequant { ZDQ_STAGED = 0, ZDQ_FUSED = 1 } zir_dequant;
+
 struct zir_node {
     uint32_t id;
     zir_op op;
@@ -127,10 +150,16 @@ struct zir_node {
     int32_t layer;
     zir_group group;
     zir_attrs attr;
+    /* A quantized weight operand is either dequantized to a scratch copy by a
+     * kernel of its own (staged, the baseline) or inside this node's kernel. */
+    zir_dequant dequant;
     /* Fused kernels: the original nodes, in order, that this kernel computes.
-     * Their values that are not the kernel's output stay on chip. */
+     * Their values other than the kernel's output stay on chip. A body node
+     * points back at its kernel through parent. */
     int n_body;
     zir_node **body;
+    zir_node *parent;
+    zir_kparams kp;
 };
 
 /* Hyperparameters the builders read from GGUF metadata. */
@@ -168,6 +197,11 @@ zir_value *zir_find(const zir_graph *g, const char *name);
  * with the output shape inferred by zir_infer_shape. */
 zir_node *zir_node_add(zir_graph *g, zir_op op, const char *name, zir_value *const *in, int n_in,
                        const zir_attrs *attr, int32_t layer, zir_group group, zdiag *d);
+
+/* Replaces body[0..n) (top-level nodes, in graph order) with one kernel node
+ * computing them. Only the last body node's output may be used outside the
+ * body. The kernel takes the position of the last body node. */
+zir_node *zir_fuse(zir_graph *g, zir_node *const *body, int n, const zir_kparams *kp, zdiag *d);
 
 /* Shape inference for one node from its inputs; ZE_INVALID on a mismatch. */
 zstatus zir_infer_shape(const zir_node *n, int *rank, zdim *shape, zdiag *d);

@@ -41,8 +41,10 @@ static void print_attrs(const zir_node *n, FILE *out) {
     }
 }
 
-void zir_print_node(const zir_node *n, FILE *out) {
-    fprintf(out, "%%%s = %s ", n->out->name, zir_ops[n->op].name);
+static void print_node(const zir_node *n, FILE *out, int indent) {
+    fprintf(out, "%*s%%%s = %s", indent, "", n->out->name, zir_ops[n->op].name);
+    if (n->op == ZOP_KERNEL) fprintf(out, " %s", zir_ktemplate_name(n->kp.tmpl));
+    fputc(' ', out);
     for (int i = 0; i < n->n_in; i++) {
         if (i) fputs(", ", out);
         if (n->in[i])
@@ -51,19 +53,21 @@ void zir_print_node(const zir_node *n, FILE *out) {
             fputs("none", out);
     }
     print_attrs(n, out);
+    if (n->dequant == ZDQ_FUSED) fputs(" {dequant=fused}", out);
+    if (n->op == ZOP_KERNEL) fprintf(out, " {tile=%d split=%d}", n->kp.token_tile, n->kp.split);
     fputs(" : ", out);
     zir_print_type(n->out, out);
     if (n->layer >= 0)
         fprintf(out, "  ; L%d %s", (int)n->layer, zir_group_name(n->group));
     else
         fprintf(out, "  ; %s", zir_group_name(n->group));
-    if (n->n_body) {
-        fputs(" {", out);
-        for (int i = 0; i < n->n_body; i++)
-            fprintf(out, "%s%s", i ? " " : "", zir_ops[n->body[i]->op].name);
-        fputc('}', out);
-    }
     fputc('\n', out);
+    for (int i = 0; i < n->n_body; i++)
+        print_node(n->body[i], out, indent + 4);
+}
+
+void zir_print_node(const zir_node *n, FILE *out) {
+    print_node(n, out, 0);
 }
 
 void zir_print(const zir_graph *g, FILE *out) {

@@ -5,18 +5,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-static zstatus verify_inputs(const zir_graph *g, const zir_node *n, zdiag *d) {
+/* Whether v may be read by a node at top-level position `at` (kernel == NULL)
+ * or by body node number `at` of kernel k. */
+static bool visible(const zir_value *v, const zir_node *k, uint32_t at, const zir_node *const *body) {
+    const zir_node *p = v->producer;
+    if (!p) return v->role != ZR_ACTIVATION;
+    if (p->parent == NULL) return k ? p->id < k->id : p->id < at;
+    if (p->parent != k) return false; /* an on-chip value of another kernel */
+    for (uint32_t j = 0; j < at; j++)
+        if (body[j] == p) return true;
+    return false;
+}
+
+static zstatus verify_operands(const zir_graph *g, const zir_node *n, const zir_node *k, uint32_t at,
+                               zdiag *d) {
     const zir_op_info *oi = &zir_ops[n->op];
     for (int i = 0; i < n->n_in; i++) {
         const zir_value *v = n->in[i];
         if (!v) continue; /* optional inputs are checked by shape inference */
         if (v->id >= g->n_values || g->values[v->id] != v)
-            return zdiag_set(d, ZE_INTERNAL, "node %u: input %d is not a value of this graph", n->id, i);
-        if (v->producer && v->producer->id >= n->id)
-            return zdiag_set(d, ZE_INTERNAL, "node %u ('%s'): input '%s' is produced later (node %u)", n->id,
-                             n->out->name, v->name, v->producer->id);
-        if (v->role == ZR_ACTIVATION && !v->producer)
-            return zdiag_set(d, ZE_INTERNAL, "activation '%s' has no producer", v->name);
+            return zdiag_set(d, ZE_INTERNAL, "node '%s': input %d is not a value of this graph", n->out->name,
+                             i);
+        if (!visible(v, k, at, k ? (const zir_node *const *)k->body : NULL))
+            return zdiag_set(d, ZE_INTERNAL,
+                             "node '%s': input '%s' is produced later or inside another kernel", n->out->name,
+                             v->name);
         bool weight_slot = (i == 0 && (oi->flags & ZF_W0)) || (i == 1 && (oi->flags & ZF_W1));
         if (weight_slot && v->role != ZR_WEIGHT)
             return zdiag_set(d, ZE_INTERNAL, "node '%s': input %d ('%s') must be a weight", n->out->name, i,
@@ -28,33 +41,100 @@ static zstatus verify_inputs(const zir_graph *g, const zir_node *n, zdiag *d) {
     return ZOK;
 }
 
-static zstatus verify_node(const zir_graph *g, uint32_t i, zdiag *d) {
-    const zir_node *n = g->nodes[i];
-    if (!n || n->id != i) return zdiag_set(d, ZE_INTERNAL, "node %u: id mismatch", i);
-    if ((unsigned)n->op >= ZOP_COUNT || n->n_in != zir_ops[n->op].arity)
-        return zdiag_set(d, ZE_INTERNAL, "node %u: bad op or arity", i);
-    if (!n->out || n->out->producer != n || n->out->role != ZR_ACTIVATION)
-        return zdiag_set(d, ZE_INTERNAL, "node %u: output is not an activation it produces", i);
-    zstatus s = verify_inputs(g, n, d);
-    if (s) return s;
+static zstatus verify_shape(const zir_node *n, zdiag *d) {
     int rank;
     zdim shape[ZIR_MAX_RANK];
-    if ((s = zir_infer_shape(n, &rank, shape, d))) {
-        zdiag_prefix(d, "node %u ('%s')", i, n->out->name);
+    zstatus s = zir_infer_shape(n, &rank, shape, d);
+    if (s) {
+        zdiag_prefix(d, "node '%s'", n->out->name);
         return s;
     }
     if (rank != n->out->rank || memcmp(shape, n->out->shape, sizeof(zdim) * (size_t)rank))
-        return zdiag_set(d, ZE_INTERNAL, "node %u ('%s'): recorded shape differs from the inferred one", i,
+        return zdiag_set(d, ZE_INTERNAL, "node '%s': recorded shape differs from the inferred one",
                          n->out->name);
     return ZOK;
+}
+
+static zstatus verify_op(const zir_graph *g, const zir_node *n, const zir_node *k, uint32_t at, zdiag *d) {
+    if ((unsigned)n->op >= ZOP_COUNT || n->op == ZOP_KERNEL || n->n_in != zir_ops[n->op].arity)
+        return zdiag_set(d, ZE_INTERNAL, "node '%s': bad op or arity", n->out ? n->out->name : "?");
+    if (!n->out || n->out->role != ZR_ACTIVATION)
+        return zdiag_set(d, ZE_INTERNAL, "node %u: output is not an activation", n->id);
+    if (n->parent != k) return zdiag_set(d, ZE_INTERNAL, "node '%s': wrong parent kernel", n->out->name);
+    zstatus s = verify_operands(g, n, k, at, d);
+    return s ? s : verify_shape(n, d);
+}
+
+/* Uses of v by the body nodes of k. */
+static uint32_t body_uses(const zir_node *k, const zir_value *v) {
+    uint32_t u = 0;
+    for (int j = 0; j < k->n_body; j++)
+        for (int i = 0; i < k->body[j]->n_in; i++)
+            u += k->body[j]->in[i] == v;
+    return u;
+}
+
+static zstatus verify_kernel(const zir_graph *g, const zir_node *k, zdiag *d) {
+    if (k->n_body < 1 || !k->body || k->body[k->n_body - 1]->out != k->out || k->out->producer != k)
+        return zdiag_set(d, ZE_INTERNAL, "kernel %u: output is not its last body node's", k->id);
+    if (k->kp.tmpl <= ZKT_NONE || k->kp.tmpl >= ZKT_COUNT)
+        return zdiag_set(d, ZE_INTERNAL, "kernel '%s': no template", k->out->name);
+    for (int j = 0; j < k->n_body; j++) {
+        const zir_node *b = k->body[j];
+        zstatus s = verify_op(g, b, k, (uint32_t)j, d);
+        if (s) return s;
+        if (j < k->n_body - 1 && (b->out->producer != b || body_uses(k, b->out) != b->out->n_uses))
+            return zdiag_set(d, ZE_INTERNAL, "kernel '%s': on-chip value '%s' escapes the kernel",
+                             k->out->name, b->out->name);
+    }
+    for (int i = 0; i < k->n_in; i++) {
+        if (!k->in[i] || !body_uses(k, k->in[i]))
+            return zdiag_set(d, ZE_INTERNAL, "kernel '%s': input %d is not used by its body", k->out->name,
+                             i);
+        for (int j = 0; j < i; j++)
+            if (k->in[j] == k->in[i])
+                return zdiag_set(d, ZE_INTERNAL, "kernel '%s': input '%s' listed twice", k->out->name,
+                                 k->in[i]->name);
+    }
+    for (int j = 0; j < k->n_body; j++)
+        for (int i = 0; i < k->body[j]->n_in; i++) {
+            const zir_value *v = k->body[j]->in[i];
+            if (!v || (v->producer && v->producer->parent == k)) continue;
+            bool listed = false;
+            for (int e = 0; e < k->n_in; e++)
+                listed |= k->in[e] == v;
+            if (!listed)
+                return zdiag_set(d, ZE_INTERNAL, "kernel '%s': input '%s' is not listed", k->out->name,
+                                 v->name);
+        }
+    return ZOK;
+}
+
+static zstatus verify_node(const zir_graph *g, uint32_t i, zdiag *d) {
+    const zir_node *n = g->nodes[i];
+    if (!n || n->id != i) return zdiag_set(d, ZE_INTERNAL, "node %u: id mismatch", i);
+    if (n->parent) return zdiag_set(d, ZE_INTERNAL, "node %u: a body node at top level", i);
+    if (n->op == ZOP_KERNEL) return verify_kernel(g, n, d);
+    if (n->out && n->out->producer != n)
+        return zdiag_set(d, ZE_INTERNAL, "node %u: output '%s' names another producer", i, n->out->name);
+    return verify_op(g, n, NULL, i, d);
+}
+
+static void count_uses(const zir_node *n, uint32_t *uses) {
+    if (n->op == ZOP_KERNEL) {
+        for (int j = 0; j < n->n_body; j++)
+            count_uses(n->body[j], uses);
+        return;
+    }
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k]) uses[n->in[k]->id]++;
 }
 
 static zstatus verify_uses(const zir_graph *g, zdiag *d) {
     uint32_t *uses = calloc(g->n_values ? g->n_values : 1, sizeof *uses);
     if (!uses) return zdiag_set(d, ZE_NOMEM, "out of memory in the verifier");
     for (uint32_t i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i]->n_in; k++)
-            if (g->nodes[i]->in[k]) uses[g->nodes[i]->in[k]->id]++;
+        count_uses(g->nodes[i], uses);
     zstatus s = ZOK;
     for (uint32_t i = 0; i < g->n_values && !s; i++)
         if (uses[i] != g->values[i]->n_uses)
@@ -75,6 +155,8 @@ zstatus zir_verify(const zir_graph *g, zdiag *d) {
             return zdiag_set(d, ZE_INTERNAL, "weight '%s' has no data", v->name);
         if (v->role != ZR_ACTIVATION && v->producer)
             return zdiag_set(d, ZE_INTERNAL, "%s '%s' has a producer", zir_role_name(v->role), v->name);
+        if (v->role == ZR_ACTIVATION && !v->producer)
+            return zdiag_set(d, ZE_INTERNAL, "activation '%s' has no producer", v->name);
     }
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         zstatus s = verify_node(g, i, d);
@@ -82,6 +164,7 @@ zstatus zir_verify(const zir_graph *g, zdiag *d) {
     }
     if (!g->tokens || g->tokens->role != ZR_INPUT)
         return zdiag_set(d, ZE_INTERNAL, "graph has no token input");
-    if (!g->logits || !g->logits->producer) return zdiag_set(d, ZE_INTERNAL, "graph has no logits output");
+    if (!g->logits || !g->logits->producer || g->logits->producer->parent)
+        return zdiag_set(d, ZE_INTERNAL, "graph has no logits output");
     return verify_uses(g, d);
 }

@@ -11,10 +11,10 @@
 extern _Thread_local zarena *zhash_arena;
 extern _Thread_local int zhash_oom;
 
-#define uthash_malloc(sz)          zarena_alloc(zhash_arena, (sz))
-#define uthash_free(ptr, sz)       ((void)(ptr), (void)(sz))
-#define HASH_NONFATAL_OOM          1
-#define uthash_nonfatal_oom(obj)   ((void)(obj), zhash_oom = 1)
+#define uthash_malloc(sz)        zarena_alloc(zhash_arena, (sz))
+#define uthash_free(ptr, sz)     ((void)(ptr), (void)(sz))
+#define HASH_NONFATAL_OOM        1
+#define uthash_nonfatal_oom(obj) ((void)(obj), zhash_oom = 1)
 #include <uthash.h>
 
 #endif

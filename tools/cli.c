@@ -96,4 +96,6 @@ bool cli_parse_int_list(const char *s, int32_t **out, int *n) {
     return true;
 }
 
-bool cli_stderr_tty(void) { return isatty(2) != 0; }
+bool cli_stderr_tty(void) {
+    return isatty(2) != 0;
+}

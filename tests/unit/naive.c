@@ -78,11 +78,11 @@ static int read_hp(const gguf_file *f, hp *h, char *err, size_t errsz) {
     snprintf(k, sizeof k, "%s." key, h->arch);                                                               \
     if (gguf_get_u32(f, k, &h->field, NULL)) h->field = def;
     U(L, "block_count", 0)
-    U(E, "embedding_length", 0) U(F, "feed_forward_length", 0) U(H, "attention.head_count", 0)
-        U(Hkv, "attention.head_count_kv", h->H) U(D, "attention.key_length", h->E / h->H)
-            U(nrot, "rope.dimension_count", h->D)
+    U(E, "embedding_length", 0)
+    U(F, "feed_forward_length", 0) U(H, "attention.head_count", 0) U(Hkv, "attention.head_count_kv", h->H)
+        U(D, "attention.key_length", h->E / h->H) U(nrot, "rope.dimension_count", h->D)
 #undef U
-                snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", h->arch);
+            snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", h->arch);
     if (gguf_get_f32(f, k, &h->eps, NULL)) h->eps = 1e-6f;
     snprintf(k, sizeof k, "%s.rope.freq_base", h->arch);
     if (gguf_get_f32(f, k, &h->base, NULL)) h->base = 10000.0f;

@@ -68,8 +68,10 @@ int tu_run(char **out, const char *fmt, ...) {
     }
     if (buf) buf[len] = 0;
     int st = pclose(p);
-    if (out) *out = buf;
-    else free(buf);
+    if (out)
+        *out = buf;
+    else
+        free(buf);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 

@@ -1,0 +1,148 @@
+#include "cost.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { PREFILL_STEP = 512, MLP_BLOCK = 64, KV_BLOCK = 32 };
+
+int64_t zcost_step_tokens(const zpass_opts *o) {
+    return o->phase == ZPH_DECODE ? 1 : PREFILL_STEP;
+}
+int zcost_token_tile(const zpass_opts *o) {
+    return o->phase == ZPH_DECODE ? 1 : (o->token_tile > 0 ? o->token_tile : o->target->prefill_tile);
+}
+
+static double dispatch_bytes(const zpass_opts *o, int dispatches) {
+    return dispatches * o->target->dispatch_us * 1e-6 * o->target->bandwidth_gbs * 1e9 /
+           (double)zcost_step_tokens(o);
+}
+
+static void finish(const zpass_opts *o, zcost_option *x) {
+    x->dispatch = dispatch_bytes(o, x->dispatches);
+    x->total = x->act + x->weight + x->partial + x->dispatch;
+}
+
+static void staged_like(const zpass_opts *o, const zcost_mlp *m, zcost_option *x, zir_ktemplate t, int disp,
+                        int cross) {
+    double wb = m->w_gate + m->w_up + m->w_down;
+    *x = (zcost_option){.tmpl = t,
+                        .feasible = true,
+                        .token_tile = zcost_token_tile(o),
+                        .split = 1,
+                        .dispatches = disp,
+                        .crossings = cross};
+    x->act = cross * (double)m->ff * o->target->act_bytes;
+    x->weight = wb / x->token_tile;
+    finish(o, x);
+}
+
+/* Prefill: one workgroup owns a token tile and accumulates tile x hidden fp32
+ * sums of the down projection on chip while it walks the intermediate in
+ * blocks, so the tile shrinks to what shared memory holds and every weight
+ * is re-read once per (smaller) tile. */
+static void full_mlp_prefill(const zpass_opts *o, const zcost_mlp *m, zcost_option *x) {
+    uint32_t smem = o->target->smem_bytes;
+    int want = zcost_token_tile(o);
+    double per_token = 4.0 * (double)(m->hidden + MLP_BLOCK);
+    int tile = (int)floor(smem / per_token);
+    if (tile > want) tile = want;
+    *x = (zcost_option){.tmpl = ZKT_MLP, .token_tile = tile, .split = 1, .dispatches = 1, .crossings = 0};
+    if (tile < 1) {
+        snprintf(x->note, sizeof x->note,
+                 "a 1-token fp32 accumulator of hidden %lld needs %.1f KiB > %.0f KiB shared memory",
+                 (long long)m->hidden, per_token / 1024, smem / 1024.0);
+        x->total = INFINITY;
+        return;
+    }
+    x->feasible = true;
+    x->weight = (m->w_gate + m->w_up + m->w_down) / tile;
+    if (tile < want)
+        snprintf(x->note, sizeof x->note,
+                 "the %d-token tile's accumulator needs %.0f KiB > %.0f KiB shared memory: "
+                 "tile cut to %d, weights re-read %dx as often",
+                 want, want * per_token / 1024, smem / 1024.0, tile, (want + tile - 1) / tile);
+    finish(o, x);
+}
+
+/* Decode: one token, so the intermediate is split across enough workgroups
+ * to fill the device; each writes a hidden-wide fp32 partial sum that the
+ * last one to finish reduces (written once, read once). */
+static void full_mlp_decode(const zpass_opts *o, const zcost_mlp *m, zcost_option *x) {
+    int split = o->target->n_cu;
+    int64_t max_split = m->ff / MLP_BLOCK > 0 ? m->ff / MLP_BLOCK : 1;
+    if (split > max_split) split = (int)max_split;
+    *x = (zcost_option){.tmpl = ZKT_MLP, .feasible = true, .token_tile = 1, .split = split, .dispatches = 1};
+    double acc = 4.0 * (double)m->hidden;
+    if (acc > o->target->smem_bytes) {
+        x->feasible = false;
+        snprintf(x->note, sizeof x->note,
+                 "a hidden-wide fp32 partial (%.1f KiB) exceeds %.0f KiB shared memory", acc / 1024,
+                 o->target->smem_bytes / 1024.0);
+        x->total = INFINITY;
+        return;
+    }
+    x->weight = m->w_gate + m->w_up + m->w_down;
+    x->partial = split > 1 ? 2.0 * split * acc : 0;
+    snprintf(x->note, sizeof x->note,
+             "intermediate split over %d workgroups: %d hidden-wide fp32 partial sums", split, split);
+    finish(o, x);
+}
+
+void zcost_price_mlp(const zpass_opts *o, const zcost_mlp *m, zcost_option opt[ZCOST_MLP_OPTIONS]) {
+    staged_like(o, m, &opt[0], ZKT_NONE, 4, 6);
+    staged_like(o, m, &opt[1], ZKT_GATE_UP_SWIGLU, 2, 2);
+    if (o->phase == ZPH_DECODE)
+        full_mlp_decode(o, m, &opt[2]);
+    else
+        full_mlp_prefill(o, m, &opt[2]);
+}
+
+void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt[ZCOST_ATTN_OPTIONS]) {
+    int tile = zcost_token_tile(o);
+    double kv = 2.0 * (double)a->ctx * a->kv_heads * a->head_dim * o->target->act_bytes;
+    double scores = (double)a->heads * a->ctx * 4.0; /* fp32 per token */
+    opt[0] = (zcost_option){
+        .tmpl = ZKT_NONE, .feasible = true, .token_tile = tile, .split = 1, .dispatches = 3, .crossings = 4};
+    opt[0].act = 4 * scores;
+    opt[0].weight = kv / tile;
+    finish(o, &opt[0]);
+    int qt = tile < 16 ? tile : 16;
+    double smem =
+        4.0 * qt * a->head_dim + 2.0 * KV_BLOCK * a->head_dim * o->target->act_bytes + 4.0 * qt * KV_BLOCK;
+    opt[1] = (zcost_option){.tmpl = ZKT_ATTENTION, .token_tile = qt, .split = 1, .dispatches = 1};
+    if (smem > o->target->smem_bytes) {
+        snprintf(opt[1].note, sizeof opt[1].note,
+                 "q tile and K/V block need %.1f KiB > %.0f KiB shared memory", smem / 1024,
+                 o->target->smem_bytes / 1024.0);
+        opt[1].total = INFINITY;
+        return;
+    }
+    opt[1].feasible = true;
+    opt[1].weight = kv / qt;
+    if (o->phase == ZPH_DECODE) { /* split the context so the device fills: online-softmax partials */
+        int64_t s = (o->target->n_cu + a->heads - 1) / a->heads;
+        int64_t max_s = a->ctx / KV_BLOCK > 0 ? a->ctx / KV_BLOCK : 1;
+        opt[1].split = (int)(s < max_s ? s : max_s);
+        opt[1].partial = opt[1].split > 1 ? 2.0 * opt[1].split * a->heads * (a->head_dim + 2) * 4.0 : 0;
+    }
+    finish(o, &opt[1]);
+}
+
+int zcost_choose(const zpass_opts *o, const zcost_option *opt, int n, char *why, size_t whysz) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (opt[i].feasible && opt[i].total < opt[best].total) best = i;
+    double saved = opt[0].total - opt[best].total;
+    if (best != 0 && saved < o->fuse_threshold) {
+        snprintf(why, whysz, "best option (%s) saves %.0f B/token < threshold %.0f B",
+                 zir_ktemplate_name(opt[best].tmpl), saved, o->fuse_threshold);
+        return 0;
+    }
+    if (best == 0)
+        snprintf(why, whysz, "no fused option is cheaper than staged (%.0f B/token)", opt[0].total);
+    else
+        snprintf(why, whysz, "%s: %.0f -> %.0f B/token (saves %.0f >= threshold %.0f)",
+                 zir_ktemplate_name(opt[best].tmpl), opt[0].total, opt[best].total, saved, o->fuse_threshold);
+    return best;
+}

@@ -1,0 +1,56 @@
+/* The fusion cost model. For one group (an MLP, an attention block) in one
+ * phase it prices each way of partitioning the group into kernels, in bytes
+ * of DRAM traffic per token per layer:
+ *
+ *   total = act + weight + partial + dispatch
+ *   act      wide intermediates crossing VRAM: crossings x width x bytes
+ *   weight   weight bytes read per token: weights / tokens sharing a read
+ *   partial  partial sums written and read back when work is split
+ *   dispatch dispatch + barrier time, as the bytes the device could have
+ *            moved meanwhile, per token of the step
+ *
+ * and says whether the option fits on chip at all. A fusion pass takes the
+ * cheapest feasible option whose saving over the staged one passes the
+ * threshold; docs/cost-model.md derives each term. */
+#ifndef ZINC_COST_H
+#define ZINC_COST_H
+
+#include "pass.h"
+
+typedef struct zcost_option {
+    zir_ktemplate tmpl; /* ZKT_NONE: the staged baseline */
+    bool feasible;
+    int token_tile; /* tokens per workgroup */
+    int split;      /* workgroups sharing one token's reduction */
+    int dispatches;
+    double crossings; /* of the wide intermediate, per token */
+    double act, weight, partial, dispatch, total;
+    char note[200]; /* why infeasible, or what the option assumes */
+} zcost_option;
+
+enum { ZCOST_MLP_OPTIONS = 3, ZCOST_ATTN_OPTIONS = 2 };
+
+typedef struct zcost_mlp {
+    int64_t hidden, ff;
+    double w_gate, w_up, w_down; /* bytes as stored */
+} zcost_mlp;
+
+/* opt[0] staged (4 dispatches), opt[1] gate+up+SwiGLU, opt[2] the full MLP. */
+void zcost_price_mlp(const zpass_opts *o, const zcost_mlp *m, zcost_option opt[ZCOST_MLP_OPTIONS]);
+
+typedef struct zcost_attn {
+    int64_t heads, kv_heads, head_dim, ctx;
+} zcost_attn;
+
+/* opt[0] staged (scores, softmax, mix), opt[1] fused attention. */
+void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt[ZCOST_ATTN_OPTIONS]);
+
+/* Index of the option to take: the cheapest feasible one, unless it saves
+ * less than the threshold over opt[0]. Fills why with the arithmetic. */
+int zcost_choose(const zpass_opts *o, const zcost_option *opt, int n, char *why, size_t whysz);
+
+/* Tokens that share one dispatch in this phase (prefill step, or 1). */
+int64_t zcost_step_tokens(const zpass_opts *o);
+int zcost_token_tile(const zpass_opts *o);
+
+#endif

@@ -1,0 +1,35 @@
+/* Helpers the fusion passes share to ask structural questions of a graph:
+ * who consumes a value, and what a node (or a kernel's last body node) is. */
+#ifndef ZINC_MATCH_H
+#define ZINC_MATCH_H
+
+#include "pass.h"
+
+/* The one top-level node (a kernel counts as one) that holds every use of v;
+ * NULL when v has no uses, several consuming nodes, or is the graph output. */
+zir_node *zpass_sole_consumer(const zir_graph *g, const zir_value *v);
+
+/* Number of distinct top-level nodes that use v. */
+int zpass_consumer_count(const zir_graph *g, const zir_value *v);
+
+/* The original node that computes a top-level node's output (itself, or a
+ * kernel's last body node), and the first body node (or itself). */
+const zir_node *zpass_tail(const zir_node *n);
+const zir_node *zpass_head(const zir_node *n);
+
+static inline zir_kind zpass_kind(const zir_node *n) {
+    return zir_ops[n->op].kind;
+}
+static inline bool zpass_flag(const zir_node *n, uint32_t f) {
+    return (zir_ops[n->op].flags & f) != 0;
+}
+
+/* Elements per token of a value (T -> 1, P -> the assumed context, C -> 1). */
+double zpass_elems_per_token(const zir_value *v, int64_t ctx);
+
+/* Bytes of a weight as stored. */
+static inline double zpass_weight_bytes(const zir_value *w) {
+    return (double)w->nbytes;
+}
+
+#endif

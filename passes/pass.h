@@ -1,0 +1,110 @@
+/* The pass manager and what every pass sees.
+ *
+ * A pass is one file in passes/ and one row in passes/passes.def:
+ *     zstatus zpass_<name>(zir_graph *g, const zpass_opts *o, zdiag *d);
+ * Analyses annotate the graph (value widths, ...); transforms rewrite it
+ * (fusion). Transforms that choose between alternatives ask the cost model
+ * (passes/cost.h) and record each decision, with its reason, in o->report.
+ *
+ * The same model is compiled twice, once per phase: prefill (token tiles of
+ * o->token_tile) and decode (one token). Passes read o->phase. */
+#ifndef ZINC_PASS_H
+#define ZINC_PASS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "../ir/ir.h"
+
+typedef enum zpass_phase { ZPH_PREFILL, ZPH_DECODE, ZPH_COUNT } zpass_phase;
+const char *zpass_phase_name(zpass_phase p);
+
+/* A compilation target as the cost model sees it. Named profiles live in
+ * passes/target.c; the live Vulkan device can fill one too. */
+typedef struct ztarget {
+    const char *name;
+    int subgroup;          /* threads per subgroup (wave) */
+    uint32_t smem_bytes;   /* shared memory (LDS) per workgroup */
+    uint32_t regs_per_sm;  /* 32-bit registers per SM/CU (occupancy estimates) */
+    int n_cu;              /* compute units / SMs: workgroups needed to fill the device */
+    double bandwidth_gbs;  /* DRAM bandwidth, GB/s, read + write */
+    double dispatch_us;    /* cost of one dispatch plus its barrier, microseconds */
+    int prefill_tile;      /* default tokens per prefill workgroup tile */
+    double fuse_threshold; /* default: bytes per token per layer a fusion must save */
+    bool coopmat;          /* cooperative matrix available */
+    int act_bytes;         /* bytes per element of activations kept in VRAM (2: fp16) */
+} ztarget;
+
+/* Returns the named profile (llvmpipe, h200, rdna4, generic) or NULL. */
+const ztarget *ztarget_find(const char *name);
+/* "llvmpipe, h200, rdna4, generic" */
+const char *ztarget_names(void);
+
+/* One fusion decision, for the report. Bytes are per token per layer. */
+typedef struct zpass_decision {
+    int layer;       /* 0-based; -1 outside layers */
+    zir_group group; /* mlp, attn, ... */
+    zpass_phase phase;
+    const char *what; /* the intermediate in question, e.g. "l0.act" */
+    double width;     /* its width relative to the hidden size */
+    double crossings_before, crossings_after;
+    double bytes_before, bytes_after; /* wide-intermediate VRAM traffic */
+    double extra_bytes;               /* what fusion costs instead: weight re-reads, partial sums */
+    bool fused;
+    zir_ktemplate chosen;
+    char reason[320]; /* the arithmetic behind the decision */
+} zpass_decision;
+
+typedef struct zpass_report {
+    zarena *arena;
+    zpass_decision *items;
+    int n, cap;
+} zpass_report;
+
+zpass_decision *zpass_report_add(zpass_report *r);
+
+typedef struct zpass_opts {
+    const ztarget *target;
+    zpass_phase phase;
+    int token_tile;          /* prefill tile; decode uses 1 */
+    int64_t ctx;             /* context length the analyses assume for attention */
+    double fuse_threshold;   /* bytes per token per layer */
+    bool verify_each;        /* run the verifier after every pass */
+    const char *print_after; /* comma-separated pass names, or "all" */
+    FILE *print_to;
+    zpass_report *report; /* decisions are appended here (may be NULL) */
+} zpass_opts;
+
+typedef zstatus (*zpass_fn)(zir_graph *g, const zpass_opts *o, zdiag *d);
+
+typedef enum zpass_type { ZPK_ANALYSIS, ZPK_TRANSFORM } zpass_type;
+
+typedef struct zpass_info {
+    const char *name;
+    zpass_fn run;
+    zpass_type kind;
+    bool in_default; /* part of the default pipeline */
+    const char *summary;
+} zpass_info;
+
+#define ZPASS(name, fn, kind, def, summary) zstatus fn(zir_graph *g, const zpass_opts *o, zdiag *d);
+#include "passes.def"
+#undef ZPASS
+
+const zpass_info *zpass_find(const char *name);
+int zpass_count(void);
+const zpass_info *zpass_at(int i);
+
+/* The default pipeline as a comma-separated list. */
+const char *zpass_default_pipeline(void);
+
+/* Runs one pass with the manager's checks (--verify-each, --print-after).
+ * Out-of-tree passes (examples/) run through this too. */
+zstatus zpass_run_one(zir_graph *g, const zpass_info *p, const zpass_opts *o, zdiag *d);
+
+/* Runs the comma-separated pipeline, minus the comma-separated `disabled`
+ * names, on g. Unknown names are ZE_INVALID naming the pass. */
+zstatus zpass_run_pipeline(zir_graph *g, const char *pipeline, const char *disabled, const zpass_opts *o,
+                           zdiag *d);
+
+#endif

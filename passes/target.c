@@ -1,0 +1,69 @@
+/* Named target profiles for the cost model. Numbers come from vendor data
+ * and from what we measured (docs/cost-model.md says which). */
+#include <string.h>
+
+#include "pass.h"
+
+static const ztarget targets[] = {
+    /* Mesa llvmpipe on a 2-core CI machine: 8-wide "subgroups" (AVX2), 32 KiB
+     * shared memory, one CPU thread per workgroup in flight, DRAM-class
+     * bandwidth, and a dispatch costs tens of microseconds of thread wake-ups. */
+    {.name = "llvmpipe",
+     .subgroup = 8,
+     .smem_bytes = 32768,
+     .regs_per_sm = 65536,
+     .n_cu = 2,
+     .bandwidth_gbs = 20,
+     .dispatch_us = 40,
+     .prefill_tile = 16,
+     .fuse_threshold = 256,
+     .coopmat = false,
+     .act_bytes = 4},
+    /* NVIDIA H200 under Vulkan: 132 SMs, 48 KiB shared memory per workgroup
+     * (the Vulkan limit), 4.0 TB/s measured copy bandwidth (read + write). */
+    {.name = "h200",
+     .subgroup = 32,
+     .smem_bytes = 49152,
+     .regs_per_sm = 65536,
+     .n_cu = 132,
+     .bandwidth_gbs = 4000,
+     .dispatch_us = 3,
+     .prefill_tile = 64,
+     .fuse_threshold = 1024,
+     .coopmat = true,
+     .act_bytes = 2},
+    /* AMD RDNA4 (RX 9070 XT): 64 CUs, 64 KiB LDS, 640 GB/s, wave32/64. */
+    {.name = "rdna4",
+     .subgroup = 32,
+     .smem_bytes = 65536,
+     .regs_per_sm = 98304,
+     .n_cu = 64,
+     .bandwidth_gbs = 640,
+     .dispatch_us = 5,
+     .prefill_tile = 64,
+     .fuse_threshold = 512,
+     .coopmat = true,
+     .act_bytes = 2},
+    /* A conservative mid-range discrete GPU. */
+    {.name = "generic",
+     .subgroup = 32,
+     .smem_bytes = 32768,
+     .regs_per_sm = 65536,
+     .n_cu = 16,
+     .bandwidth_gbs = 256,
+     .dispatch_us = 10,
+     .prefill_tile = 32,
+     .fuse_threshold = 512,
+     .coopmat = false,
+     .act_bytes = 2},
+};
+
+const ztarget *ztarget_find(const char *name) {
+    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++)
+        if (!strcmp(targets[i].name, name)) return &targets[i];
+    return NULL;
+}
+
+const char *ztarget_names(void) {
+    return "llvmpipe, h200, rdna4, generic";
+}
