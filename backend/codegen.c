@@ -1,0 +1,102 @@
+/* The codegen dispatcher and the source composer shared by all templates. */
+#include "codegen.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Generated at build time from the files in backend/glsl (CMakeLists.txt). */
+typedef struct zcg_embedded {
+    const char *name, *text;
+} zcg_embedded;
+extern const zcg_embedded zcg_embedded_files[];
+extern const int zcg_embedded_count;
+
+const char *zcg_glsl(const char *name) {
+    for (int i = 0; i < zcg_embedded_count; i++)
+        if (!strcmp(zcg_embedded_files[i].name, name)) return zcg_embedded_files[i].text;
+    return NULL;
+}
+
+const char *zcg_i64(zarena *a, int64_t v) {
+    return zarena_printf(a, "%lld", (long long)v);
+}
+const char *zcg_f32(zarena *a, float v) {
+    return zarena_printf(a, "%.9g", v);
+}
+
+/* Appends text to a growing arena string. */
+typedef struct sbuf {
+    zarena *a;
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void put(sbuf *s, const char *t) {
+    size_t n = strlen(t);
+    if (s->oom) return;
+    if (s->len + n + 1 > s->cap) {
+        size_t nc = (s->cap ? s->cap * 2 : 4096);
+        while (nc < s->len + n + 1)
+            nc *= 2;
+        char *np = zarena_alloc(s->a, nc);
+        if (!np) {
+            s->oom = true;
+            return;
+        }
+        if (s->len) memcpy(np, s->p, s->len);
+        s->p = np;
+        s->cap = nc;
+    }
+    memcpy(s->p + s->len, t, n + 1);
+    s->len += n;
+}
+
+const char *zcg_compose(zarena *a, const char *const *defs, const char *const *files, const zcg_opts *o) {
+    sbuf s = {a, NULL, 0, 0, false};
+    put(&s, "#version 450\n");
+    if (o && o->act_f16) put(&s, "#define ACT_F16 1\n");
+    for (int i = 0; defs && defs[i]; i += 2) {
+        put(&s, "#define ");
+        put(&s, defs[i]);
+        put(&s, " ");
+        put(&s, defs[i + 1] ? defs[i + 1] : "");
+        put(&s, "\n");
+    }
+    const char *common = zcg_glsl("common");
+    if (!common) return NULL;
+    put(&s, common);
+    for (int i = 0; files && files[i]; i++) {
+        const char *t = zcg_glsl(files[i]);
+        if (!t) return NULL;
+        put(&s, "\n// ---- ");
+        put(&s, files[i]);
+        put(&s, ".glsl\n");
+        put(&s, t);
+    }
+    return s.oom ? NULL : s.p;
+}
+
+zstatus zcg_node(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
+                 zdiag *d) {
+    memset(out, 0, sizeof *out);
+    if (n->parent) return zdiag_set(d, ZE_INTERNAL, "codegen: '%s' is not a top-level node", n->out->name);
+    if (zir_ops[n->op].flags & ZF_VIEW) return ZOK; /* aliases its input: no kernel */
+    if (n->op == ZOP_KERNEL) {
+        switch (n->kp.tmpl) {
+        case ZKT_ATTENTION: return zcg_attention(g, n, o, a, out, d);
+        case ZKT_MATMUL:
+        case ZKT_GATE_UP_SWIGLU:
+        case ZKT_MLP: return zcg_matmul_family(g, n, o, a, out, d);
+        default: break;
+        }
+        return zdiag_set(d, ZE_UNSUPPORTED, "codegen: kernel '%s' has template %s, which has no generator",
+                         n->out->name, zir_ktemplate_name(n->kp.tmpl));
+    }
+    switch (zir_ops[n->op].kind) {
+    case ZK_MATMUL:
+    case ZK_GATHER: return zcg_matmul_family(g, n, o, a, out, d);
+    case ZK_ATTENTION: return zcg_attention(g, n, o, a, out, d);
+    default: return zcg_misc(g, n, o, a, out, d);
+    }
+}

@@ -1,0 +1,82 @@
+/* Kernel generation: one compute kernel per top-level IR node (a plain node
+ * or a fused kernel node), as GLSL text ready for shaderc, with the list of
+ * values it binds and its workgroup counts as affine functions of the token
+ * count T of a step.
+ *
+ * The kernel ABI, shared by every template (backend/glsl/common.glsl):
+ *   - binding 0: the step parameters, a storage buffer of uints
+ *       { T, pos, ctx, reserved } : T tokens at positions pos .. pos+T-1,
+ *       KV-cache capacity ctx. The executor updates it between submissions,
+ *       so a recorded command buffer replays for every decode step.
+ *   - bindings 1..n: bind[0..n-1] below, in order. Weights are bound as raw
+ *     bytes (uint words; the kernel decodes ggml blocks itself), activations
+ *     and KV caches as float (or float16 when the target stores fp16).
+ *   - workgroup counts: groups[axis] = ceil((a * T + b) / div).
+ * Shapes are compile-time constants (#define) except T, pos and P = pos + T,
+ * which are read from binding 0; identical sources are deduplicated when the
+ * plan is written, so the 36 layers of a model share their kernels. */
+#ifndef ZINC_CODEGEN_H
+#define ZINC_CODEGEN_H
+
+#include "../ir/ir.h"
+#include "../passes/pass.h"
+
+#define ZCG_MAX_BIND 12
+
+typedef struct zcg_affine {
+    int64_t a, b, div; /* ceil((a*T + b) / div); div >= 1 */
+} zcg_affine;
+
+static inline int64_t zcg_affine_eval(zcg_affine f, int64_t T) {
+    int64_t x = f.a * T + f.b;
+    return x <= 0 ? 0 : (x + f.div - 1) / f.div;
+}
+
+typedef struct zcg_binding {
+    const zir_value *value; /* NULL: per-dispatch scratch of scratch_bytes */
+    uint64_t scratch_bytes; /* for scratch: bytes, zero-filled once at load */
+    bool written;           /* the kernel writes this binding */
+} zcg_binding;
+
+typedef struct zcg_opts {
+    const ztarget *target;
+    zpass_phase phase;
+    int64_t max_tokens; /* most tokens in one step (prefill chunk) */
+    bool act_f16;       /* activations stored as float16 (needs 16-bit storage) */
+} zcg_opts;
+
+typedef struct zcg_kernel {
+    char name[96];    /* e.g. "matmul_q4_K_n768_k256+norm+add" */
+    const char *glsl; /* complete source, arena-owned; NULL: the node needs no kernel (a view) */
+    int n_bind;
+    zcg_binding bind[ZCG_MAX_BIND];
+    zcg_affine groups[3];
+} zcg_kernel;
+
+/* The kernel for top-level node n. Unsupported nodes are ZE_UNSUPPORTED
+ * naming the node and why. */
+zstatus zcg_node(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
+                 zdiag *d);
+
+/* Per-family generators, called by zcg_node (backend/cg_*.c). */
+zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a,
+                          zcg_kernel *out, zdiag *d);
+zstatus zcg_misc(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
+                 zdiag *d);
+zstatus zcg_attention(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
+                      zdiag *d);
+
+/* The text of backend/glsl/<name>.glsl, embedded at build time; NULL if absent. */
+const char *zcg_glsl(const char *name);
+
+/* Builds a kernel source: the common prologue (version, extensions, the step
+ * buffer), the given "#define NAME VALUE" lines (defs is a NULL-terminated
+ * list of alternating names and values), then the named library and template
+ * files in order (NULL-terminated). */
+const char *zcg_compose(zarena *a, const char *const *defs, const char *const *files, const zcg_opts *o);
+
+/* Helpers for templates: "#define" values. */
+const char *zcg_i64(zarena *a, int64_t v);
+const char *zcg_f32(zarena *a, float v); /* exact: hexadecimal-free decimal with 9 digits */
+
+#endif

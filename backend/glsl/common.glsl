@@ -1,0 +1,28 @@
+// common.glsl: included first by every kernel (after the #version line and
+// the per-kernel #defines that codegen writes). It declares the step buffer
+// at binding 0 and small helpers. ACT_T is the activation storage type.
+
+#extension GL_EXT_control_flow_attributes : enable
+#ifdef ACT_F16
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define ACT_T float16_t
+#else
+#define ACT_T float
+#endif
+
+layout(std430, set = 0, binding = 0) readonly buffer StepParams {
+    uint T;    // tokens in this step
+    uint pos;  // position of the first of them
+    uint ctx;  // KV-cache capacity
+    uint reserved;
+} step;
+
+// Byte access into a weight buffer bound as uint words: ggml blocks are not
+// always 4-byte aligned (Q6_K is 210 bytes, Q8_0 34).
+#define W_BYTE(buf, off) ((buf[(off) >> 2] >> (((off) & 3u) * 8u)) & 0xffu)
+#define W_U16(buf, off) (W_BYTE(buf, off) | (W_BYTE(buf, (off) + 1u) << 8u))
+#define W_F16(buf, off) unpackHalf2x16(W_U16(buf, off)).x
+#define W_I8(buf, off) (int(W_BYTE(buf, off) << 24u) >> 24)
+
+float silu(float x) { return x / (1.0 + exp(-x)); }

@@ -1,0 +1,170 @@
+#include "kernel_harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool kh_open(kh_ctx *k, char *err, size_t errsz) {
+    memset(k, 0, sizeof *k);
+    zdiag d = {0};
+    uint32_t idx = 0;
+    if (zvk_instance_create(&k->inst, &d) || zvk_select_device(&k->inst, NULL, &idx, &d) ||
+        zvk_device_create(&k->inst, idx, &k->dev, &d)) {
+        snprintf(err, errsz, "%s", d.msg);
+        kh_close(k);
+        return false;
+    }
+    k->ready = true;
+    return true;
+}
+
+void kh_close(kh_ctx *k) {
+    zvk_device_destroy(&k->dev);
+    zvk_instance_destroy(&k->inst);
+    memset(k, 0, sizeof *k);
+}
+
+/* What one binding holds on the host, before and (expected) after. */
+typedef struct slot {
+    zvk_buffer buf;
+    const float *want; /* expected contents after the dispatch (written bindings) */
+    int64_t n;         /* floats to compare */
+    uint64_t bytes;
+} slot;
+
+static uint64_t round4(uint64_t n) {
+    return (n + 3) & ~(uint64_t)3;
+}
+
+/* Host contents of a binding: weights as bytes, the rest as float. */
+static zstatus fill(kh_ctx *k, const zcg_binding *b, const zir_interp *it, zir_step st, bool f16, slot *s,
+                    zdiag *d) {
+    const zir_value *v = b->value;
+    int64_t n = 0;
+    const float *src = NULL;
+    if (!v)
+        s->bytes = b->scratch_bytes;
+    else if (v->role == ZR_WEIGHT)
+        s->bytes = v->nbytes;
+    else if (v->role == ZR_INPUT)
+        s->bytes = (uint64_t)st.T * 4;
+    else {
+        src = zir_interp_value(it, v, &n);
+        if (!src) return zdiag_set(d, ZE_INTERNAL, "no interpreter value for '%s'", v->name);
+        s->bytes = (uint64_t)n * (f16 ? 2 : 4);
+    }
+    zstatus z = zvk_buffer_create(&k->dev, round4(s->bytes ? s->bytes : 4), ZVK_MEM_HOST,
+                                  v ? v->name : "scratch", &s->buf, d);
+    if (z) return z;
+    unsigned char *m = s->buf.map;
+    memset(m, 0, round4(s->bytes ? s->bytes : 4));
+    if (v && v->role == ZR_WEIGHT) memcpy(m, v->data, v->nbytes);
+    for (int64_t i = 0; src && i < n; i++) {
+        if (f16)
+            ((uint16_t *)m)[i] = zf32_to_f16(b->written ? NAN : src[i]);
+        else
+            ((float *)m)[i] = b->written ? NAN : src[i];
+    }
+    if (b->written && src) {
+        s->want = src;
+        s->n = n;
+    }
+    return ZOK;
+}
+
+/* A written KV cache keeps its old rows: only rows pos..pos+T-1 are poisoned. */
+static void unpoison_cache(const zcg_binding *b, zir_step st, bool f16, slot *s) {
+    const zir_value *v = b->value;
+    if (!v || v->role != ZR_KV || !s->want) return;
+    int64_t row = s->n / st.ctx;
+    for (int64_t i = 0; i < s->n; i++) {
+        int64_t r = i / row;
+        if (r >= st.pos && r < st.pos + st.T) continue;
+        if (f16)
+            ((uint16_t *)s->buf.map)[i] = zf32_to_f16(s->want[i]);
+        else
+            ((float *)s->buf.map)[i] = s->want[i];
+    }
+}
+
+static zstatus compare(const slot *s, bool f16, const char *name, kh_result *r, zdiag *d) {
+    double ss = 0;
+    for (int64_t i = 0; i < s->n; i++)
+        ss += (double)s->want[i] * s->want[i];
+    double rms = sqrt(ss / (double)(s->n ? s->n : 1)) + 1e-30;
+    for (int64_t i = 0; i < s->n; i++) {
+        float got = f16 ? zf16_to_f32(((const uint16_t *)s->buf.map)[i]) : ((const float *)s->buf.map)[i];
+        if (isnan(got) && !isnan(s->want[i]))
+            return zdiag_set(d, ZE_INVALID, "'%s' element %lld was not written (still NaN)", name,
+                             (long long)i);
+        double e = fabs((double)got - s->want[i]) / rms;
+        if (e > r->max_err) r->max_err = e;
+    }
+    r->checked += s->n;
+    return ZOK;
+}
+
+static zstatus dispatch(kh_ctx *k, const zcg_kernel *kn, slot *slots, int n, zvk_buffer *stepb, zir_step st,
+                        zdiag *d) {
+    zarena *a = zarena_new();
+    zvk_spirv spv = {0};
+    zvk_glsl_opts go = {.name = kn->name, .optimize = true};
+    zvk_pipeline p = {0};
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    VkDescriptorSet set;
+    zvk_binding bind[ZCG_MAX_BIND + 1] = {{stepb, 0, 0}};
+    for (int i = 0; i < n; i++)
+        bind[i + 1] = (zvk_binding){&slots[i].buf, 0, 0};
+    zstatus s = a ? zvk_glsl_compile(a, kn->glsl, strlen(kn->glsl), &go, &spv, d) : ZE_NOMEM;
+    zvk_pipeline_desc pd = {
+        .name = kn->name, .spirv = spv.words, .n_words = spv.n_words, .n_buffers = (uint32_t)n + 1};
+    if (!s) s = zvk_pipeline_create(&k->dev, &pd, &p, d);
+    if (!s) s = zvk_desc_pool_create(&k->dev, 1, (uint32_t)n + 1, &pool, d);
+    if (!s) s = zvk_desc_set(&k->dev, pool, &p, bind, (uint32_t)n + 1, &set, d);
+    zvk_cmd c = {0};
+    if (!s) s = zvk_cmd_begin(&k->dev, &c, d);
+    if (!s) {
+        zvk_cmd_dispatch(&c, &p, set, NULL, (uint32_t)zcg_affine_eval(kn->groups[0], st.T),
+                         (uint32_t)zcg_affine_eval(kn->groups[1], st.T),
+                         (uint32_t)zcg_affine_eval(kn->groups[2], st.T));
+        s = zvk_cmd_run(&k->dev, &c, d);
+    }
+    zvk_desc_pool_destroy(&k->dev, &pool);
+    zvk_pipeline_destroy(&k->dev, &p);
+    zarena_free(a);
+    return s;
+}
+
+zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zcg_opts *o,
+                      const zir_interp *it, zir_step st, kh_result *r, zdiag *d) {
+    memset(r, 0, sizeof *r);
+    zarena *a = zarena_new();
+    zcg_kernel kn;
+    slot slots[ZCG_MAX_BIND] = {0};
+    zvk_buffer stepb = {0};
+    zstatus s = a ? zcg_node(g, n, o, a, &kn, d) : ZE_NOMEM;
+    if (!s && !kn.glsl) s = zdiag_set(d, ZE_INVALID, "node '%s' has no kernel", n->out->name);
+    if (!s) snprintf(r->kernel, sizeof r->kernel, "%s", kn.name);
+    for (int i = 0; !s && i < kn.n_bind; i++) {
+        s = fill(k, &kn.bind[i], it, st,
+                 o->act_f16 && kn.bind[i].value && kn.bind[i].value->role != ZR_WEIGHT, &slots[i], d);
+        if (!s) unpoison_cache(&kn.bind[i], st, o->act_f16, &slots[i]);
+        if (!s && kn.bind[i].value && kn.bind[i].value->role == ZR_INPUT) {
+            const int32_t *tok = (const int32_t *)zir_interp_value(it, kn.bind[i].value, NULL);
+            if (tok) memcpy(slots[i].buf.map, tok, (size_t)st.T * 4);
+        }
+    }
+    if (!s) s = zvk_buffer_create(&k->dev, 16, ZVK_MEM_HOST, "step", &stepb, d);
+    if (!s) {
+        uint32_t p[4] = {(uint32_t)st.T, (uint32_t)st.pos, (uint32_t)st.ctx, 0};
+        memcpy(stepb.map, p, sizeof p);
+        s = dispatch(k, &kn, slots, kn.n_bind, &stepb, st, d);
+    }
+    for (int i = 0; !s && i < kn.n_bind; i++)
+        if (slots[i].want) s = compare(&slots[i], o->act_f16, kn.bind[i].value->name, r, d);
+    for (int i = 0; i < ZCG_MAX_BIND; i++)
+        zvk_buffer_destroy(&k->dev, &slots[i].buf);
+    zvk_buffer_destroy(&k->dev, &stepb);
+    zarena_free(a);
+    return s;
+}

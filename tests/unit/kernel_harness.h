@@ -1,0 +1,39 @@
+/* Checks one generated GPU kernel against the CPU reference interpreter.
+ *
+ * The caller runs the interpreter over a step of a (fused) graph; the
+ * harness then takes the kernel zcg_node generates for one top-level node,
+ * binds the interpreter's values of that step as its inputs (weights are the
+ * GGUF bytes), poisons every output with NaN, runs it on the default Vulkan
+ * device (llvmpipe in CI), and compares every element it wrote with the
+ * interpreter's. */
+#ifndef ZINC_KERNEL_HARNESS_H
+#define ZINC_KERNEL_HARNESS_H
+
+#include "backend/codegen.h"
+#include "backend/shaderc.h"
+#include "backend/vk.h"
+#include "ir/interp.h"
+
+typedef struct kh_ctx {
+    zvk_instance inst;
+    zvk_device dev;
+    bool ready;
+} kh_ctx;
+
+/* Opens the default device (ZINC_DEVICE respected). false with err on failure. */
+bool kh_open(kh_ctx *k, char *err, size_t errsz);
+void kh_close(kh_ctx *k);
+
+typedef struct kh_result {
+    double max_err;  /* max |got - want| / (rms(want) + 1e-30) over written elements */
+    int64_t checked; /* elements compared */
+    char kernel[96]; /* the kernel's name */
+} kh_result;
+
+/* Runs node n (a top-level node of g) for the step the interpreter just ran
+ * (T tokens at position pos, KV capacity ctx). Returns ZOK and fills r, or an
+ * error (compile failure, Vulkan failure, a NaN left in the output, ...). */
+zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zcg_opts *o,
+                      const zir_interp *it, zir_step step, kh_result *r, zdiag *d);
+
+#endif
