@@ -9,6 +9,12 @@
  *   tokenize  prints the ids of a text, comma-separated (the --tokens format).
  *   chat      prints a sample conversation formatted with the model's template.
  *   info      prints what llama.cpp understood of the model.
+ *   dequant   writes OUT.gguf: the same model with every tensor dequantized to
+ *             F32 by ggml's own to_float (and general.file_type 0). Running
+ *             llama.cpp on that twin in f32 gives logits of the quantized
+ *             weights without llama.cpp's activation rounding: an fp32 oracle
+ *             for a reference that dequantizes weights, checked by ggml's
+ *             dequantizers rather than ours.
  *
  * Numerics: the KV cache is F32 and flash attention is off by default, so that
  * the only rounding llama.cpp adds over an fp32 reference is the one its
@@ -51,6 +57,7 @@ static int usage(FILE *to) {
                 "       harness MODEL.gguf tokenize --text TEXT [--add-special] [--parse-special]\n"
                 "       harness MODEL.gguf chat\n"
                 "       harness MODEL.gguf info\n"
+                "       harness MODEL.gguf dequant OUT.gguf\n"
                 "options: --threads N (2)  --kv f32|f16 (f32)  --flash-attn on|off (off)\n"
                 "         --cpu-variant NAME (best-scoring libggml-cpu-NAME.so)  -v (llama.cpp's log)\n");
     return to == stdout ? 0 : 2;
@@ -61,6 +68,11 @@ static int parse_args(int argc, char **argv, opts *o) {
     if (argc < 3) return usage(stderr);
     o->model = argv[1];
     o->cmd = argv[2];
+    if (!strcmp(o->cmd, "dequant")) {
+        if (argc != 4) return usage(stderr);
+        o->out = argv[3];
+        return -1;
+    }
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = 1;
@@ -276,6 +288,54 @@ static int cmd_chat(struct llama_model *m) {
     return 0;
 }
 
+static int dequant_tensors(struct gguf_context *src, struct ggml_context *in, struct gguf_context *dst,
+                           struct ggml_context *out) {
+    for (int64_t i = 0; i < gguf_get_n_tensors(src); i++) {
+        const char *name = gguf_get_tensor_name(src, i);
+        struct ggml_tensor *t = ggml_get_tensor(in, name);
+        struct ggml_tensor *f = t ? ggml_new_tensor(out, GGML_TYPE_F32, ggml_n_dims(t), t->ne) : NULL;
+        const struct ggml_type_traits *tt = t ? ggml_get_type_traits(t->type) : NULL;
+        if (!f || (t->type != GGML_TYPE_F32 && (!tt || !tt->to_float))) {
+            fprintf(stderr, "harness: cannot dequantize %s\n", name);
+            return 1;
+        }
+        ggml_set_name(f, name);
+        if (t->type == GGML_TYPE_F32)
+            memcpy(f->data, t->data, ggml_nbytes(t));
+        else
+            tt->to_float(t->data, f->data, ggml_nelements(t));
+        gguf_add_tensor(dst, f);
+    }
+    return 0;
+}
+
+/* Needs no backend: ggml's GGUF reader and type traits live in libggml-base. */
+static int cmd_dequant(const opts *o) {
+    struct ggml_context *in = NULL;
+    struct gguf_init_params ip = {.no_alloc = false, .ctx = &in};
+    struct gguf_context *src = gguf_init_from_file(o->model, ip);
+    if (!src) return fprintf(stderr, "harness: ggml cannot read %s\n", o->model), 1;
+    size_t bytes = 0;
+    for (struct ggml_tensor *t = ggml_get_first_tensor(in); t; t = ggml_get_next_tensor(in, t))
+        bytes += ggml_tensor_overhead() + (size_t)ggml_nelements(t) * sizeof(float);
+    struct ggml_init_params cp = {
+        .mem_size = bytes + ggml_tensor_overhead(), .mem_buffer = NULL, .no_alloc = false};
+    struct ggml_context *out = ggml_init(cp);
+    struct gguf_context *dst = gguf_init_empty();
+    gguf_set_kv(dst, src);
+    gguf_set_val_u32(dst, "general.file_type", 0); /* LLAMA_FTYPE_ALL_F32 */
+    int rc = !out || dequant_tensors(src, in, dst, out);
+    if (!rc && !gguf_write_to_file(dst, o->out, false)) {
+        fprintf(stderr, "harness: cannot write %s\n", o->out);
+        rc = 1;
+    }
+    gguf_free(dst);
+    gguf_free(src);
+    if (out) ggml_free(out);
+    ggml_free(in);
+    return rc;
+}
+
 static int cmd_info(struct llama_model *m) {
     const struct llama_vocab *v = llama_model_get_vocab(m);
     char desc[256];
@@ -293,6 +353,7 @@ int main(int argc, char **argv) {
     if (rc >= 0) return rc;
     g_verbose = o.verbose;
     llama_log_set(on_log, NULL);
+    if (!strcmp(o.cmd, "dequant")) return cmd_dequant(&o);
     ggml_backend_dev_t cpu = load_cpu_backend(o.cpu_variant);
     if (!cpu) return 1;
     llama_backend_init();
