@@ -28,6 +28,7 @@
 #define ZPLAN_MAGIC         "ZINCPLAN" /* 8 bytes */
 #define ZPLAN_VERSION_MAJOR 1
 #define ZPLAN_VERSION_MINOR 0
+#define ZPLAN_MAX_BINDINGS  16 /* per dispatch, the step buffer included */
 
 typedef enum zplan_buf_kind {
     ZPB_WEIGHTS = 1, /* bytes [src_offset, src_offset + size) of the GGUF file */

@@ -1,0 +1,414 @@
+/* Lowering to a plan: tables, memory planning, scheduling. */
+#include "lower.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+#include "shaderc.h"
+
+enum { ALIGN = 256 };
+
+/* A growable array in the plan's arena. */
+#define GROW(lw, arr, n, cap)                                                                                \
+    (((n) < (cap)) || grow_array((lw)->p->arena, (void **)&(arr), sizeof *(arr), (n), &(cap)))
+
+static bool grow_array(zarena *a, void **arr, size_t elem, uint32_t n, uint32_t *cap) {
+    uint32_t nc = *cap ? *cap * 2 : 64;
+    void *na = zarena_array(a, nc, elem);
+    if (!na) return false;
+    if (n) memcpy(na, *arr, elem * n);
+    *arr = na;
+    *cap = nc;
+    return true;
+}
+
+typedef struct kernel_src {
+    const char *glsl;
+    uint64_t hash;
+} kernel_src;
+
+typedef struct lw {
+    zplan *p;
+    const zlower_opts *o;
+    zdiag *d;
+    zarena *tmp; /* sources and per-phase tables */
+    uint32_t cap_str, cap_buf, cap_kern, cap_spv, cap_bind, cap_disp, cap_srcs;
+    kernel_src *srcs;
+    uint32_t act; /* index of the activation buffer */
+    uint64_t act_size;
+    /* Per phase: each value's activation offset (or UINT64_MAX) and size. */
+    uint64_t *off, *size;
+    bool oom;
+} lw;
+
+static uint32_t add_string(lw *w, const char *s) {
+    zplan *p = w->p;
+    uint32_t n = (uint32_t)strlen(s) + 1, at = p->n_strings_bytes;
+    while (p->n_strings_bytes + n > w->cap_str)
+        if (!grow_array(p->arena, (void **)&p->strings, 1, p->n_strings_bytes, &w->cap_str)) {
+            w->oom = true;
+            return 0; /* the empty string, which is always first */
+        }
+    memcpy(p->strings + at, s, n);
+    p->n_strings_bytes += n;
+    return at;
+}
+
+static uint32_t add_buffer(lw *w, zplan_buf_kind kind, const char *name, uint64_t size, uint64_t src) {
+    zplan *p = w->p;
+    if (!GROW(w, p->buffers, p->n_buffers, w->cap_buf)) return UINT32_MAX;
+    p->buffers[p->n_buffers] = (zplan_buffer){kind, add_string(w, name), size ? size : 4, src};
+    return p->n_buffers++;
+}
+
+static uint32_t find_buffer(const lw *w, zplan_buf_kind kind, const char *name) {
+    for (uint32_t i = 0; i < w->p->n_buffers; i++)
+        if (w->p->buffers[i].kind == (uint32_t)kind && !strcmp(zplan_str(w->p, w->p->buffers[i].name), name))
+            return i;
+    return UINT32_MAX;
+}
+
+static uint64_t round_up(uint64_t x, uint64_t a) {
+    return (x + a - 1) / a * a;
+}
+
+/* ---- values to buffers ------------------------------------------------- */
+
+/* The value whose storage v shares: through views to their source. */
+static const zir_value *root(const zir_value *v) {
+    while (v->producer && v->producer->op != ZOP_KERNEL && (zir_ops[v->producer->op].flags & ZF_VIEW))
+        v = v->producer->in[0];
+    return v;
+}
+
+/* The KV cache a value lives in (a cache, or a kv_store output), or NULL. */
+static const zir_value *cache_of(const zir_value *v) {
+    v = root(v);
+    if (v->role == ZR_KV) return v;
+    const zir_node *n = v->producer;
+    if (n && n->op == ZOP_KERNEL) n = n->body[n->n_body - 1];
+    return n && zir_ops[n->op].kind == ZK_KV ? n->in[1] : NULL;
+}
+
+static int64_t elems(const zir_value *v, const zlower_opts *o, zplan_phase ph) {
+    int64_t T = ph == ZPLAN_DECODE ? 1 : o->max_tokens;
+    zir_step st = {.T = T, .pos = o->ctx - T, .ctx = o->ctx};
+    return zir_value_elems(v, &st);
+}
+
+static int act_bytes(const zlower_opts *o) {
+    return o->act_f16 ? 2 : 4;
+}
+
+/* Buffers for weights (one per tensor: every binding starts at offset 0,
+ * whatever the device's offset alignment) and KV caches. */
+static zstatus declare_storage(lw *w, const zir_graph *g) {
+    for (uint32_t i = 0; i < g->n_values && !w->oom; i++) {
+        const zir_value *v = g->values[i];
+        if (v->role == ZR_WEIGHT && find_buffer(w, ZPB_WEIGHTS, v->name) == UINT32_MAX) {
+            uint64_t off = (uint64_t)((const uint8_t *)v->data - (const uint8_t *)w->o->gguf_base);
+            if (add_buffer(w, ZPB_WEIGHTS, v->name, round_up(v->nbytes, 4), off) == UINT32_MAX) w->oom = true;
+        } else if (v->role == ZR_KV && find_buffer(w, ZPB_KV, v->name) == UINT32_MAX) {
+            uint64_t bytes = (uint64_t)elems(v, w->o, ZPLAN_DECODE) * (uint64_t)act_bytes(w->o);
+            if (add_buffer(w, ZPB_KV, v->name, bytes, 0) == UINT32_MAX) w->oom = true;
+        }
+    }
+    return w->oom ? zdiag_set(w->d, ZE_NOMEM, "out of memory lowering the plan") : ZOK;
+}
+
+/* ---- activation memory ------------------------------------------------- */
+
+/* Whether v lives in the activation arena (not a weight, cache, the token
+ * input or the logits output). */
+static bool in_arena(const zir_graph *g, const zir_value *v) {
+    return v->role == ZR_ACTIVATION && v == root(v) && !cache_of(v) && v != g->logits;
+}
+
+typedef struct interval {
+    uint32_t value;
+    int start, end;
+    uint64_t size, off;
+} interval;
+
+/* Last top-level position reading each arena value (through views). */
+static void live_ends(const zir_graph *g, int *end) {
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *n = g->nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k]) end[root(n->in[k])->id] = (int)i;
+    }
+}
+
+/* First fit among the intervals live at iv's start, sorted by offset. */
+static uint64_t place(interval *live, int n_live, uint64_t size) {
+    uint64_t at = 0;
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (int j = 0; j < n_live; j++)
+            if (at < live[j].off + live[j].size && live[j].off < at + size) {
+                at = live[j].off + live[j].size;
+                moved = 1;
+            }
+    }
+    return at;
+}
+
+static zstatus plan_memory(lw *w, const zir_graph *g, zplan_phase ph) {
+    int *end = calloc(g->n_values, sizeof *end);
+    interval *iv = calloc(g->n_nodes + 1, sizeof *iv), *live = calloc(g->n_nodes + 1, sizeof *live);
+    w->off = zarena_array(w->tmp, g->n_values, sizeof *w->off);
+    w->size = zarena_array(w->tmp, g->n_values, sizeof *w->size);
+    if (!end || !iv || !live || !w->off || !w->size) {
+        free(end), free(iv), free(live);
+        return zdiag_set(w->d, ZE_NOMEM, "out of memory planning activations");
+    }
+    for (uint32_t i = 0; i < g->n_values; i++)
+        w->off[i] = UINT64_MAX;
+    live_ends(g, end);
+    int n_iv = 0, n_live = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_value *v = g->nodes[i]->out;
+        if (!in_arena(g, v)) continue;
+        uint64_t size = round_up((uint64_t)elems(v, w->o, ph) * (uint64_t)act_bytes(w->o), ALIGN);
+        int e = end[v->id] > (int)i ? end[v->id] : (int)i;
+        int k = 0; /* drop intervals that ended before this one starts */
+        for (int j = 0; j < n_live; j++)
+            if (live[j].end >= (int)i) live[k++] = live[j];
+        n_live = k;
+        iv[n_iv] = (interval){v->id, (int)i, e, size, place(live, n_live, size)};
+        live[n_live++] = iv[n_iv];
+        w->off[v->id] = iv[n_iv].off;
+        w->size[v->id] = size;
+        if (iv[n_iv].off + size > w->act_size) w->act_size = iv[n_iv].off + size;
+        n_iv++;
+    }
+    free(end), free(iv), free(live);
+    return ZOK;
+}
+
+/* ---- kernels ------------------------------------------------------------ */
+
+static uint64_t fnv(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The kernel index for a source, compiling it the first time it is seen. */
+static zstatus intern_kernel(lw *w, const zcg_kernel *k, uint32_t *index) {
+    zplan *p = w->p;
+    uint64_t h = fnv(k->glsl);
+    for (uint32_t i = 0; i < p->n_kernels; i++)
+        if (w->srcs[i].hash == h && !strcmp(w->srcs[i].glsl, k->glsl)) {
+            *index = i;
+            return ZOK;
+        }
+    zvk_glsl_opts go = {.name = k->name, .optimize = true};
+    zvk_spirv spv;
+    zstatus s = zvk_glsl_compile(w->tmp, k->glsl, strlen(k->glsl), &go, &spv, w->d);
+    if (s) {
+        zdiag_prefix(w->d, "kernel %s", k->name);
+        return s;
+    }
+    if (!GROW(w, p->kernels, p->n_kernels, w->cap_kern) ||
+        (p->n_kernels >= w->cap_srcs &&
+         !grow_array(w->tmp, (void **)&w->srcs, sizeof *w->srcs, p->n_kernels, &w->cap_srcs)))
+        return zdiag_set(w->d, ZE_NOMEM, "out of memory");
+    while (p->n_spirv_words + spv.n_words > w->cap_spv)
+        if (!grow_array(p->arena, (void **)&p->spirv, 4, p->n_spirv_words, &w->cap_spv))
+            return zdiag_set(w->d, ZE_NOMEM, "out of memory");
+    memcpy(p->spirv + p->n_spirv_words, spv.words, spv.n_words * 4);
+    p->kernels[p->n_kernels] = (zplan_kernel){.name = add_string(w, k->name),
+                                              .code = p->n_spirv_words,
+                                              .n_words = (uint32_t)spv.n_words,
+                                              .n_bindings = (uint32_t)k->n_bind + 1};
+    w->srcs[p->n_kernels] = (kernel_src){k->glsl, h};
+    p->n_spirv_words += (uint32_t)spv.n_words;
+    *index = p->n_kernels++;
+    if (w->o->progress) w->o->progress(w->o->progress_ctx, (int)p->n_kernels, 0);
+    return ZOK;
+}
+
+/* ---- dispatches and barriers ------------------------------------------- */
+
+typedef struct access {
+    uint32_t buffer;
+    uint64_t lo, hi;
+    bool write;
+} access;
+
+typedef struct interval_set {
+    access *a;
+    int n, cap;
+} interval_set;
+
+static bool conflicts(const interval_set *open, const access *x) {
+    for (int i = 0; i < open->n; i++) {
+        const access *y = &open->a[i];
+        if (y->buffer == x->buffer && y->lo < x->hi && x->lo < y->hi && (x->write || y->write)) return true;
+    }
+    return false;
+}
+
+/* Where a bound value lives. */
+static zstatus locate(lw *w, const zir_graph *g, const zcg_binding *b, zplan_binding *out) {
+    const zir_value *v = b->value;
+    const zir_value *c = v ? cache_of(v) : NULL;
+    uint32_t buf = UINT32_MAX;
+    uint64_t off = 0, range = 0;
+    if (!v) {
+        buf = add_buffer(w, ZPB_SCRATCH, "scratch", round_up(b->scratch_bytes, 4), 0);
+    } else if (v->role == ZR_WEIGHT)
+        buf = find_buffer(w, ZPB_WEIGHTS, v->name);
+    else if (v->role == ZR_INPUT)
+        buf = w->p->tokens_buffer;
+    else if (c)
+        buf = find_buffer(w, ZPB_KV, c->name);
+    else if (root(v) == g->logits)
+        buf = w->p->logits_buffer;
+    else if (w->off[root(v)->id] != UINT64_MAX) {
+        buf = w->act;
+        off = w->off[root(v)->id];
+        range = w->size[root(v)->id];
+    }
+    if (buf == UINT32_MAX)
+        return zdiag_set(w->d, ZE_INTERNAL, "lowering: no storage for '%s'", v ? v->name : "scratch");
+    *out = (zplan_binding){.buffer = buf, .offset = off, .range = range};
+    return ZOK;
+}
+
+static zstatus add_dispatch(lw *w, const zir_graph *g, const zir_node *n, const zcg_kernel *k,
+                            interval_set *open) {
+    zplan *p = w->p;
+    uint32_t kernel = 0;
+    zstatus s = intern_kernel(w, k, &kernel);
+    if (s) return s;
+    if (!GROW(w, p->dispatches, p->n_dispatches, w->cap_disp))
+        return zdiag_set(w->d, ZE_NOMEM, "out of memory");
+    zplan_dispatch *dp = &p->dispatches[p->n_dispatches];
+    *dp = (zplan_dispatch){.kernel = kernel,
+                           .first_binding = p->n_bindings,
+                           .n_bindings = (uint32_t)k->n_bind + 1,
+                           .node = add_string(w, n->out->name)};
+    for (int a = 0; a < 3; a++)
+        dp->groups[a] = (zplan_affine){k->groups[a].a, k->groups[a].b, k->groups[a].div};
+    access acc[ZCG_MAX_BIND + 1];
+    for (int i = 0; i <= k->n_bind; i++) {
+        zplan_binding b = {.buffer = p->step_buffer};
+        if (i && (s = locate(w, g, &k->bind[i - 1], &b))) return s;
+        if (!GROW(w, p->bindings, p->n_bindings, w->cap_bind))
+            return zdiag_set(w->d, ZE_NOMEM, "out of memory");
+        p->bindings[p->n_bindings++] = b;
+        uint64_t hi = b.range ? b.offset + b.range : p->buffers[b.buffer].size;
+        acc[i] = (access){b.buffer, b.offset, hi, i && k->bind[i - 1].written};
+    }
+    bool barrier = false;
+    for (int i = 0; i <= k->n_bind; i++)
+        barrier |= conflicts(open, &acc[i]);
+    if (barrier) {
+        dp->flags |= ZPLAN_BARRIER;
+        open->n = 0;
+    }
+    for (int i = 0; i <= k->n_bind; i++) {
+        if (open->n == open->cap) {
+            int nc = open->cap ? open->cap * 2 : 64;
+            access *na = realloc(open->a, sizeof *na * (size_t)nc);
+            if (!na) return zdiag_set(w->d, ZE_NOMEM, "out of memory");
+            open->a = na;
+            open->cap = nc;
+        }
+        open->a[open->n++] = acc[i];
+    }
+    p->n_dispatches++;
+    return ZOK;
+}
+
+static zstatus lower_phase(lw *w, const zir_graph *g, zplan_phase ph) {
+    zcg_opts co = {.target = w->o->target,
+                   .phase = ph == ZPLAN_DECODE ? ZPH_DECODE : ZPH_PREFILL,
+                   .max_tokens = ph == ZPLAN_DECODE ? 1 : w->o->max_tokens,
+                   .act_f16 = w->o->act_f16};
+    zstatus s = plan_memory(w, g, ph);
+    interval_set open = {0};
+    w->p->sched[ph] = (zplan_schedule){.first = w->p->n_dispatches,
+                                       .max_tokens = (uint32_t)co.max_tokens,
+                                       .logits_rows = (uint32_t)co.max_tokens};
+    for (uint32_t i = 0; i < g->n_nodes && !s; i++) {
+        zcg_kernel k;
+        s = zcg_node(g, g->nodes[i], &co, w->tmp, &k, w->d);
+        if (!s && k.glsl) s = add_dispatch(w, g, g->nodes[i], &k, &open);
+    }
+    free(open.a);
+    w->p->sched[ph].count = w->p->n_dispatches - w->p->sched[ph].first;
+    /* The first dispatch of a phase waits for whatever ran before. */
+    if (!s && w->p->sched[ph].count) w->p->dispatches[w->p->sched[ph].first].flags |= ZPLAN_BARRIER;
+    return s;
+}
+
+/* ---- the plan ----------------------------------------------------------- */
+
+static zstatus header(lw *w, const zir_graph *g) {
+    zplan *p = w->p;
+    const zlower_opts *o = w->o;
+    add_string(w, ""); /* offset 0 is the empty string */
+    p->major = ZPLAN_VERSION_MAJOR;
+    p->minor = ZPLAN_VERSION_MINOR;
+    p->gguf_path = add_string(w, o->gguf_path ? o->gguf_path : "");
+    p->gguf_size = o->gguf_size;
+    p->gguf_hash = o->gguf_hash;
+    p->arch = add_string(w, g->hp.arch ? g->hp.arch : "");
+    p->n_vocab = (uint32_t)g->hp.n_vocab;
+    p->n_embd = (uint32_t)g->hp.n_embd;
+    p->n_layer = (uint32_t)g->hp.n_layer;
+    p->ctx = (uint32_t)o->ctx;
+    p->target = add_string(w, o->target->name);
+    p->device_name = add_string(w, o->device_name ? o->device_name : "");
+    p->vendor_id = o->vendor_id;
+    p->device_id = o->device_id;
+    p->subgroup_size = (uint32_t)o->target->subgroup;
+    p->shared_bytes = o->target->smem_bytes;
+    p->required = o->act_f16 ? ZPLAN_NEED_FP16 | ZPLAN_NEED_STORAGE16 : 0;
+    zvk_toolchain tc;
+    zdiag ignore = {0};
+    p->compiler = add_string(w, zvk_toolchain_probe(&tc, &ignore)
+                                    ? "zincc 0.1.0"
+                                    : zarena_printf(w->tmp, "zincc 0.1.0, %s", tc.version));
+    uint64_t rows = (uint64_t)o->max_tokens;
+    p->step_buffer = add_buffer(w, ZPB_STEP, "step", 16, 0);
+    p->tokens_buffer = add_buffer(w, ZPB_TOKENS, "tokens", rows * 4, 0);
+    p->logits_buffer = add_buffer(w, ZPB_LOGITS, "logits", rows * (uint64_t)g->hp.n_vocab * 4, 0);
+    w->act = add_buffer(w, ZPB_ACT, "activations", ALIGN, 0);
+    return w->oom ? zdiag_set(w->d, ZE_NOMEM, "out of memory") : ZOK;
+}
+
+zstatus zlower(zir_graph *const g[ZPLAN_PHASES], const zlower_opts *o, zplan **out, zdiag *d) {
+    *out = NULL;
+    if (o->max_tokens < 1 || o->ctx < o->max_tokens)
+        return zdiag_set(d, ZE_INVALID, "prefill chunk %lld and context %lld: expected 1 <= chunk <= context",
+                         (long long)o->max_tokens, (long long)o->ctx);
+    zarena *a = zarena_new(), *tmp = zarena_new();
+    zplan *p = a ? zarena_alloc(a, sizeof *p) : NULL;
+    if (!p || !tmp) {
+        zarena_free(a);
+        zarena_free(tmp);
+        return zdiag_set(d, ZE_NOMEM, "out of memory");
+    }
+    p->arena = a;
+    lw w = {.p = p, .o = o, .d = d, .tmp = tmp};
+    zstatus s = header(&w, g[0]);
+    for (int ph = 0; ph < ZPLAN_PHASES && !s; ph++)
+        s = declare_storage(&w, g[ph]);
+    for (int ph = 0; ph < ZPLAN_PHASES && !s; ph++)
+        s = lower_phase(&w, g[ph], (zplan_phase)ph);
+    if (!s && w.oom) s = zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (!s) p->buffers[w.act].size = w.act_size ? w.act_size : ALIGN;
+    zarena_free(tmp);
+    if (s) {
+        zarena_free(a);
+        return s;
+    }
+    *out = p;
+    return ZOK;
+}

@@ -1,0 +1,287 @@
+/* The executor. Reading order: zrt_open_plan (checks, buffers, pipelines,
+ * descriptor sets, the recorded decode step), then zrt_run. */
+#include "zrt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../frontend/gguf.h"
+
+struct zrt {
+    zplan *plan;
+    gguf_file *gguf;
+    zvk_instance inst;
+    zvk_device dev;
+    zvk_buffer *bufs;    /* one per plan buffer */
+    zvk_pipeline *pipes; /* one per kernel */
+    VkDescriptorPool pool;
+    VkDescriptorSet *sets; /* one per dispatch */
+    zvk_cmd decode;        /* recorded once, replayed per token */
+    bool decode_recorded;
+    int64_t pos;
+    bool progress;
+};
+
+static bool host_visible(uint32_t kind) {
+    return kind == ZPB_STEP || kind == ZPB_TOKENS || kind == ZPB_LOGITS;
+}
+
+static zstatus check_gguf(zrt *r, const char *path, zdiag *d) {
+    const zplan *p = r->plan;
+    zstatus s = gguf_open(path, &r->gguf, d);
+    if (s) return s;
+    if (r->gguf->size != p->gguf_size || gguf_identity_hash(r->gguf) != p->gguf_hash)
+        return zdiag_set(
+            d, ZE_INVALID,
+            "%s is not the GGUF this plan was compiled from: expected %llu bytes with identity %016llx, "
+            "found %llu bytes with identity %016llx (recompile with zincc)",
+            path, (unsigned long long)p->gguf_size, (unsigned long long)p->gguf_hash,
+            (unsigned long long)r->gguf->size, (unsigned long long)gguf_identity_hash(r->gguf));
+    return ZOK;
+}
+
+static zstatus check_device(zrt *r, const char *request, zdiag *d) {
+    uint32_t idx;
+    zstatus s = zvk_instance_create(&r->inst, d);
+    if (!s) s = zvk_select_device(&r->inst, request, &idx, d);
+    if (!s) s = zvk_device_create(&r->inst, idx, &r->dev, d);
+    if (s) return s;
+    const zvk_profile *pr = &r->dev.prof;
+    uint32_t need = r->plan->required;
+    if (((need & ZPLAN_NEED_FP16) && !pr->fp16) || ((need & ZPLAN_NEED_STORAGE16) && !pr->storage16))
+        return zdiag_set(
+            d, ZE_UNSUPPORTED,
+            "device '%s' lacks 16-bit float support, which this plan needs: expected a plan compiled "
+            "for it (zincc MODEL.gguf --target device -o PLAN)",
+            pr->name);
+    if (r->plan->shared_bytes > pr->max_shared_memory)
+        return zdiag_set(
+            d, ZE_UNSUPPORTED,
+            "device '%s' has %u bytes of shared memory; this plan's kernels were sized for %u (target "
+            "'%s'): recompile with --target device",
+            pr->name, pr->max_shared_memory, r->plan->shared_bytes, zplan_str(r->plan, r->plan->target));
+    return ZOK;
+}
+
+/* Refuses before allocating anything when the device cannot hold the plan. */
+static zstatus check_memory(zrt *r, zdiag *d) {
+    uint64_t need = 0;
+    for (uint32_t i = 0; i < r->plan->n_buffers; i++)
+        if (!host_visible(r->plan->buffers[i].kind)) need += r->plan->buffers[i].size;
+    uint64_t avail = zvk_heap_free(&r->dev, r->dev.prof.vram_heap);
+    if (need > avail)
+        return zdiag_set(
+            d, ZE_NOMEM,
+            "not enough device memory on '%s': the plan needs %.1f MiB (weights, activations, KV cache), "
+            "%.1f MiB are free: recompile with a smaller --ctx",
+            r->dev.prof.name, need / 1048576.0, avail / 1048576.0);
+    return ZOK;
+}
+
+static void draw_progress(uint64_t done, uint64_t total) {
+    int w = 40, filled = total ? (int)((double)done / (double)total * w) : w;
+    fprintf(stderr, "\rzinc: loading weights [%.*s%*s] %5.1f%% %7.1f MiB", filled,
+            "########################################", w - filled, "", total ? 100.0 * done / total : 100.0,
+            done / 1048576.0);
+    if (done == total) fputc('\n', stderr);
+}
+
+/* Weights come from the mapped GGUF; bytes past its end (padding) are zero. */
+static zstatus upload_weights(zrt *r, uint32_t i, uint64_t *done, uint64_t total, zdiag *d) {
+    const zplan_buffer *b = &r->plan->buffers[i];
+    uint64_t n = b->size, avail = b->src_offset < r->gguf->size ? r->gguf->size - b->src_offset : 0;
+    if (avail < n) n = avail;
+    zstatus s = zvk_upload(&r->dev, &r->bufs[i], 0, r->gguf->base + b->src_offset, (size_t)n, d);
+    *done += b->size;
+    if (r->progress) draw_progress(*done, total);
+    return s;
+}
+
+static zstatus fill_zero(zrt *r, zdiag *d) {
+    zvk_cmd c = {0};
+    zstatus s = zvk_cmd_begin(&r->dev, &c, d);
+    for (uint32_t i = 0; !s && i < r->plan->n_buffers; i++) {
+        uint32_t k = r->plan->buffers[i].kind;
+        if (k == ZPB_KV || k == ZPB_SCRATCH || k == ZPB_ACT)
+            vkCmdFillBuffer(c.cb, r->bufs[i].buffer, 0, VK_WHOLE_SIZE, 0);
+    }
+    if (!s)
+        s = zvk_cmd_run(&r->dev, &c, d);
+    else
+        zvk_cmd_release(&r->dev, &c);
+    return s;
+}
+
+static zstatus create_buffers(zrt *r, zdiag *d) {
+    const zplan *p = r->plan;
+    uint64_t total = 0, done = 0;
+    for (uint32_t i = 0; i < p->n_buffers; i++)
+        if (p->buffers[i].kind == ZPB_WEIGHTS) total += p->buffers[i].size;
+    for (uint32_t i = 0; i < p->n_buffers; i++) {
+        const zplan_buffer *b = &p->buffers[i];
+        zstatus s = zvk_buffer_create(&r->dev, b->size, host_visible(b->kind) ? ZVK_MEM_HOST : ZVK_MEM_DEVICE,
+                                      zplan_str(p, b->name), &r->bufs[i], d);
+        if (!s && b->kind == ZPB_WEIGHTS) s = upload_weights(r, i, &done, total, d);
+        if (s) return s;
+    }
+    return fill_zero(r, d);
+}
+
+static zstatus create_pipelines(zrt *r, zdiag *d) {
+    const zplan *p = r->plan;
+    for (uint32_t i = 0; i < p->n_kernels; i++) {
+        const zplan_kernel *k = &p->kernels[i];
+        zvk_pipeline_desc pd = {.name = zplan_str(p, k->name),
+                                .spirv = p->spirv + k->code,
+                                .n_words = k->n_words,
+                                .n_buffers = k->n_bindings};
+        zstatus s = zvk_pipeline_create(&r->dev, &pd, &r->pipes[i], d);
+        if (s) return s;
+    }
+    zstatus s = zvk_desc_pool_create(&r->dev, p->n_dispatches ? p->n_dispatches : 1,
+                                     p->n_bindings ? p->n_bindings : 1, &r->pool, d);
+    for (uint32_t i = 0; !s && i < p->n_dispatches; i++) {
+        const zplan_dispatch *dp = &p->dispatches[i];
+        zvk_binding b[ZPLAN_MAX_BINDINGS];
+        for (uint32_t j = 0; j < dp->n_bindings; j++) {
+            const zplan_binding *pb = &p->bindings[dp->first_binding + j];
+            b[j] = (zvk_binding){&r->bufs[pb->buffer], pb->offset, pb->range};
+        }
+        s = zvk_desc_set(&r->dev, r->pool, &r->pipes[dp->kernel], b, dp->n_bindings, &r->sets[i], d);
+    }
+    return s;
+}
+
+/* Records one phase's dispatches for a step of T tokens. */
+static zstatus record(zrt *r, zplan_phase ph, int64_t T, zvk_cmd *c, zdiag *d) {
+    const zplan *p = r->plan;
+    zstatus s = zvk_cmd_begin(&r->dev, c, d);
+    const zplan_schedule *sc = &p->sched[ph];
+    for (uint32_t i = sc->first; !s && i < sc->first + sc->count; i++) {
+        const zplan_dispatch *dp = &p->dispatches[i];
+        uint32_t g[3];
+        for (int a = 0; a < 3; a++) {
+            int64_t x = dp->groups[a].a * T + dp->groups[a].b;
+            g[a] = x <= 0 ? 0 : (uint32_t)((x + dp->groups[a].div - 1) / dp->groups[a].div);
+        }
+        if (dp->flags & ZPLAN_BARRIER) zvk_cmd_barrier(c);
+        if (g[0] && g[1] && g[2])
+            zvk_cmd_dispatch(c, &r->pipes[dp->kernel], r->sets[i], NULL, g[0], g[1], g[2]);
+    }
+    if (!s) s = zvk_cmd_end(&r->dev, c, d);
+    return s;
+}
+
+zstatus zrt_open_plan(zplan *p, const zrt_opts *o, zrt **out, zdiag *d) {
+    *out = NULL;
+    zrt *r = calloc(1, sizeof *r);
+    if (!r) {
+        zplan_free(p);
+        return zdiag_set(d, ZE_NOMEM, "out of memory");
+    }
+    r->plan = p;
+    r->progress = o && o->progress;
+    r->bufs = calloc(p->n_buffers ? p->n_buffers : 1, sizeof *r->bufs);
+    r->pipes = calloc(p->n_kernels ? p->n_kernels : 1, sizeof *r->pipes);
+    r->sets = calloc(p->n_dispatches ? p->n_dispatches : 1, sizeof *r->sets);
+    zstatus s = r->bufs && r->pipes && r->sets ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (!s) s = check_gguf(r, o && o->gguf_path ? o->gguf_path : zplan_str(p, p->gguf_path), d);
+    if (!s) s = check_device(r, o ? o->device : NULL, d);
+    if (!s) s = check_memory(r, d);
+    if (!s) s = create_buffers(r, d);
+    if (!s) s = create_pipelines(r, d);
+    if (!s && p->sched[ZPLAN_DECODE].count) {
+        s = record(r, ZPLAN_DECODE, 1, &r->decode, d);
+        r->decode_recorded = !s;
+    }
+    if (s) {
+        zrt_close(r);
+        return s;
+    }
+    *out = r;
+    return ZOK;
+}
+
+zstatus zrt_open(const char *plan_path, const zrt_opts *o, zrt **out, zdiag *d) {
+    zplan *p;
+    *out = NULL;
+    zstatus s = zplan_read(plan_path, &p, d);
+    return s ? s : zrt_open_plan(p, o, out, d);
+}
+
+void zrt_close(zrt *r) {
+    if (!r) return;
+    if (r->dev.device) vkDeviceWaitIdle(r->dev.device);
+    zvk_cmd_release(&r->dev, &r->decode);
+    zvk_desc_pool_destroy(&r->dev, &r->pool);
+    for (uint32_t i = 0; r->pipes && i < r->plan->n_kernels; i++)
+        zvk_pipeline_destroy(&r->dev, &r->pipes[i]);
+    for (uint32_t i = 0; r->bufs && i < r->plan->n_buffers; i++)
+        zvk_buffer_destroy(&r->dev, &r->bufs[i]);
+    zvk_device_destroy(&r->dev);
+    zvk_instance_destroy(&r->inst);
+    gguf_close(r->gguf);
+    zplan_free(r->plan);
+    free(r->bufs);
+    free(r->pipes);
+    free(r->sets);
+    free(r);
+}
+
+const zplan *zrt_plan(const zrt *r) {
+    return r->plan;
+}
+const zvk_profile *zrt_device(const zrt *r) {
+    return &r->dev.prof;
+}
+int64_t zrt_pos(const zrt *r) {
+    return r->pos;
+}
+void zrt_reset(zrt *r) {
+    r->pos = 0;
+}
+
+zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *logits, zdiag *d) {
+    const zplan *p = r->plan;
+    const zplan_schedule *sc = &p->sched[ph];
+    if (n < 1 || (uint32_t)n > sc->max_tokens || (ph == ZPLAN_DECODE && n != 1))
+        return zdiag_set(d, ZE_INVALID, "%s step of %d tokens: expected 1..%u",
+                         ph == ZPLAN_DECODE ? "decode" : "prefill", n, sc->max_tokens);
+    if (r->pos + n > p->ctx)
+        return zdiag_set(d, ZE_INVALID,
+                         "context full: %lld cached + %d new tokens exceed the plan's context of %u",
+                         (long long)r->pos, n, p->ctx);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= p->n_vocab)
+            return zdiag_set(d, ZE_INVALID, "token %d at index %d: expected an id below %u", tokens[i], i,
+                             p->n_vocab);
+    uint32_t step[4] = {(uint32_t)n, (uint32_t)r->pos, p->ctx, 0};
+    memcpy(r->bufs[p->step_buffer].map, step, sizeof step);
+    memcpy(r->bufs[p->tokens_buffer].map, tokens, sizeof *tokens * (size_t)n);
+    zvk_cmd c = {0};
+    zstatus s;
+    if (ph == ZPLAN_DECODE && r->decode_recorded)
+        s = zvk_cmd_submit_wait(&r->dev, &r->decode, d);
+    else {
+        s = record(r, ph, n, &c, d);
+        if (!s) s = zvk_cmd_submit_wait(&r->dev, &c, d);
+        zvk_cmd_release(&r->dev, &c);
+    }
+    if (s) return s;
+    if (logits) memcpy(logits, r->bufs[p->logits_buffer].map, sizeof(float) * (size_t)n * p->n_vocab);
+    r->pos += n;
+    return ZOK;
+}
+
+zstatus zrt_eval(zrt *r, const int32_t *tokens, int n, float *logits, zdiag *d) {
+    if (n == 1 && r->plan->sched[ZPLAN_DECODE].count) return zrt_run(r, ZPLAN_DECODE, tokens, 1, logits, d);
+    int chunk = (int)r->plan->sched[ZPLAN_PREFILL].max_tokens;
+    for (int i = 0; i < n; i += chunk) {
+        int m = n - i < chunk ? n - i : chunk;
+        zstatus s = zrt_run(r, ZPLAN_PREFILL, tokens + i, m,
+                            logits ? logits + (size_t)i * r->plan->n_vocab : NULL, d);
+        if (s) return s;
+    }
+    return ZOK;
+}

@@ -1,0 +1,42 @@
+/* zrt: the executor, as a C API. It loads a plan and the GGUF it was compiled
+ * from, uploads the weights, creates the pipelines, records the decode step
+ * once and replays it, and runs prefill in token chunks. All intelligence is
+ * in the compiler; this is the part that stays small. */
+#ifndef ZINC_ZRT_H
+#define ZINC_ZRT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../backend/plan.h"
+#include "../backend/vk.h"
+#include "../ir/zstatus.h"
+
+typedef struct zrt zrt;
+
+typedef struct zrt_opts {
+    const char *gguf_path; /* NULL: the path recorded in the plan */
+    const char *device;    /* device index as text (--device), or NULL: $ZINC_DEVICE or the default */
+    bool progress;         /* draw a progress bar on stderr while uploading weights */
+} zrt_opts;
+
+/* Reads and validates the plan, then opens it. */
+zstatus zrt_open(const char *plan_path, const zrt_opts *o, zrt **out, zdiag *d);
+/* Opens an in-memory plan; takes ownership of p (freed by zrt_close or on failure). */
+zstatus zrt_open_plan(zplan *p, const zrt_opts *o, zrt **out, zdiag *d);
+void zrt_close(zrt *r);
+
+const zplan *zrt_plan(const zrt *r);
+const zvk_profile *zrt_device(const zrt *r);
+int64_t zrt_pos(const zrt *r);
+void zrt_reset(zrt *r); /* forget the KV cache: the next token is at position 0 */
+
+/* Runs n tokens at the current position with one phase's schedule: prefill
+ * takes 1..max_tokens tokens, decode exactly 1. logits (may be NULL)
+ * receives [n][n_vocab]. */
+zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *logits, zdiag *d);
+
+/* Runs any number of tokens: prefill in chunks, or decode when n == 1. */
+zstatus zrt_eval(zrt *r, const int32_t *tokens, int n, float *logits, zdiag *d);
+
+#endif
