@@ -4,6 +4,7 @@
  * crosses VRAM (one write and one read of a hidden-wide value saved). A norm
  * feeding several kernels (q, k and v) stays: fusing would recompute it in
  * each. */
+#include "cost.h"
 #include "match.h"
 
 static bool takes_prologue(const zir_node *c, const zir_value *h) {
@@ -45,9 +46,7 @@ zstatus zpass_fuse_norm(zir_graph *g, const zpass_opts *o, zdiag *d) {
             record(g, o, n, false, zpass_consumer_count(g, n->out));
             continue;
         }
-        zir_kparams kp = c->op == ZOP_KERNEL
-                             ? c->kp
-                             : (zir_kparams){ZKT_MATMUL, o->phase == ZPH_DECODE ? 1 : o->token_tile, 1};
+        zir_kparams kp = c->op == ZOP_KERNEL ? c->kp : (zir_kparams){ZKT_MATMUL, zcost_token_tile(o), 1};
         zir_node *body[2] = {n, c};
         zir_node *k = zir_fuse(g, body, 2, &kp, d);
         if (!k) return d->code;

@@ -2,6 +2,7 @@
  * nowhere else runs in that kernel's epilogue: the residual add after the
  * attention output and down projections, and Qwen2's q/k/v biases. The
  * matmul's output never crosses VRAM before the add. */
+#include "cost.h"
 #include "match.h"
 
 static bool takes_epilogue(const zir_node *p) {
@@ -48,9 +49,7 @@ zstatus zpass_fuse_residual(zir_graph *g, const zpass_opts *o, zdiag *d) {
         int k = matmul_operand(g, add);
         if (k < 0) continue;
         zir_node *p = add->in[k]->producer;
-        zir_kparams kp = p->op == ZOP_KERNEL
-                             ? p->kp
-                             : (zir_kparams){ZKT_MATMUL, o->phase == ZPH_DECODE ? 1 : o->token_tile, 1};
+        zir_kparams kp = p->op == ZOP_KERNEL ? p->kp : (zir_kparams){ZKT_MATMUL, zcost_token_tile(o), 1};
         zir_node *body[2] = {p, add};
         record(g, o, add, add->in[k]);
         zir_node *kn = zir_fuse(g, body, 2, &kp, d);
