@@ -1,0 +1,720 @@
+/* The passes and the pass manager.
+ *
+ * 1. Equivalence: for every architecture, every transform alone (after
+ *    shape,width) and the whole default pipeline, compiled for llvmpipe, h200
+ *    and rdna4 in both phases with the verifier after every pass, the fused
+ *    graph gives the same logits as the unfused one through the reference
+ *    interpreter, in prefill, decode and chunked prefill. The interpreter runs
+ *    a kernel's body op by op, so the comparison is exact: any difference is a
+ *    wiring bug (a kernel reading the wrong value, a node moved before its
+ *    input), not rounding.
+ * 2. The fusion really happened: kernels are counted by template, each body is
+ *    checked against its template's shape, and the count is written out by
+ *    hand per target and phase, so that a pass that does nothing fails.
+ * 3. Golden IR per pass (tests/passes/<pass>/<case>.zir); regenerate with
+ *    ZINC_UPDATE_GOLDEN=1. The first line of each file is the zincc command
+ *    that prints the rest, and one test runs that command.
+ * 4. The pass manager: unknown names, --disable-pass, --print-after and
+ *    --verify-each. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/arch.h"
+#include "frontend/mkmodel.h"
+#include "ir/interp.h"
+#include "passes/pass.h"
+#include "testutil.h"
+
+/* ---- models ----------------------------------------------------------- */
+
+typedef struct shape {
+    uint32_t layers, hidden, ff, heads, kv_heads;
+} shape;
+
+/* The equivalence model: hidden 512 is where the targets part ways on the
+ * MLP in prefill (see mlp_choice). Two layers, so that a kernel's output
+ * feeding the next layer is exercised. */
+static const shape EQ_SHAPE = {2, 512, 1536, 8, 4};
+/* The golden model: one small layer keeps the files readable. */
+static const shape GOLDEN_SHAPE = {1, 256, 768, 4, 2};
+
+static gguf_file *make_model(zmk_arch arch, zmk_quant q, shape s, const char *name) {
+    zmk_opts o;
+    zmk_defaults(&o);
+    o.arch = arch;
+    o.quant = q;
+    o.layers = s.layers;
+    o.hidden = s.hidden;
+    o.ff = s.ff;
+    o.heads = s.heads;
+    o.kv_heads = s.kv_heads;
+    o.head_dim = 64;
+    o.vocab = 512;
+    o.seed = 1;
+    zdiag d = {0};
+    const char *path = tu_tmp(name);
+    cr_assert_eq(zmk_write(&o, path, NULL, &d), ZOK, "%s", d.msg);
+    gguf_file *f = NULL;
+    cr_assert_eq(gguf_open(path, &f, &d), ZOK, "%s", d.msg);
+    return f;
+}
+
+/* What zincc passes for a target and phase (tools/zincc.c's defaults). */
+static zpass_opts opts_for(const char *target, zpass_phase ph, zpass_report *rep) {
+    const ztarget *t = ztarget_find(target);
+    cr_assert_not_null(t, "no target profile '%s'", target);
+    return (zpass_opts){.target = t,
+                        .phase = ph,
+                        .token_tile = t->prefill_tile,
+                        .ctx = 4096,
+                        .fuse_threshold = t->fuse_threshold,
+                        .verify_each = true,
+                        .report = rep};
+}
+
+static zir_graph *compile(const gguf_file *f, const char *pipeline, const zpass_opts *o) {
+    zir_graph *g = NULL;
+    zdiag d = {0};
+    cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
+    zstatus s = zpass_run_pipeline(g, pipeline, NULL, o, &d);
+    cr_assert_eq(s, ZOK, "pipeline %s (%s, %s): %s", pipeline, o->target->name, zpass_phase_name(o->phase),
+                 d.msg);
+    return g;
+}
+
+/* ---- running ------------------------------------------------------------ */
+
+enum { N_TOK = 9, N_MODES = 3 }; /* prefill, decode, chunked prefill (4, 4, 1) */
+static const char *const mode_names[N_MODES] = {"prefill", "decode", "chunked prefill"};
+
+static void step(zir_interp *it, const int32_t *tok, int n, float *out) {
+    zdiag d = {0};
+    cr_assert_eq(zir_interp_step(it, tok, n, out, &d), ZOK, "%s", d.msg);
+}
+
+/* Logits of all three modes into out[mode][N_TOK * vocab], poisoned with NaN
+ * first so that a row the graph never wrote cannot pass as equal. */
+static void run_modes(const zir_graph *g, const int32_t *tok, float *out[N_MODES]) {
+    size_t n = (size_t)N_TOK * (size_t)g->hp.n_vocab;
+    zir_interp *it;
+    zdiag d = {0};
+    cr_assert_eq(zir_interp_new(g, 32, &it, &d), ZOK, "%s", d.msg);
+    for (int m = 0; m < N_MODES; m++) {
+        out[m] = malloc(sizeof(float) * n);
+        cr_assert_not_null(out[m]);
+        for (size_t i = 0; i < n; i++)
+            out[m][i] = NAN;
+        zir_interp_reset(it);
+        int chunk = m == 0 ? N_TOK : m == 1 ? 1 : 4;
+        for (int t = 0; t < N_TOK; t += chunk) {
+            int c = N_TOK - t < chunk ? N_TOK - t : chunk;
+            step(it, tok + t, c, out[m] + (size_t)t * (size_t)g->hp.n_vocab);
+        }
+    }
+    zir_interp_free(it);
+}
+
+static void free_modes(float *out[N_MODES]) {
+    for (int m = 0; m < N_MODES; m++)
+        free(out[m]);
+}
+
+/* Every element, exactly (see the file comment). */
+static void expect_same(const float *got, const float *want, size_t n, const char *what) {
+    for (size_t i = 0; i < n; i++) {
+        cr_assert(!isnan(want[i]), "%s: reference logit %zu is NaN", what, i);
+        cr_assert(got[i] == want[i], "%s: logit %zu: fused %.9g, unfused %.9g", what, i, got[i], want[i]);
+    }
+}
+
+/* ---- kernel census ------------------------------------------------------ */
+
+typedef struct census {
+    int kernels[ZKT_COUNT]; /* [ZKT_NONE]: unused */
+    int dequant_fused;      /* original nodes marked by fuse-dequant */
+    int top;                /* top-level nodes */
+} census;
+
+/* The op names of a kernel's body, space-separated. */
+static void body_string(const zir_node *k, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < k->n_body && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? " " : "", zir_ops[k->body[i]->op].name);
+}
+
+/* Each template's bodies as pass.h's zir_ktemplate comment states them. */
+static bool body_fits(zir_ktemplate t, const char *b) {
+    static const char *const ok[][4] = {
+        [ZKT_MATMUL] = {"matmul add", "rms_norm matmul", "rms_norm matmul add"},
+        [ZKT_GATE_UP_SWIGLU] = {"matmul matmul swiglu", "rms_norm matmul matmul swiglu"},
+        [ZKT_MLP] = {"matmul matmul swiglu matmul", "rms_norm matmul matmul swiglu matmul",
+                     "matmul matmul swiglu matmul add", "rms_norm matmul matmul swiglu matmul add"},
+        [ZKT_ATTENTION] = {"attn_scores softmax_causal attn_mix"},
+    };
+    for (int i = 0; i < 4; i++)
+        if (ok[t][i] && !strcmp(ok[t][i], b)) return true;
+    return false;
+}
+
+static void count_dequant(const zir_node *n, census *c) {
+    if (n->op == ZOP_KERNEL)
+        for (int j = 0; j < n->n_body; j++)
+            count_dequant(n->body[j], c);
+    else
+        c->dequant_fused += n->dequant == ZDQ_FUSED;
+}
+
+static census take_census(const zir_graph *g) {
+    census c = {0};
+    c.top = (int)g->n_nodes;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *n = g->nodes[i];
+        count_dequant(n, &c);
+        if (n->op != ZOP_KERNEL) continue;
+        char b[256];
+        body_string(n, b, sizeof b);
+        cr_assert(n->kp.tmpl > ZKT_NONE && n->kp.tmpl < ZKT_COUNT, "kernel '%s' has no template",
+                  n->out->name);
+        cr_expect(body_fits(n->kp.tmpl, b), "kernel '%s' (%s) has body '%s'", n->out->name,
+                  zir_ktemplate_name(n->kp.tmpl), b);
+        c.kernels[n->kp.tmpl]++;
+    }
+    return c;
+}
+
+/* ---- what each pass must fuse, by hand --------------------------------- */
+
+typedef enum pipe { P_DEQUANT, P_ATTN, P_MLP, P_NORM, P_RESIDUAL, P_DEFAULT, P_COUNT } pipe;
+static const char *const pipe_names[P_COUNT] = {"fuse-dequant", "fuse-attn",     "fuse-mlp",
+                                                "fuse-norm",    "fuse-residual", "default"};
+
+/* The MLP of the equivalence model (hidden 512, ff 1536, Q4_K):
+ * - decode: one fused kernel everywhere; removing three dispatches saves
+ *   more than the hidden-wide partial sums cost;
+ * - prefill on the GPUs: the on-chip accumulator of 4 x (512 + 64) B per
+ *   token cuts the 64-token tile to 21 (h200, 48 KiB) or 28 (rdna4, 64 KiB)
+ *   tokens, and re-reading ~1.4 MB of weights 3x / 2.3x as often costs more
+ *   than the 2 crossings it saves: gate+up+SwiGLU;
+ * - prefill on llvmpipe: its tile is 16 and 32 KiB holds 14, so the full
+ *   MLP costs almost no extra weight traffic and wins. */
+static zir_ktemplate mlp_choice(const char *target, zpass_phase ph) {
+    if (ph == ZPH_DECODE) return ZKT_MLP;
+    return strcmp(target, "llvmpipe") ? ZKT_GATE_UP_SWIGLU : ZKT_MLP;
+}
+
+static census expected(zmk_arch arch, pipe p, const char *target, zpass_phase ph) {
+    int L = (int)EQ_SHAPE.layers, bias = arch == ZMK_QWEN2 ? 3 * L : 0;
+    zir_ktemplate mlp = mlp_choice(target, ph);
+    census c = {0};
+    /* embed + q, k, v, o, gate, up, down per layer + logits: all Q4_K or Q6_K */
+    int dq = 1 + 7 * L + 1;
+    switch (p) {
+    case P_DEQUANT: c.dequant_fused = dq; break;
+    case P_ATTN: c.kernels[ZKT_ATTENTION] = L; break;
+    case P_MLP: c.kernels[mlp] = L; break;
+    case P_NORM: c.kernels[ZKT_MATMUL] = 1; break; /* only the output norm has one consumer */
+    case P_RESIDUAL: c.kernels[ZKT_MATMUL] = 2 * L + bias; break;
+    case P_DEFAULT:
+        c.dequant_fused = dq;
+        c.kernels[ZKT_ATTENTION] = L;
+        c.kernels[mlp] = L;
+        /* attn_out + residual, output norm + logits, biases, and down +
+         * residual when the down projection is outside the MLP kernel */
+        c.kernels[ZKT_MATMUL] = L + 1 + bias + (mlp == ZKT_MLP ? 0 : L);
+        break;
+    default: break;
+    }
+    return c;
+}
+
+static void expect_census(const census *got, const census *want, const char *what) {
+    for (int t = ZKT_NONE + 1; t < ZKT_COUNT; t++)
+        cr_expect_eq(got->kernels[t], want->kernels[t], "%s: %d %s kernels, expected %d", what,
+                     got->kernels[t], zir_ktemplate_name((zir_ktemplate)t), want->kernels[t]);
+    cr_expect_eq(got->dequant_fused, want->dequant_fused, "%s: %d nodes dequantize in place, expected %d",
+                 what, got->dequant_fused, want->dequant_fused);
+}
+
+/* The decisions a cost-model pass recorded: one per layer, as taken. */
+static void expect_decisions(const zpass_report *r, pipe p, zir_ktemplate mlp, const char *what) {
+    if (p != P_MLP && p != P_ATTN) return;
+    zir_group grp = p == P_MLP ? ZG_MLP : ZG_ATTN;
+    int n = 0;
+    for (int i = 0; i < r->n; i++) {
+        const zpass_decision *x = &r->items[i];
+        if (x->group != grp) continue;
+        n++;
+        cr_expect(x->fused, "%s: layer %d not fused: %s", what, x->layer, x->reason);
+        cr_expect_eq(x->chosen, p == P_MLP ? mlp : ZKT_ATTENTION, "%s: layer %d chose %s", what, x->layer,
+                     zir_ktemplate_name(x->chosen));
+        cr_expect_eq(x->crossings_after, 0.0 + (x->chosen == ZKT_GATE_UP_SWIGLU ? 2 : 0), "%s", what);
+        cr_expect(x->reason[0], "%s: decision without a reason", what);
+    }
+    cr_expect_eq(n, (int)EQ_SHAPE.layers, "%s: %d decisions recorded", what, n);
+}
+
+/* ---- equivalence --------------------------------------------------------- */
+
+static const char *const targets[] = {"llvmpipe", "h200", "rdna4"};
+
+static void check_one(const gguf_file *f, zmk_arch arch, pipe p, const char *target, zpass_phase ph,
+                      const int32_t *tok, float *want[N_MODES]) {
+    char pipeline[256], what[160];
+    if (p == P_DEFAULT)
+        snprintf(pipeline, sizeof pipeline, "%s", zpass_default_pipeline());
+    else
+        snprintf(pipeline, sizeof pipeline, "shape,width,%s", pipe_names[p]);
+    snprintf(what, sizeof what, "%s %s %s/%s", zmk_arch_name(arch), pipe_names[p], target,
+             zpass_phase_name(ph));
+    zpass_report rep = {.arena = zarena_new()};
+    zpass_opts o = opts_for(target, ph, &rep);
+    zir_graph *g = compile(f, pipeline, &o);
+    census got = take_census(g), want_c = expected(arch, p, target, ph);
+    expect_census(&got, &want_c, what);
+    expect_decisions(&rep, p, mlp_choice(target, ph), what);
+    float *out[N_MODES];
+    run_modes(g, tok, out);
+    size_t n = (size_t)N_TOK * (size_t)g->hp.n_vocab;
+    for (int m = 0; m < N_MODES; m++) {
+        char w[200];
+        snprintf(w, sizeof w, "%s, run in %s", what, mode_names[m]);
+        expect_same(out[m], want[m], n, w);
+    }
+    free_modes(out);
+    zir_graph_free(g);
+    zarena_free(rep.arena);
+}
+
+static void check_pipe(zmk_arch arch, pipe p) {
+    gguf_file *f = make_model(arch, ZMK_Q4_K_M, EQ_SHAPE, "eq.gguf");
+    tu_rng r = tu_rng_seed(1234 + (uint64_t)arch);
+    int32_t tok[N_TOK];
+    for (int i = 0; i < N_TOK; i++)
+        tok[i] = (int32_t)(tu_next(&r) % 512);
+    /* The reference: the graph as built, no pass at all. */
+    zir_graph *ref = NULL;
+    zdiag d = {0};
+    cr_assert_eq(zir_build_from_gguf(f, &ref, &d), ZOK, "%s", d.msg);
+    float *want[N_MODES];
+    run_modes(ref, tok, want);
+    zir_graph_free(ref);
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++)
+        for (int ph = 0; ph < ZPH_COUNT; ph++)
+            check_one(f, arch, p, targets[t], (zpass_phase)ph, tok, want);
+    free_modes(want);
+    gguf_close(f);
+}
+
+#define EQ_TEST(arch_name, ARCH, pass_name, PIPE)                                                            \
+    Test(equivalence, arch_name##_##pass_name, .timeout = 600) {                                             \
+        check_pipe(ARCH, PIPE);                                                                              \
+    }
+#define EQ_ARCH(arch_name, ARCH)                                                                             \
+    EQ_TEST(arch_name, ARCH, fuse_dequant, P_DEQUANT)                                                        \
+    EQ_TEST(arch_name, ARCH, fuse_attn, P_ATTN)                                                              \
+    EQ_TEST(arch_name, ARCH, fuse_mlp, P_MLP)                                                                \
+    EQ_TEST(arch_name, ARCH, fuse_norm, P_NORM)                                                              \
+    EQ_TEST(arch_name, ARCH, fuse_residual, P_RESIDUAL)                                                      \
+    EQ_TEST(arch_name, ARCH, default_pipeline, P_DEFAULT)
+EQ_ARCH(qwen3, ZMK_QWEN3)
+EQ_ARCH(llama, ZMK_LLAMA)
+EQ_ARCH(qwen2, ZMK_QWEN2)
+
+/* The analyses alone change nothing: a baseline for the counts above. */
+Test(equivalence, analyses_fuse_nothing) {
+    gguf_file *f = make_model(ZMK_QWEN3, ZMK_Q4_K_M, EQ_SHAPE, "an.gguf");
+    zpass_opts o = opts_for("h200", ZPH_PREFILL, NULL);
+    zir_graph *g = compile(f, "shape,width", &o);
+    census c = take_census(g), none = {0};
+    expect_census(&c, &none, "shape,width");
+    zir_graph_free(g);
+    gguf_close(f);
+}
+
+/* ---- golden IR per pass ------------------------------------------------- */
+
+typedef struct golden_case {
+    const char *file; /* under tests/passes/, named <pass>/<case>.zir */
+    zmk_arch arch;
+    zmk_quant quant;
+    shape s;
+    const char *passes, *target;
+    zpass_phase phase;
+} golden_case;
+
+#define DEFAULT_PASSES "shape,width,fuse-dequant,fuse-attn,fuse-mlp,fuse-norm,fuse-residual"
+static const golden_case goldens[] = {
+    {"fuse-dequant/qwen3-q4km", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-dequant", "h200",
+     ZPH_PREFILL},
+    {"fuse-dequant/llama-f16", ZMK_LLAMA, ZMK_F16, GOLDEN_SHAPE, "shape,width,fuse-dequant", "h200",
+     ZPH_PREFILL},
+    {"fuse-attn/qwen3-h200-prefill", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-attn", "h200",
+     ZPH_PREFILL},
+    {"fuse-attn/qwen3-h200-decode", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-attn", "h200",
+     ZPH_DECODE},
+    {"fuse-mlp/qwen3-h200-prefill", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-mlp", "h200",
+     ZPH_PREFILL},
+    {"fuse-mlp/qwen3-h200-decode", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-mlp", "h200",
+     ZPH_DECODE},
+    {"fuse-mlp/qwen3-hidden512-h200-prefill",
+     ZMK_QWEN3,
+     ZMK_Q4_K_M,
+     {1, 512, 1536, 8, 4},
+     "shape,width,fuse-mlp",
+     "h200",
+     ZPH_PREFILL},
+    {"fuse-norm/qwen3-h200-prefill", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-norm", "h200",
+     ZPH_PREFILL},
+    {"fuse-norm/after-fuse-mlp",
+     ZMK_LLAMA,
+     ZMK_Q4_K_M,
+     {1, 512, 1536, 8, 4},
+     "shape,width,fuse-mlp,fuse-norm",
+     "h200",
+     ZPH_PREFILL},
+    {"fuse-residual/qwen2-h200-prefill", ZMK_QWEN2, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-residual",
+     "h200", ZPH_PREFILL},
+    {"default/qwen3-h200-prefill", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, DEFAULT_PASSES, "h200", ZPH_PREFILL},
+    {"default/qwen3-h200-decode", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, DEFAULT_PASSES, "h200", ZPH_DECODE},
+    {"default/llama-rdna4-decode", ZMK_LLAMA, ZMK_Q4_K_M, GOLDEN_SHAPE, DEFAULT_PASSES, "rdna4", ZPH_DECODE},
+    {"default/qwen2-hidden512-rdna4-prefill",
+     ZMK_QWEN2,
+     ZMK_Q4_K_M,
+     {1, 512, 1536, 8, 4},
+     DEFAULT_PASSES,
+     "rdna4",
+     ZPH_PREFILL},
+    {"default/qwen2-llvmpipe-prefill", ZMK_QWEN2, ZMK_Q4_K_M, GOLDEN_SHAPE, DEFAULT_PASSES, "llvmpipe",
+     ZPH_PREFILL},
+};
+enum { N_GOLDEN = sizeof goldens / sizeof goldens[0] };
+
+static const char *last_pass(const char *list) {
+    const char *c = strrchr(list, ',');
+    return c ? c + 1 : list;
+}
+
+/* The header line: the commands that print the rest of the file. */
+static void golden_header(const golden_case *c, FILE *out) {
+    fprintf(out,
+            "# zinc mkmodel --arch %s --layers %u --hidden %u --ff %u --heads %u --kv-heads %u --head-dim 64 "
+            "--vocab 512 --quant %s --seed 1 -o m.gguf && zincc m.gguf --target %s --phase %s --passes=%s "
+            "--print-after=%s\n",
+            zmk_arch_name(c->arch), c->s.layers, c->s.hidden, c->s.ff, c->s.heads, c->s.kv_heads,
+            zmk_quant_name(c->quant), c->target, zpass_phase_name(c->phase), c->passes, last_pass(c->passes));
+}
+
+/* Header plus what --print-after of the last pass prints. */
+static char *golden_text(const golden_case *c, const gguf_file *f, size_t *len) {
+    char *text = NULL;
+    FILE *mem = open_memstream(&text, len);
+    cr_assert_not_null(mem);
+    golden_header(c, mem);
+    zpass_opts o = opts_for(c->target, c->phase, NULL);
+    o.print_after = last_pass(c->passes);
+    o.print_to = mem;
+    zir_graph *g = compile(f, c->passes, &o);
+    fclose(mem);
+    zir_graph_free(g);
+    return text;
+}
+
+static void golden_path(const golden_case *c, char *path, size_t cap) {
+    snprintf(path, cap, "%s/tests/passes/%s.zir", ZINC_SOURCE_DIR, c->file);
+}
+
+Test(golden, per_pass) {
+    for (int i = 0; i < N_GOLDEN; i++) {
+        const golden_case *c = &goldens[i];
+        gguf_file *f = make_model(c->arch, c->quant, c->s, "golden.gguf");
+        size_t len, glen;
+        char *text = golden_text(c, f, &len), path[512];
+        golden_path(c, path, sizeof path);
+        if (getenv("ZINC_UPDATE_GOLDEN"))
+            cr_assert_eq(tu_write_file(path, text, len), 0, "cannot write %s", path);
+        char *want = tu_read_file(path, &glen);
+        cr_assert_not_null(want, "missing golden file %s (run with ZINC_UPDATE_GOLDEN=1)", path);
+        cr_expect(glen == len && !memcmp(want, text, len), "printed IR differs from %s", path);
+        free(want);
+        free(text);
+        gguf_close(f);
+    }
+}
+
+/* The zincc command in each golden's header prints the rest of the file. */
+Test(golden, zincc_prints_the_same) {
+    for (int i = 0; i < N_GOLDEN; i++) {
+        const golden_case *c = &goldens[i];
+        gguf_file *f = make_model(c->arch, c->quant, c->s, "m.gguf");
+        char path[512], *out = NULL;
+        golden_path(c, path, sizeof path);
+        size_t glen;
+        char *want = tu_read_file(path, &glen);
+        cr_assert_not_null(want, "missing golden file %s", path);
+        char *body = memchr(want, '\n', glen); /* tu_read_file does not NUL-terminate */
+        cr_assert_not_null(body);
+        size_t blen = glen - (size_t)(body + 1 - want);
+        int rc =
+            tu_run(&out, "%s/zincc %s --target %s --phase %s --passes=%s --print-after=%s", ZINC_BINARY_DIR,
+                   f->path, c->target, zpass_phase_name(c->phase), c->passes, last_pass(c->passes));
+        cr_expect_eq(rc, 0, "zincc for %s: exit %d: %s", c->file, rc, out);
+        cr_expect(out && strlen(out) == blen && !memcmp(out, body + 1, blen), "zincc output differs from %s",
+                  path);
+        free(out);
+        free(want);
+        gguf_close(f);
+    }
+}
+
+/* ---- the pass manager --------------------------------------------------- */
+
+static zir_graph *build_small(gguf_file **f) {
+    *f = make_model(ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "pm.gguf");
+    zir_graph *g = NULL;
+    zdiag d = {0};
+    cr_assert_eq(zir_build_from_gguf(*f, &g, &d), ZOK, "%s", d.msg);
+    return g;
+}
+
+static void expect_unknown(const char *passes, const char *disabled, const char *print_after,
+                           const char *flag, const char *name) {
+    gguf_file *f;
+    zir_graph *g = build_small(&f);
+    zpass_opts o = opts_for("h200", ZPH_PREFILL, NULL);
+    o.print_after = print_after;
+    zdiag d = {0};
+    cr_expect_eq(zpass_run_pipeline(g, passes, disabled, &o, &d), ZE_INVALID, "%s accepted '%s'", flag, name);
+    char needle[96];
+    snprintf(needle, sizeof needle, "%s: unknown pass '%s'", flag, name);
+    cr_expect(strstr(d.msg, needle), "message '%s' lacks \"%s\"", d.msg, needle);
+    cr_expect(strstr(d.msg, "fuse-mlp"), "message '%s' does not list the passes", d.msg);
+    zir_graph_free(g);
+    gguf_close(f);
+}
+
+Test(manager, unknown_names_are_invalid) {
+    expect_unknown("shape,width,fuse-everything", NULL, NULL, "--passes", "fuse-everything");
+    expect_unknown("shape,,width", NULL, NULL, "--passes", "");
+    expect_unknown(NULL, "fuse-attn,fuse-mpl", NULL, "--disable-pass", "fuse-mpl");
+    expect_unknown(NULL, NULL, "width,fusemlp", "--print-after", "fusemlp");
+}
+
+/* An unknown name stops the pipeline before any pass runs. */
+Test(manager, unknown_name_runs_nothing) {
+    gguf_file *f;
+    zir_graph *g = build_small(&f);
+    zpass_opts o = opts_for("h200", ZPH_PREFILL, NULL);
+    zdiag d = {0};
+    cr_expect_eq(zpass_run_pipeline(g, "shape,width,fuse-attn,bogus", NULL, &o, &d), ZE_INVALID);
+    census c = take_census(g), none = {0};
+    expect_census(&c, &none, "after a rejected pipeline");
+    zir_graph_free(g);
+    gguf_close(f);
+}
+
+Test(manager, cli_names_the_unknown_pass) {
+    gguf_file *f = make_model(ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "cli.gguf");
+    const char *flags[] = {"--passes=shape,nope", "--disable-pass=nope", "--print-after=nope"};
+    for (int i = 0; i < 3; i++) {
+        char *out = NULL;
+        int rc = tu_run(&out, "%s/zincc %s %s", ZINC_BINARY_DIR, f->path, flags[i]);
+        cr_expect_neq(rc, 0, "zincc %s succeeded", flags[i]);
+        cr_expect(out && strstr(out, "unknown pass 'nope'"), "zincc %s: %s", flags[i], out);
+        free(out);
+    }
+    gguf_close(f);
+}
+
+static char *print_of(const zir_graph *g) {
+    char *text = NULL;
+    size_t len;
+    FILE *mem = open_memstream(&text, &len);
+    cr_assert_not_null(mem);
+    zir_print(g, mem);
+    fclose(mem);
+    return text;
+}
+
+/* Disabling a pass is the same as leaving it out of the list. */
+Test(manager, disable_pass_removes_it) {
+    gguf_file *f = make_model(ZMK_QWEN2, ZMK_Q4_K_M, GOLDEN_SHAPE, "dis.gguf");
+    zpass_opts o = opts_for("h200", ZPH_DECODE, NULL);
+    zir_graph *a = NULL, *b = compile(f, "shape,width,fuse-dequant,fuse-mlp,fuse-norm,fuse-residual", &o);
+    zdiag d = {0};
+    cr_assert_eq(zir_build_from_gguf(f, &a, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(zpass_run_pipeline(a, NULL, "fuse-attn", &o, &d), ZOK, "%s", d.msg);
+    census c = take_census(a);
+    cr_expect_eq(c.kernels[ZKT_ATTENTION], 0, "fuse-attn ran although disabled");
+    cr_expect_gt(c.kernels[ZKT_MLP], 0, "the other passes did not run");
+    char *ta = print_of(a), *tb = print_of(b);
+    cr_expect_str_eq(ta, tb, "--disable-pass=fuse-attn differs from a pipeline without it");
+    free(ta);
+    free(tb);
+    zir_graph_free(a);
+    zir_graph_free(b);
+    gguf_close(f);
+}
+
+/* The "# after" headers in the order printed, joined by '|'. */
+static void headers(const char *text, char *out, size_t cap) {
+    size_t o = 0;
+    out[0] = 0;
+    for (const char *p = strstr(text, "# after "); p && o < cap; p = strstr(p + 1, "# after ")) {
+        const char *e = strchr(p, '\n');
+        o += (size_t)snprintf(out + o, cap - o, "%s%.*s", o ? "|" : "", (int)(e - p - 8), p + 8);
+    }
+}
+
+static char *run_printing(const gguf_file *f, const char *print_after) {
+    char *text = NULL;
+    size_t len;
+    FILE *mem = open_memstream(&text, &len);
+    zpass_opts o = opts_for("h200", ZPH_PREFILL, NULL);
+    o.print_after = print_after;
+    o.print_to = mem;
+    zir_graph *g = compile(f, DEFAULT_PASSES, &o);
+    fclose(mem);
+    zir_graph_free(g);
+    return text;
+}
+
+Test(manager, print_after_prints_exactly_there) {
+    gguf_file *f = make_model(ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "pa.gguf");
+    char h[512];
+    char *one = run_printing(f, "fuse-mlp");
+    headers(one, h, sizeof h);
+    cr_expect_str_eq(h, "fuse-mlp (prefill)");
+    /* What it printed is the graph after fuse-mlp, not before or later. */
+    zpass_opts o = opts_for("h200", ZPH_PREFILL, NULL);
+    zir_graph *g = compile(f, "shape,width,fuse-dequant,fuse-attn,fuse-mlp", &o);
+    char *want = print_of(g);
+    cr_expect_str_eq(strchr(one, '\n') + 1, want, "--print-after=fuse-mlp printed another graph");
+    char *two = run_printing(f, "fuse-residual,shape"), *all = run_printing(f, "all");
+    headers(two, h, sizeof h);
+    cr_expect_str_eq(h, "shape (prefill)|fuse-residual (prefill)", "in pipeline order, not list order");
+    headers(all, h, sizeof h);
+    cr_expect_str_eq(h, "shape (prefill)|width (prefill)|fuse-dequant (prefill)|fuse-attn (prefill)|"
+                        "fuse-mlp (prefill)|fuse-norm (prefill)|fuse-residual (prefill)");
+    char *none = run_printing(f, NULL);
+    cr_expect_str_eq(none, "", "printed without --print-after");
+    free(one), free(two), free(all), free(none), free(want);
+    zir_graph_free(g);
+    gguf_close(f);
+}
+
+/* Out-of-tree passes for the manager's checks: one breaks an invariant the
+ * verifier knows, one fails. */
+static zstatus break_uses(zir_graph *g, const zpass_opts *o, zdiag *d) {
+    (void)o, (void)d;
+    g->logits->n_uses++;
+    return ZOK;
+}
+static zstatus fail(zir_graph *g, const zpass_opts *o, zdiag *d) {
+    (void)g, (void)o;
+    return zdiag_set(d, ZE_UNSUPPORTED, "cannot do this");
+}
+
+Test(manager, verify_each_catches_a_broken_pass) {
+    gguf_file *f;
+    zir_graph *g = build_small(&f);
+    zpass_info bad = {"breaker", break_uses, ZPK_TRANSFORM, false, "breaks use counts"};
+    zpass_opts o = opts_for("h200", ZPH_PREFILL, NULL);
+    zdiag d = {0};
+    o.verify_each = false;
+    cr_expect_eq(zpass_run_one(g, &bad, &o, &d), ZOK, "without --verify-each the break goes unnoticed");
+    g->logits->n_uses--;
+    o.verify_each = true;
+    cr_expect_eq(zpass_run_one(g, &bad, &o, &d), ZE_INTERNAL);
+    cr_expect(strstr(d.msg, "IR invalid after pass breaker") && strstr(d.msg, "logits"), "%s", d.msg);
+    g->logits->n_uses--;
+    zpass_info failing = {"failing", fail, ZPK_TRANSFORM, false, "fails"};
+    cr_expect_eq(zpass_run_one(g, &failing, &o, &d), ZE_UNSUPPORTED);
+    cr_expect_str_eq(d.msg, "pass failing: cannot do this");
+    zir_graph_free(g);
+    gguf_close(f);
+}
+
+Test(manager, registry) {
+    /* The goldens spell the pipeline out; the default keeps these passes in
+     * this order (new passes may join it). */
+    const char *def = zpass_default_pipeline(), *at = def;
+    char list[] = DEFAULT_PASSES;
+    for (char *save = NULL, *n = strtok_r(list, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
+        const char *hit = strstr(at, n);
+        cr_expect_not_null(hit, "default pipeline '%s' lacks %s after its position %td", def, n, at - def);
+        if (hit) at = hit + strlen(n);
+    }
+    for (int i = 0; i < zpass_count(); i++) {
+        const zpass_info *p = zpass_at(i);
+        cr_expect_eq(zpass_find(p->name), p, "%s", p->name);
+        cr_expect(p->summary && p->summary[0], "%s has no summary", p->name);
+    }
+    cr_expect_null(zpass_find("kernel"));
+    cr_expect_null(zpass_at(zpass_count()));
+}
+
+/* ---- what the targets choose -------------------------------------------- */
+
+static const zir_node *kernel_of(const zir_graph *g, const char *out_name) {
+    const zir_value *v = zir_find(g, out_name);
+    cr_assert(v && v->producer && v->producer->op == ZOP_KERNEL, "'%s' is not a kernel's output", out_name);
+    return v->producer;
+}
+
+/* The parameters each target picks for the equivalence model, by hand:
+ * MLP tile = floor(shared memory / (4 x (512 + 64))) capped at the target's
+ * tile; decode MLP split = min(compute units, 1536 / 64); decode attention
+ * split = ceil(compute units / 8 heads). */
+Test(targets, choose_differently) {
+    gguf_file *f = make_model(ZMK_QWEN3, ZMK_Q4_K_M, EQ_SHAPE, "tg.gguf");
+    const struct {
+        const char *target;
+        zpass_phase ph;
+        const char *mlp_out; /* the output of the MLP kernel */
+        zir_ktemplate mlp;
+        int mlp_tile, mlp_split, attn_tile, attn_split;
+    } want[] = {
+        {"llvmpipe", ZPH_PREFILL, "l1.resid_mlp", ZKT_MLP, 14, 1, 16, 1},
+        {"h200", ZPH_PREFILL, "l1.act", ZKT_GATE_UP_SWIGLU, 64, 1, 16, 1},
+        {"rdna4", ZPH_PREFILL, "l1.act", ZKT_GATE_UP_SWIGLU, 64, 1, 16, 1},
+        {"llvmpipe", ZPH_DECODE, "l1.resid_mlp", ZKT_MLP, 1, 2, 1, 1},
+        {"h200", ZPH_DECODE, "l1.resid_mlp", ZKT_MLP, 1, 24, 1, 17},
+        {"rdna4", ZPH_DECODE, "l1.resid_mlp", ZKT_MLP, 1, 24, 1, 8},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        zpass_opts o = opts_for(want[i].target, want[i].ph, NULL);
+        zir_graph *g = compile(f, NULL, &o);
+        const zir_node *m = kernel_of(g, want[i].mlp_out), *a = kernel_of(g, "l1.attn");
+        const char *w = want[i].target;
+        cr_expect_eq(m->kp.tmpl, want[i].mlp, "%s: MLP as %s", w, zir_ktemplate_name(m->kp.tmpl));
+        cr_expect_eq(m->kp.token_tile, want[i].mlp_tile, "%s: MLP tile %d", w, m->kp.token_tile);
+        cr_expect_eq(m->kp.split, want[i].mlp_split, "%s: MLP split %d", w, m->kp.split);
+        cr_expect_eq(a->kp.token_tile, want[i].attn_tile, "%s: attention tile %d", w, a->kp.token_tile);
+        cr_expect_eq(a->kp.split, want[i].attn_split, "%s: attention split %d", w, a->kp.split);
+        zir_graph_free(g);
+    }
+    gguf_close(f);
+}
+
+/* A caller that leaves the tile at 0 gets the target's: no kernel is
+ * planned with a tile of 0 tokens, whichever pass made it. */
+Test(targets, tile_zero_means_the_targets) {
+    gguf_file *f = make_model(ZMK_QWEN2, ZMK_Q4_K_M, GOLDEN_SHAPE, "t0.gguf");
+    zpass_opts o = opts_for("rdna4", ZPH_PREFILL, NULL);
+    o.token_tile = 0;
+    zir_graph *g = compile(f, NULL, &o);
+    int n = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *k = g->nodes[i];
+        if (k->op != ZOP_KERNEL) continue;
+        n++;
+        cr_expect_geq(k->kp.token_tile, 1, "kernel '%s' has tile %d", k->out->name, k->kp.token_tile);
+        if (k->kp.tmpl == ZKT_MATMUL) cr_expect_eq(k->kp.token_tile, 64, "kernel '%s'", k->out->name);
+    }
+    cr_expect_eq(n, 7, "%d kernels", n); /* 3 biases, attention, attn_out, MLP, logits */
+    zir_graph_free(g);
+    gguf_close(f);
+}
