@@ -1,0 +1,444 @@
+/* The cost model against arithmetic done by hand (docs/cost-model.md works
+ * the same numbers): the six crossings of a staged MLP, the two of
+ * gate+up+SwiGLU, when the whole MLP fits on chip and when it does not, and
+ * attention. The fusion passes run on hand-built graphs of real model shapes
+ * (Qwen3-8B, Qwen3.5-9B), whose weights are never read, so their decision
+ * records can be checked at sizes a generated model could not afford. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "passes/cost.h"
+#include "testutil.h"
+
+static zpass_opts opts(const ztarget *t, zpass_phase ph) {
+    return (zpass_opts){
+        .target = t, .phase = ph, .token_tile = 0, .ctx = 4096, .fuse_threshold = t->fuse_threshold};
+}
+
+static const ztarget *target(const char *name) {
+    const ztarget *t = ztarget_find(name);
+    cr_assert_not_null(t, "no profile %s", name);
+    return t;
+}
+
+/* Bytes of a Q4_K matrix: 144 bytes per 256 weights (0.5625 B/weight). */
+static double q4k(int64_t rows, int64_t cols) {
+    return (double)(rows * cols / 256 * 144);
+}
+
+static zcost_mlp mlp_shape(int64_t hidden, int64_t ff) {
+    return (zcost_mlp){hidden, ff, q4k(ff, hidden), q4k(ff, hidden), q4k(hidden, ff)};
+}
+
+#define EXPECT_BYTES(got, want, what)                                                                        \
+    cr_expect(fabs((got) - (want)) < 0.5, "%s: %.1f B, expected %.1f B", what, (double)(got), (double)(want))
+
+static void expect_sum(const zcost_option *x) {
+    EXPECT_BYTES(x->total, x->act + x->weight + x->partial + x->dispatch, "total = sum of the terms");
+}
+
+/* ---- the MLP ------------------------------------------------------------- */
+
+/* Qwen3.5-9B's MLP in fp16: staged, the 11008-wide intermediate crosses VRAM
+ * 6 times (gate and up write, SwiGLU reads both and writes, down reads):
+ * 6 x 11008 x 2 = 132096 B = 129 KiB per token per layer. gate+up+SwiGLU
+ * leaves one write and one read: 44032 B. Both per token, in either phase. */
+Test(mlp, staged_and_gate_up_crossings) {
+    zcost_mlp m = mlp_shape(4096, 11008);
+    for (int ph = 0; ph < ZPH_COUNT; ph++) {
+        zpass_opts o = opts(target("h200"), (zpass_phase)ph);
+        zcost_option opt[ZCOST_MLP_OPTIONS];
+        zcost_price_mlp(&o, &m, opt);
+        cr_expect_eq(opt[0].tmpl, ZKT_NONE);
+        cr_expect_eq(opt[0].dispatches, 4);
+        cr_expect_eq(opt[0].crossings, 6.0);
+        EXPECT_BYTES(opt[0].act, 132096, "staged");
+        EXPECT_BYTES(opt[0].act / 1024, 129, "staged KiB");
+        cr_expect_eq(opt[1].tmpl, ZKT_GATE_UP_SWIGLU);
+        cr_expect_eq(opt[1].dispatches, 2);
+        cr_expect_eq(opt[1].crossings, 2.0);
+        EXPECT_BYTES(opt[1].act, 44032, "gate+up+SwiGLU");
+        cr_expect_eq(opt[2].crossings, 0.0, "the full MLP keeps the intermediate on chip");
+        cr_expect_eq(opt[2].act, 0.0);
+        for (int i = 0; i < ZCOST_MLP_OPTIONS; i++)
+            if (opt[i].feasible) expect_sum(&opt[i]);
+    }
+    /* llvmpipe keeps activations in fp32: twice the bytes, same crossings */
+    zpass_opts o = opts(target("llvmpipe"), ZPH_DECODE);
+    zcost_option opt[ZCOST_MLP_OPTIONS];
+    zcost_price_mlp(&o, &m, opt);
+    EXPECT_BYTES(opt[0].act, 6 * 11008 * 4, "staged fp32");
+    EXPECT_BYTES(opt[1].act, 2 * 11008 * 4, "gate+up+SwiGLU fp32");
+}
+
+/* The weight and dispatch terms on h200: prefill tiles of 64 tokens share a
+ * weight read; a dispatch + barrier (3 us at 4 TB/s = 12 MB) is spread over a
+ * 512-token prefill step, or borne by the one decode token. */
+Test(mlp, weight_and_dispatch_terms) {
+    zcost_mlp m = mlp_shape(4096, 11008);
+    double wb = 3 * q4k(11008, 4096);
+    EXPECT_BYTES(wb, 76087296, "Q4_K weights");
+    zpass_opts o = opts(target("h200"), ZPH_PREFILL);
+    zcost_option opt[ZCOST_MLP_OPTIONS];
+    zcost_price_mlp(&o, &m, opt);
+    cr_expect_eq(opt[0].token_tile, 64);
+    EXPECT_BYTES(opt[0].weight, wb / 64, "staged weights per token");
+    EXPECT_BYTES(opt[0].dispatch, 4 * 12e6 / 512, "4 dispatches per prefill token");
+    EXPECT_BYTES(opt[1].dispatch, 2 * 12e6 / 512, "2 dispatches per prefill token");
+    o.token_tile = 32; /* --tile overrides the profile */
+    zcost_price_mlp(&o, &m, opt);
+    EXPECT_BYTES(opt[0].weight, wb / 32, "staged weights at tile 32");
+    o = opts(target("h200"), ZPH_DECODE);
+    zcost_price_mlp(&o, &m, opt);
+    cr_expect_eq(opt[0].token_tile, 1);
+    EXPECT_BYTES(opt[0].weight, wb, "decode reads every weight per token");
+    EXPECT_BYTES(opt[0].dispatch, 48e6, "4 decode dispatches");
+}
+
+/* Prefill on h200, hidden 4096: a token's fp32 accumulator row plus a 64-wide
+ * intermediate block is 4 x (4096 + 64) = 16640 B, so 48 KiB holds 2 tokens
+ * where the tile wants 64 (1040 KiB). Re-reading the weights 32x as often
+ * costs far more than the 2 crossings saved: refused, gate+up+SwiGLU taken. */
+Test(mlp, full_refused_for_shared_memory_h200_prefill) {
+    zcost_mlp m = mlp_shape(4096, 11008);
+    zpass_opts o = opts(target("h200"), ZPH_PREFILL);
+    zcost_option opt[ZCOST_MLP_OPTIONS];
+    zcost_price_mlp(&o, &m, opt);
+    cr_expect_eq(opt[2].token_tile, 2);
+    cr_expect(opt[2].feasible);
+    EXPECT_BYTES(opt[2].weight, 76087296 / 2.0, "weights re-read per 2 tokens");
+    cr_expect(strstr(opt[2].note, "1040 KiB > 48 KiB shared memory"), "%s", opt[2].note);
+    cr_expect(strstr(opt[2].note, "tile cut to 2, weights re-read 32x"), "%s", opt[2].note);
+    char why[256];
+    cr_expect_eq(zcost_choose(&o, opt, ZCOST_MLP_OPTIONS, why, sizeof why), 1, "%s", why);
+    cr_expect(strstr(why, "gate_up_swiglu: 1414710 -> 1279771 B/token (saves 134939"), "%s", why);
+}
+
+/* Past hidden 12224 not even one token fits in 48 KiB: infeasible in prefill;
+ * in decode the hidden-wide fp32 partial alone (64 KiB) does not fit. */
+Test(mlp, full_infeasible_when_one_token_does_not_fit) {
+    zcost_mlp m = mlp_shape(16384, 4096);
+    zcost_option opt[ZCOST_MLP_OPTIONS];
+    zpass_opts o = opts(target("h200"), ZPH_PREFILL);
+    zcost_price_mlp(&o, &m, opt);
+    cr_expect_not(opt[2].feasible);
+    cr_expect(isinf(opt[2].total));
+    cr_expect(
+        strstr(opt[2].note, "1-token fp32 accumulator of hidden 16384 needs 64.2 KiB > 48 KiB shared memory"),
+        "%s", opt[2].note);
+    o = opts(target("h200"), ZPH_DECODE);
+    zcost_price_mlp(&o, &m, opt);
+    cr_expect_not(opt[2].feasible);
+    cr_expect(strstr(opt[2].note, "partial (64.0 KiB) exceeds 48 KiB shared memory"), "%s", opt[2].note);
+    char why[256];
+    cr_expect_neq(zcost_choose(&o, opt, ZCOST_MLP_OPTIONS, why, sizeof why), 2, "an infeasible option taken");
+}
+
+/* Accepted: a small hidden size (256: 38 tokens fit in 48 KiB), or a
+ * generous profile whose shared memory holds the whole 64-token tile. */
+Test(mlp, full_accepted_small_hidden_or_generous_profile) {
+    zcost_option opt[ZCOST_MLP_OPTIONS];
+    char why[256];
+    zcost_mlp small = mlp_shape(256, 768);
+    zpass_opts o = opts(target("h200"), ZPH_PREFILL);
+    zcost_price_mlp(&o, &small, opt);
+    cr_expect_eq(opt[2].token_tile, 38, "floor(49152 / (4 x 320))");
+    cr_expect_eq(zcost_choose(&o, opt, ZCOST_MLP_OPTIONS, why, sizeof why), 2, "%s", why);
+    cr_expect(strstr(why, "mlp: ") == why, "%s", why);
+
+    ztarget big = *target("h200");
+    big.name = "h200-1040k";
+    big.smem_bytes = 1040 * 1024; /* exactly 64 x 16640 */
+    zcost_mlp m = mlp_shape(4096, 11008);
+    o = opts(&big, ZPH_PREFILL);
+    zcost_price_mlp(&o, &m, opt);
+    cr_expect_eq(opt[2].token_tile, 64);
+    cr_expect_str_eq(opt[2].note, "", "no tile cut to explain");
+    EXPECT_BYTES(opt[2].total, 76087296 / 64.0 + 12e6 / 512, "full MLP");
+    cr_expect_eq(zcost_choose(&o, opt, ZCOST_MLP_OPTIONS, why, sizeof why), 2, "%s", why);
+}
+
+/* A saving under the threshold is not worth a new kernel. */
+Test(mlp, threshold) {
+    zcost_mlp m = mlp_shape(4096, 11008);
+    zpass_opts o = opts(target("h200"), ZPH_PREFILL);
+    o.fuse_threshold = 134940; /* gate+up+SwiGLU saves 134939 B */
+    zcost_option opt[ZCOST_MLP_OPTIONS];
+    char why[256];
+    zcost_price_mlp(&o, &m, opt);
+    cr_expect_eq(zcost_choose(&o, opt, ZCOST_MLP_OPTIONS, why, sizeof why), 0, "%s", why);
+    cr_expect_str_eq(why, "best option (gate_up_swiglu) saves 134939 B/token < threshold 134940 B");
+    o.fuse_threshold = 134939;
+    cr_expect_eq(zcost_choose(&o, opt, ZCOST_MLP_OPTIONS, why, sizeof why), 1, "%s", why);
+}
+
+/* ---- the worked example of docs/cost-model.md: Qwen3-8B ----------------- */
+
+typedef struct worked {
+    const char *target;
+    zpass_phase ph;
+    double staged, gate_up, full;
+    int pick, full_tile, full_split;
+} worked;
+
+/* Hidden 4096, intermediate 12288, Q4_K (84934656 B of MLP weights). */
+static const worked qwen3_8b[] = {
+    {"h200", ZPH_PREFILL, 1568310, 1423131, 42490765.5, 1, 2, 1},
+    {"h200", ZPH_DECODE, 133082112, 108983808, 101260032, 2, 1, 132},
+    {"rdna4", ZPH_PREFILL, 1499560, 1388756, 28317802, 1, 3, 1},
+    {"rdna4", ZPH_DECODE, 97882112, 91383808, 90231808, 2, 1, 64},
+};
+
+Test(mlp, qwen3_8b_worked_example) {
+    zcost_mlp m = mlp_shape(4096, 12288);
+    for (size_t i = 0; i < sizeof qwen3_8b / sizeof qwen3_8b[0]; i++) {
+        const worked *w = &qwen3_8b[i];
+        zpass_opts o = opts(target(w->target), w->ph);
+        zcost_option opt[ZCOST_MLP_OPTIONS];
+        char why[256], what[64];
+        zcost_price_mlp(&o, &m, opt);
+        snprintf(what, sizeof what, "%s %s", w->target, zpass_phase_name(w->ph));
+        EXPECT_BYTES(opt[0].total, w->staged, what);
+        EXPECT_BYTES(opt[1].total, w->gate_up, what);
+        EXPECT_BYTES(opt[2].total, w->full, what);
+        cr_expect_eq(opt[2].token_tile, w->full_tile, "%s", what);
+        cr_expect_eq(opt[2].split, w->full_split, "%s", what);
+        cr_expect_eq(zcost_choose(&o, opt, ZCOST_MLP_OPTIONS, why, sizeof why), w->pick, "%s: %s", what, why);
+    }
+}
+
+/* ---- attention ----------------------------------------------------------- */
+
+/* Qwen3-8B attention (32 heads, 8 KV heads of 128) at a 4096 context: the
+ * fp32 score matrix is 32 x 4096 x 4 = 512 KiB per token, and staged it
+ * crosses 4 times (scores written, read by softmax, probabilities written,
+ * read by the mix). K and V are 2 x 4096 x 8 x 128 x 2 B = 16 MiB in fp16. */
+static const zcost_attn QWEN3_8B_ATTN = {32, 8, 128, 4096};
+
+Test(attention, staged_crossings_and_kv) {
+    zpass_opts o = opts(target("h200"), ZPH_PREFILL);
+    zcost_option opt[ZCOST_ATTN_OPTIONS];
+    zcost_price_attn(&o, &QWEN3_8B_ATTN, opt);
+    cr_expect_eq(opt[0].crossings, 4.0);
+    cr_expect_eq(opt[0].dispatches, 3);
+    EXPECT_BYTES(opt[0].act, 4 * 524288, "staged scores");
+    EXPECT_BYTES(opt[0].weight, 16777216 / 64.0, "K/V per 64-token tile");
+    cr_expect(opt[1].feasible, "%s", opt[1].note);
+    cr_expect_eq(opt[1].crossings, 0.0);
+    cr_expect_eq(opt[1].act, 0.0, "the scores never leave the chip");
+    cr_expect_eq(opt[1].token_tile, 16, "query tile");
+    EXPECT_BYTES(opt[1].weight, 16777216 / 16.0, "K/V re-read per 16 queries");
+    expect_sum(&opt[0]);
+    expect_sum(&opt[1]);
+    cr_expect_lt(opt[1].total, opt[0].total);
+    /* the scores grow with the context, K/V with it */
+    zcost_attn longer = QWEN3_8B_ATTN;
+    longer.ctx = 8192;
+    zcost_option opt2[ZCOST_ATTN_OPTIONS];
+    zcost_price_attn(&o, &longer, opt2);
+    EXPECT_BYTES(opt2[0].act, 2 * opt[0].act, "scores at twice the context");
+    EXPECT_BYTES(opt2[1].weight, 2 * opt[1].weight, "K/V at twice the context");
+}
+
+/* Decode: one query per head cannot fill 132 SMs, so the context is split
+ * into ceil(132 / 32) = 5 ranges whose online-softmax partials (head_dim
+ * values + max + sum, fp32) are written and read once. */
+Test(attention, decode_split_fills_the_device) {
+    zcost_option opt[ZCOST_ATTN_OPTIONS];
+    zpass_opts o = opts(target("h200"), ZPH_DECODE);
+    zcost_price_attn(&o, &QWEN3_8B_ATTN, opt);
+    cr_expect_eq(opt[1].split, 5);
+    EXPECT_BYTES(opt[1].partial, 2.0 * 5 * 32 * 130 * 4, "partials");
+    EXPECT_BYTES(opt[1].total, 16777216 + 166400 + 12e6, "fused decode");
+    EXPECT_BYTES(opt[0].total, 4 * 524288 + 16777216 + 36e6, "staged decode");
+    o = opts(target("rdna4"), ZPH_DECODE);
+    zcost_price_attn(&o, &QWEN3_8B_ATTN, opt);
+    cr_expect_eq(opt[1].split, 2, "ceil(64 / 32)");
+    zcost_attn shortctx = QWEN3_8B_ATTN;
+    shortctx.ctx = 64; /* only 2 blocks of 32 positions to split */
+    o = opts(target("h200"), ZPH_DECODE);
+    zcost_price_attn(&o, &shortctx, opt);
+    cr_expect_eq(opt[1].split, 2);
+    char why[256];
+    cr_expect_eq(zcost_choose(&o, opt, ZCOST_ATTN_OPTIONS, why, sizeof why), 1, "%s", why);
+}
+
+/* A head of 512 on llvmpipe: a 16-query tile and a 32-position K/V block in
+ * fp32 need 162 KiB, five times its 32 KiB: staged attention stays. */
+Test(attention, refused_when_blocks_do_not_fit) {
+    zcost_attn wide = {8, 8, 512, 4096};
+    zpass_opts o = opts(target("llvmpipe"), ZPH_PREFILL);
+    zcost_option opt[ZCOST_ATTN_OPTIONS];
+    zcost_price_attn(&o, &wide, opt);
+    cr_expect_not(opt[1].feasible);
+    cr_expect(strstr(opt[1].note, "q tile and K/V block need 162.0 KiB > 32 KiB shared memory"), "%s",
+              opt[1].note);
+    char why[256];
+    cr_expect_eq(zcost_choose(&o, opt, ZCOST_ATTN_OPTIONS, why, sizeof why), 0);
+    cr_expect(strstr(why, "no fused option is cheaper than staged"), "%s", why);
+}
+
+/* ---- the passes' decision records on hand-built graphs ------------------ */
+
+static const uint8_t never_read[1];
+
+static zir_value *weight(zir_graph *g, const char *name, int64_t rows, int64_t cols) {
+    zdiag d = {0};
+    zdim s[2] = {rows, cols};
+    zir_value *w = zir_value_new(g, name, ZR_WEIGHT, ZT_Q4_K, 2, s, &d);
+    cr_assert_not_null(w, "%s", d.msg);
+    w->data = never_read; /* the passes price weights by size; nothing reads them */
+    w->nbytes = (uint64_t)q4k(rows, cols);
+    return w;
+}
+
+static zir_value *node(zir_graph *g, zir_op op, const char *name, zir_value *a, zir_value *b, zir_group grp) {
+    zdiag d = {0};
+    zir_value *in[2] = {a, b};
+    zir_attrs at = {.scale = 0.088f};
+    zir_node *n = zir_node_add(g, op, name, in, zir_ops[op].arity, &at, 0, grp, &d);
+    cr_assert_not_null(n, "%s", d.msg);
+    return n->out;
+}
+
+/* One layer's MLP: x -> gate, up -> swiglu -> down. */
+static zir_graph *mlp_graph(int64_t hidden, int64_t ff) {
+    zir_graph *g = zir_graph_new();
+    g->hp = (zir_hparams){.arch = "synthetic", .n_layer = 1, .n_embd = (int)hidden, .n_ff = (int)ff};
+    zdiag d = {0};
+    zdim xs[2] = {ZDIM_T, hidden};
+    zir_value *x = zir_value_new(g, "x", ZR_INPUT, ZT_F32, 2, xs, &d);
+    zir_value *gate = node(g, ZOP_MATMUL, "l0.gate", x, weight(g, "wg", ff, hidden), ZG_MLP);
+    zir_value *up = node(g, ZOP_MATMUL, "l0.up", x, weight(g, "wu", ff, hidden), ZG_MLP);
+    zir_value *act = node(g, ZOP_SWIGLU, "l0.act", gate, up, ZG_MLP);
+    g->tokens = x;
+    g->logits = node(g, ZOP_MATMUL, "l0.down", act, weight(g, "wd", hidden, ff), ZG_MLP);
+    cr_assert_eq(zir_verify(g, &d), ZOK, "%s", d.msg);
+    return g;
+}
+
+static zpass_decision run_pass(zir_graph *g, const zpass_info *p, const zpass_opts *o0) {
+    zpass_report rep = {.arena = zarena_new()};
+    zpass_opts o = *o0;
+    o.report = &rep;
+    o.verify_each = true;
+    zdiag d = {0};
+    cr_assert_eq(zpass_run_one(g, zpass_find("width"), &o, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(zpass_run_one(g, p, &o, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(rep.n, 1, "%d decisions", rep.n);
+    zpass_decision x = rep.items[0];
+    zarena_free(rep.arena); /* x.what points into the graph, not the report */
+    return x;
+}
+
+static const zir_node *top_producer(const zir_graph *g, const char *name) {
+    const zir_value *v = zir_find(g, name);
+    cr_assert(v && v->producer);
+    return v->producer;
+}
+
+/* fuse-mlp on Qwen3.5-9B's MLP: the decision carries the 6 -> 2 crossings,
+ * 132096 -> 44032 B, and why the whole MLP was not taken. */
+Test(passes, fuse_mlp_records_the_arithmetic) {
+    zir_graph *g = mlp_graph(4096, 11008);
+    zpass_opts o = opts(target("h200"), ZPH_PREFILL);
+    zpass_decision x = run_pass(g, zpass_find("fuse-mlp"), &o);
+    cr_expect(x.fused);
+    cr_expect_eq(x.chosen, ZKT_GATE_UP_SWIGLU);
+    cr_expect_str_eq(x.what, "l0.act");
+    cr_expect_eq(x.group, ZG_MLP);
+    EXPECT_BYTES(x.width * 4096, 11008, "width of the intermediate");
+    cr_expect_eq(x.crossings_before, 6.0);
+    cr_expect_eq(x.crossings_after, 2.0);
+    EXPECT_BYTES(x.bytes_before, 132096, "before");
+    EXPECT_BYTES(x.bytes_after, 44032, "after");
+    cr_expect(strstr(x.reason, "gate_up_swiglu: 1414710 -> 1279771 B/token"), "%s", x.reason);
+    cr_expect(strstr(x.reason, "full MLP: 38067086 B/token"), "%s", x.reason);
+    cr_expect(strstr(x.reason, "48 KiB shared memory: tile cut to 2"), "%s", x.reason);
+    const zir_node *k = top_producer(g, "l0.act");
+    cr_expect_eq(k->op, ZOP_KERNEL);
+    cr_expect_eq(k->kp.tmpl, ZKT_GATE_UP_SWIGLU);
+    cr_expect_eq(top_producer(g, "l0.down")->op, ZOP_MATMUL, "down stays a kernel of its own");
+    zir_graph_free(g);
+}
+
+Test(passes, fuse_mlp_refusal_names_shared_memory) {
+    zir_graph *g = mlp_graph(16384, 4096);
+    zpass_opts o = opts(target("h200"), ZPH_DECODE);
+    zpass_decision x = run_pass(g, zpass_find("fuse-mlp"), &o);
+    cr_expect_eq(x.chosen, ZKT_GATE_UP_SWIGLU);
+    cr_expect(strstr(x.reason,
+                     "full MLP refused: a hidden-wide fp32 partial (64.0 KiB) exceeds 48 KiB shared memory"),
+              "%s", x.reason);
+    zir_graph_free(g);
+}
+
+Test(passes, fuse_mlp_takes_the_whole_mlp_in_decode) {
+    zir_graph *g = mlp_graph(4096, 12288);
+    zpass_opts o = opts(target("h200"), ZPH_DECODE);
+    zpass_decision x = run_pass(g, zpass_find("fuse-mlp"), &o);
+    cr_expect_eq(x.chosen, ZKT_MLP);
+    cr_expect_eq(x.crossings_after, 0.0);
+    EXPECT_BYTES(x.extra_bytes, 4325376, "2 x 132 hidden-wide fp32 partials");
+    cr_expect(strstr(x.reason, "mlp: 133082112 -> 101260032 B/token"), "%s", x.reason);
+    cr_expect(strstr(x.reason, "split over 132 workgroups"), "%s", x.reason);
+    const zir_node *k = top_producer(g, "l0.down");
+    cr_expect_eq(k->kp.tmpl, ZKT_MLP);
+    cr_expect_eq(k->kp.split, 132);
+    cr_expect_eq(k->n_body, 4);
+    zir_graph_free(g);
+}
+
+static zir_graph *attn_graph(const zcost_attn *a) {
+    zir_graph *g = zir_graph_new();
+    g->hp = (zir_hparams){.arch = "synthetic",
+                          .n_layer = 1,
+                          .n_embd = (int)(a->heads * a->head_dim),
+                          .n_head = (int)a->heads,
+                          .n_head_kv = (int)a->kv_heads,
+                          .head_dim = (int)a->head_dim};
+    zdiag d = {0};
+    zdim qs[3] = {ZDIM_T, a->heads, a->head_dim}, ks[3] = {ZDIM_P, a->kv_heads, a->head_dim};
+    zir_value *q = zir_value_new(g, "q", ZR_INPUT, ZT_F32, 3, qs, &d);
+    zir_value *k = zir_value_new(g, "k_all", ZR_INPUT, ZT_F32, 3, ks, &d);
+    zir_value *v = zir_value_new(g, "v_all", ZR_INPUT, ZT_F32, 3, ks, &d);
+    zir_value *s = node(g, ZOP_ATTN_SCORES, "l0.scores", q, k, ZG_ATTN);
+    zir_value *p = node(g, ZOP_SOFTMAX_CAUSAL, "l0.probs", s, NULL, ZG_ATTN);
+    g->tokens = q;
+    g->logits = node(g, ZOP_ATTN_MIX, "l0.attn", p, v, ZG_ATTN);
+    cr_assert_eq(zir_verify(g, &d), ZOK, "%s", d.msg);
+    return g;
+}
+
+Test(passes, fuse_attn_records_the_scores) {
+    zir_graph *g = attn_graph(&QWEN3_8B_ATTN);
+    zpass_opts o = opts(target("rdna4"), ZPH_DECODE);
+    zpass_decision x = run_pass(g, zpass_find("fuse-attn"), &o);
+    cr_expect(x.fused);
+    cr_expect_eq(x.chosen, ZKT_ATTENTION);
+    cr_expect_str_eq(x.what, "l0.scores");
+    EXPECT_BYTES(x.width, 32.0 * 4096 / 4096, "scores are 32 x ctx wide over a 4096 hidden");
+    EXPECT_BYTES(x.bytes_before, 4 * 524288, "staged scores");
+    cr_expect_eq(x.bytes_after, 0.0);
+    EXPECT_BYTES(x.extra_bytes, 2.0 * 2 * 32 * 130 * 4, "partials of a 2-way split");
+    cr_expect(strstr(x.reason, "attention: 28474368 -> 20043776 B/token"), "%s", x.reason);
+    cr_expect(strstr(x.reason, "scores 32x4096 fp32 per token at ctx 4096"), "%s", x.reason);
+    const zir_node *k = top_producer(g, "l0.attn");
+    cr_expect_eq(k->kp.tmpl, ZKT_ATTENTION);
+    cr_expect_eq(k->kp.split, 2);
+    zir_graph_free(g);
+}
+
+Test(passes, fuse_attn_refusal_keeps_the_graph) {
+    zcost_attn wide = {8, 8, 512, 4096};
+    zir_graph *g = attn_graph(&wide);
+    zpass_opts o = opts(target("llvmpipe"), ZPH_PREFILL);
+    zpass_decision x = run_pass(g, zpass_find("fuse-attn"), &o);
+    cr_expect_not(x.fused);
+    cr_expect_eq(x.chosen, ZKT_NONE);
+    cr_expect(strstr(x.reason, "no fused option") && strstr(x.reason, "shared memory"), "%s", x.reason);
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        cr_expect_neq(g->nodes[i]->op, ZOP_KERNEL, "a refused fusion made a kernel");
+    zir_graph_free(g);
+}
