@@ -245,6 +245,23 @@ static bool has_token(const gguf_value *toks, const char *s, size_t n) {
     return false;
 }
 
+/* Every merge "l r" names two tokens, l+r is a token too, and no merge repeats. */
+static void check_merges(const gguf_value *toks, const gguf_value *merges) {
+    for (uint64_t m = 0; m < merges->arr.n; m++) {
+        const char *s = merges->arr.items[m].s.ptr, *sp = strchr(s + 1, ' ');
+        cr_assert(sp, "merge %llu '%s' has no separating space", (unsigned long long)m, s);
+        size_t l = (size_t)(sp - s), r = strlen(sp + 1);
+        char joined[256];
+        cr_assert_lt(l + r, sizeof joined);
+        memcpy(joined, s, l), memcpy(joined + l, sp + 1, r + 1);
+        cr_expect(has_token(toks, s, l), "merge '%s': left part not a token", s);
+        cr_expect(has_token(toks, sp + 1, r), "merge '%s': right part not a token", s);
+        cr_expect(has_token(toks, joined, l + r), "merge '%s': result not a token", s);
+        for (uint64_t k = 0; k < m; k++) /* a rank is a pair's only rank */
+            cr_expect_str_neq(merges->arr.items[k].s.ptr, s, "merge '%s' appears twice", s);
+    }
+}
+
 static void check_vocab(zmk_arch arch, uint32_t vocab, const char *const *specials, int n_sp) {
     zmk_opts o;
     zmk_defaults(&o);
@@ -257,17 +274,7 @@ static void check_vocab(zmk_arch arch, uint32_t vocab, const char *const *specia
     cr_assert_eq(types->arr.n, vocab);
     cr_expect_str_eq(str(f, "tokenizer.ggml.model"), "gpt2");
     cr_expect_gt(merges->arr.n, 100u, "the text should give more than 100 merges");
-    for (uint64_t m = 0; m < merges->arr.n; m++) {
-        const char *s = merges->arr.items[m].s.ptr, *sp = strchr(s + 1, ' ');
-        cr_assert(sp, "merge %llu '%s' has no separating space", (unsigned long long)m, s);
-        size_t l = (size_t)(sp - s), r = strlen(sp + 1);
-        char joined[256];
-        cr_assert_lt(l + r, sizeof joined);
-        memcpy(joined, s, l), memcpy(joined + l, sp + 1, r + 1);
-        cr_expect(has_token(toks, s, l), "merge '%s': left part not a token", s);
-        cr_expect(has_token(toks, sp + 1, r), "merge '%s': right part not a token", s);
-        cr_expect(has_token(toks, joined, l + r), "merge '%s': result not a token", s);
-    }
+    check_merges(toks, merges);
     uint32_t bos = u32(f, "tokenizer.ggml.bos_token_id"), eos = u32(f, "tokenizer.ggml.eos_token_id");
     uint32_t pad = u32(f, "tokenizer.ggml.padding_token_id");
     int first = -1;
