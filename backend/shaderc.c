@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The shaderc release is known only to the build (pkg-config); CMake
+ * passes it as ZINC_SHADERC_VERSION. */
 #ifndef ZINC_SHADERC_VERSION
-#define ZINC_SHADERC_VERSION "(version unknown)"
+#define ZINC_SHADERC_VERSION "release unknown"
 #endif
 
 static void set_target(shaderc_compile_options_t op, zvk_target t) {
