@@ -29,7 +29,7 @@ done
 rm -rf "$cache/dl" "$cache/lib" "$cache/include" "$cache/src.git"
 mkdir -p "$cache/dl" "$cache/lib" "$cache/include"
 cd "$cache/dl"
-if ! npm pack --silent "@node-llama-cpp/linux-x64-vulkan@$VERSION" "node-llama-cpp@$VERSION" >npm.log 2>&1; then
+if ! npm pack --loglevel=error "@node-llama-cpp/linux-x64-vulkan@$VERSION" "node-llama-cpp@$VERSION" >npm.log 2>&1; then
     cat npm.log >&2
     die "npm pack of @node-llama-cpp/linux-x64-vulkan@$VERSION / node-llama-cpp@$VERSION failed (registry unreachable?)"
 fi
