@@ -1,11 +1,13 @@
 /* zincc: the compiler driver. Reads a GGUF, builds the tensor IR once per
  * phase (prefill and decode), runs the pass pipeline on each and reports. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../frontend/arch.h"
 #include "../passes/pass.h"
+#include "../passes/report.h"
 #include "cli.h"
 
 static const char *const usage =
@@ -24,6 +26,11 @@ static const char *const usage =
     "  --fuse-threshold=B     bytes per token per layer a fusion must save (default: the target's)\n"
     "  --tile=N               prefill token tile (default: the target's)\n"
     "  --ctx=N                context length the analyses assume (default: 4096 or the model's)\n"
+    "  --report[=text|json]   per phase and layer: what crosses VRAM before and after fusion, the\n"
+    "                         decisions and their arithmetic, then totals (docs/report.md)\n"
+    "  --emit=dot             draw the fused graph of one phase (--phase, default decode) for graphviz\n"
+    "  --emit-out FILE        write the drawing to FILE instead of stdout\n"
+    "  --dot-weights          draw weights too (one box each: large graphs)\n"
     "  --list-passes          list the registered passes\n"
     "  --help                 this text\n"
     "\n"
@@ -31,7 +38,8 @@ static const char *const usage =
 
 typedef struct zincc_opts {
     const char *model, *target, *passes, *disabled, *print_after, *phase;
-    bool dump_ir, verify_each, list;
+    const char *report, *emit, *emit_out; /* report: "text" or "json"; emit: "dot" */
+    bool dump_ir, verify_each, list, dot_weights;
     double threshold;
     int64_t tile, ctx;
 } zincc_opts;
@@ -60,6 +68,11 @@ static int parse_value(int argc, char **argv, int *i, zincc_opts *o, bool *match
     } else if (cli_opt(argc, argv, i, "--tile", &v, &miss)) {
         if (!miss && !cli_parse_i64(v, 1, 4096, &o->tile))
             return cli_usage_error("zincc", "--tile expects 1..4096");
+    } else if (cli_opt(argc, argv, i, "--emit", &v, &miss)) {
+        if (!miss && strcmp(v, "dot")) return cli_usage_error("zincc", "--emit expects dot");
+        o->emit = v;
+    } else if (cli_opt(argc, argv, i, "--emit-out", &v, &miss)) {
+        o->emit_out = v;
     } else if (cli_opt(argc, argv, i, "--ctx", &v, &miss)) {
         if (!miss && !cli_parse_i64(v, 1, 1 << 24, &o->ctx))
             return cli_usage_error("zincc", "--ctx expects 1..16777216");
@@ -84,12 +97,21 @@ static int parse(int argc, char **argv, zincc_opts *o) {
             o->verify_each = true;
         else if (!strcmp(argv[i], "--list-passes"))
             o->list = true;
-        else if (argv[i][0] == '-' || o->model)
+        else if (!strcmp(argv[i], "--dot-weights"))
+            o->dot_weights = true;
+        else if (!strcmp(argv[i], "--report") || !strncmp(argv[i], "--report=", 9)) {
+            o->report = argv[i][8] ? argv[i] + 9 : "text";
+            if (strcmp(o->report, "text") && strcmp(o->report, "json"))
+                return cli_usage_error("zincc", "--report expects text or json, not '%s'", o->report);
+        } else if (argv[i][0] == '-' || o->model)
             return cli_usage_error("zincc", "unexpected argument '%s'", argv[i]);
         else
             o->model = argv[i];
     }
     if (!o->model && !o->list) return cli_usage_error("zincc", "no model given");
+    if (o->report && o->emit && !o->emit_out)
+        return cli_usage_error("zincc", "--report and --emit both write to stdout: give --emit-out FILE");
+    if (o->emit_out && !o->emit) return cli_usage_error("zincc", "--emit-out needs --emit=dot");
     return 0;
 }
 
@@ -101,12 +123,79 @@ static void list_passes(void) {
     }
 }
 
-/* Builds and compiles one phase; the graph is returned for the report. */
-static zstatus compile_phase(const gguf_file *f, const zincc_opts *z, zpass_opts *po, zir_graph **out,
-                             zdiag *d) {
-    zstatus s = zir_build_from_gguf(f, out, d);
-    if (!s) s = zpass_run_pipeline(*out, z->passes, z->disabled, po, d);
+/* What one phase leaves for the report and the drawing. */
+typedef struct phase_out {
+    zpass_opts po;
+    zir_graph *fused, *staged;
+    zpass_mat before, after;
+} phase_out;
+
+/* The phase --emit draws; the phases that are compiled. */
+static const char *emit_phase(const zincc_opts *z) {
+    return z->phase ? z->phase : "decode";
+}
+static bool compiles(const zincc_opts *z, zpass_phase ph) {
+    const char *want = z->phase ? z->phase : z->emit && !z->report ? emit_phase(z) : NULL;
+    return !want || !strcmp(want, zpass_phase_name(ph));
+}
+
+/* Builds and compiles one phase; for --report also the staged partition
+ * (analyses only), and for --report/--emit the materialization of each. */
+static zstatus compile_phase(const gguf_file *f, const zincc_opts *z, phase_out *p, zarena *a, zdiag *d) {
+    zstatus s = zir_build_from_gguf(f, &p->fused, d);
+    if (!s) s = zpass_run_pipeline(p->fused, z->passes, z->disabled, &p->po, d);
+    if (!s && (z->report || z->emit)) s = zpass_materialize(p->fused, &p->po, a, &p->after, d);
+    if (s || !z->report) return s;
+    zpass_opts staged = p->po;
+    staged.report = NULL;
+    staged.print_after = NULL;
+    s = zir_build_from_gguf(f, &p->staged, d);
+    if (!s) s = zpass_run_pipeline(p->staged, "shape,width", NULL, &staged, d);
+    if (!s) s = zpass_materialize(p->staged, &staged, a, &p->before, d);
+    if (s) zdiag_prefix(d, "report: staged %s partition", zpass_phase_name(p->po.phase));
     return s;
+}
+
+static zstatus write_report(const zincc_opts *z, const phase_out *ph, const zpass_report *rep, zdiag *d) {
+    const zpass_opts *po = ph[ZPH_PREFILL].fused ? &ph[ZPH_PREFILL].po : &ph[ZPH_DECODE].po;
+    zpass_rep r = {.model = z->model,
+                   .pipeline = z->passes,
+                   .target = po->target,
+                   .fuse_threshold = po->fuse_threshold,
+                   .ctx = po->ctx,
+                   .decisions = rep};
+    for (int i = 0; i < ZPH_COUNT; i++)
+        if (ph[i].fused)
+            r.ph[i] = (zpass_rep_phase){.present = true,
+                                        .fused = ph[i].fused,
+                                        .before = ph[i].before,
+                                        .after = ph[i].after,
+                                        .token_tile = i == ZPH_DECODE ? 1 : ph[i].po.token_tile};
+    return !strcmp(z->report, "json") ? zpass_rep_json(&r, stdout, d) : zpass_rep_text(&r, stdout, d);
+}
+
+static zstatus write_dot(const zincc_opts *z, const phase_out *ph, zdiag *d) {
+    const phase_out *p = &ph[strcmp(emit_phase(z), "decode") ? ZPH_PREFILL : ZPH_DECODE];
+    FILE *out = z->emit_out ? fopen(z->emit_out, "w") : stdout;
+    if (!out) return zdiag_set(d, ZE_IO, "--emit-out: cannot write '%s': %s", z->emit_out, strerror(errno));
+    zstatus s = zpass_emit_dot(p->fused, &p->po, &p->after, z->dot_weights, out, d);
+    if (z->emit_out && fclose(out) && !s)
+        s = zdiag_set(d, ZE_IO, "--emit-out: cannot write '%s': %s", z->emit_out, strerror(errno));
+    return s;
+}
+
+static zpass_opts phase_opts(const zincc_opts *z, const ztarget *t, int ph, zpass_report *rep) {
+    /* stdout carries the JSON or the drawing alone: IR dumps go to stderr. */
+    bool quiet = (z->report && !strcmp(z->report, "json")) || (z->emit && !z->emit_out);
+    return (zpass_opts){.target = t,
+                        .phase = (zpass_phase)ph,
+                        .token_tile = z->tile ? (int)z->tile : t->prefill_tile,
+                        .ctx = z->ctx ? z->ctx : 4096,
+                        .fuse_threshold = z->threshold >= 0 ? z->threshold : t->fuse_threshold,
+                        .verify_each = z->verify_each,
+                        .print_after = z->print_after,
+                        .print_to = quiet ? stderr : stdout,
+                        .report = rep};
 }
 
 int main(int argc, char **argv) {
@@ -122,28 +211,24 @@ int main(int argc, char **argv) {
         return cli_usage_error("zincc", "unknown target '%s': expected one of %s", z.target, ztarget_names());
     zdiag d = {0};
     gguf_file *f = NULL;
-    zir_graph *g[ZPH_COUNT] = {0};
+    phase_out ph[ZPH_COUNT] = {0};
     zpass_report rep = {.arena = zarena_new()};
     zstatus s = rep.arena ? gguf_open(z.model, &f, &d) : zdiag_set(&d, ZE_NOMEM, "out of memory");
     if (!s && z.dump_ir) {
-        s = zir_build_from_gguf(f, &g[0], &d);
-        if (!s) zir_print(g[0], stdout);
+        s = zir_build_from_gguf(f, &ph[0].fused, &d);
+        if (!s) zir_print(ph[0].fused, stdout);
     }
-    for (int ph = 0; ph < ZPH_COUNT && !s && !z.dump_ir; ph++) {
-        if (z.phase && strcmp(z.phase, zpass_phase_name((zpass_phase)ph))) continue;
-        zpass_opts po = {.target = t,
-                         .phase = (zpass_phase)ph,
-                         .token_tile = z.tile ? (int)z.tile : t->prefill_tile,
-                         .ctx = z.ctx ? z.ctx : 4096,
-                         .fuse_threshold = z.threshold >= 0 ? z.threshold : t->fuse_threshold,
-                         .verify_each = z.verify_each,
-                         .print_after = z.print_after,
-                         .print_to = stdout,
-                         .report = &rep};
-        s = compile_phase(f, &z, &po, &g[ph], &d);
+    for (int i = 0; i < ZPH_COUNT && !s && !z.dump_ir; i++) {
+        if (!compiles(&z, (zpass_phase)i)) continue;
+        ph[i].po = phase_opts(&z, t, i, &rep);
+        s = compile_phase(f, &z, &ph[i], rep.arena, &d);
     }
-    for (int ph = 0; ph < ZPH_COUNT; ph++)
-        zir_graph_free(g[ph]);
+    if (!s && !z.dump_ir && z.report) s = write_report(&z, ph, &rep, &d);
+    if (!s && !z.dump_ir && z.emit) s = write_dot(&z, ph, &d);
+    for (int i = 0; i < ZPH_COUNT; i++) {
+        zir_graph_free(ph[i].fused);
+        zir_graph_free(ph[i].staged);
+    }
     zarena_free(rep.arena);
     gguf_close(f);
     return s ? cli_fail("zincc", &d) : 0;
