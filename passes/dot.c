@@ -137,10 +137,16 @@ static void node_edges(const dot *x, const zir_node *c) {
                 if (x->weights) weight_edge(x, b, v);
                 continue;
             }
-            bool dup = false; /* a kernel reads an outside value once */
+            bool dup = false; /* a kernel loads an outside value once: later uses are dotted */
             for (int i = 0; i < n_done; i++)
                 dup |= done[i] == v;
-            if (dup) continue;
+            if (dup) {
+                char from[32], to[32];
+                source_id(v, from, sizeof from);
+                node_id(b, to, sizeof to);
+                edge(x, from, to, "", "color=\"#9a9a9a\", style=dotted");
+                continue;
+            }
             if (!(v->producer && v->producer->parent == c) && n_done < ZIR_MAX_IN * 4) done[n_done++] = v;
             read_edge(x, c, b, v);
         }

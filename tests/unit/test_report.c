@@ -1,0 +1,561 @@
+/* The materialization analysis, zincc --report (text and JSON) and
+ * --emit=dot.
+ *
+ * 1. Materialization counts crossings on partitions made by hand with
+ *    zir_fuse, so the expected numbers do not depend on the cost model: the
+ *    staged MLP moves its ff-wide values 6 times per token (gate, up and act:
+ *    one write and one read each), gate+up+SwiGLU as one kernel 2 times, the
+ *    whole MLP 0 times. Bytes, views, the KV cache, weights and dispatches are
+ *    checked against numbers worked out from the model's shapes.
+ * 2. The real pipeline: whatever template fuse-mlp picks, the analysis of
+ *    its output agrees with it.
+ * 3. The zincc binary: --report=json parses (a small JSON parser below), has
+ *    one object per layer x group x phase with the required keys, escapes
+ *    strings; --emit=dot is accepted by graphviz; the text report differs
+ *    between targets. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/arch.h"
+#include "frontend/mkmodel.h"
+#include "passes/cost.h"
+#include "passes/report.h"
+#include "testutil.h"
+
+enum { HID = 256, FF = 768, HEADS = 4, KVH = 2, HD = 64, LAYERS = 2 };
+
+static char *make_model(const char *name, uint32_t layers, uint32_t hidden, uint32_t ff, zmk_quant q) {
+    zmk_opts o;
+    zmk_defaults(&o);
+    o.arch = ZMK_QWEN3;
+    o.quant = q;
+    o.layers = layers;
+    o.hidden = hidden;
+    o.ff = ff;
+    o.heads = hidden == HID ? HEADS : 8;
+    o.kv_heads = hidden == HID ? KVH : 4;
+    o.head_dim = HD;
+    o.vocab = 512;
+    o.seed = 1;
+    zdiag d = {0};
+    /* A copy: tu_tmp reuses its buffers. */
+    static char path[4][512];
+    static int next;
+    char *p = path[next++ % 4];
+    snprintf(p, sizeof path[0], "%s", tu_tmp(name));
+    cr_assert_eq(zmk_write(&o, p, NULL, &d), ZOK, "%s", d.msg);
+    return p;
+}
+
+typedef struct fixture {
+    gguf_file *f;
+    zir_graph *g;
+    zarena *a;
+    zpass_opts o;
+    zpass_mat m;
+} fixture;
+
+/* The staged partition of the small model for one phase on h200. */
+static void staged(fixture *x, zpass_phase ph) {
+    const char *path = make_model("m.gguf", LAYERS, HID, FF, ZMK_Q4_K_M);
+    zdiag d = {0};
+    cr_assert_eq(gguf_open(path, &x->f, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(zir_build_from_gguf(x->f, &x->g, &d), ZOK, "%s", d.msg);
+    const ztarget *t = ztarget_find("h200");
+    x->o = (zpass_opts){.target = t, .phase = ph, .token_tile = 64, .ctx = 4096, .fuse_threshold = 1024};
+    cr_assert_eq(zpass_run_pipeline(x->g, "shape,width", NULL, &x->o, &d), ZOK, "%s", d.msg);
+    x->a = zarena_new();
+    cr_assert(x->a);
+}
+
+static void analyse(fixture *x) {
+    zdiag d = {0};
+    cr_assert_eq(zpass_materialize(x->g, &x->o, x->a, &x->m, &d), ZOK, "%s", d.msg);
+}
+
+static void done(fixture *x) {
+    zir_graph_free(x->g);
+    zarena_free(x->a);
+    gguf_close(x->f);
+}
+
+static zir_node *node(const zir_graph *g, const char *value) {
+    zir_value *v = zir_find(g, value);
+    cr_assert(v && v->producer, "no node computes %s", value);
+    return v->producer;
+}
+
+static const zpass_mat_group *grp(const zpass_mat *m, int layer, zir_group g) {
+    const zpass_mat_group *x = zpass_mat_group_find(m, layer, g);
+    cr_assert(x, "no group %d/%s", layer, zir_group_name(g));
+    return x;
+}
+
+/* Fuses gate, up, swiglu (and down when full) of a layer by hand. */
+static void fuse_mlp(zir_graph *g, int layer, bool full) {
+    char n[4][32];
+    const char *names[4] = {"gate", "up", "act", "down"};
+    zir_node *body[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(n[i], sizeof n[i], "l%d.%s", layer, names[i]);
+        body[i] = node(g, n[i]);
+    }
+    zir_kparams kp = {full ? ZKT_MLP : ZKT_GATE_UP_SWIGLU, 1, 1};
+    zdiag d = {0};
+    cr_assert(zir_fuse(g, body, full ? 4 : 3, &kp, &d), "%s", d.msg);
+}
+
+static void expect_value(const zpass_mat *m, const char *name, int writes, int reads, double bytes) {
+    const zpass_mat_value *v = zpass_mat_find(m, name);
+    cr_assert(v, "%s does not cross VRAM", name);
+    cr_expect_eq(v->writes, writes, "%s writes: expected %d, found %d", name, writes, v->writes);
+    cr_expect_eq(v->reads, reads, "%s reads: expected %d, found %d", name, reads, v->reads);
+    cr_expect_float_eq(v->write_b + v->read_b, bytes, 1e-9, "%s bytes: expected %g, found %g", name, bytes,
+                       v->write_b + v->read_b);
+}
+
+Test(materialize, staged_mlp_moves_its_intermediate_six_times) {
+    fixture x = {0};
+    staged(&x, ZPH_DECODE);
+    analyse(&x);
+    for (int l = 0; l < LAYERS; l++) {
+        const zpass_mat_group *m = grp(&x.m, l, ZG_MLP);
+        cr_expect_eq(m->t.wide_crossings, 6, "layer %d: %d wide crossings", l, m->t.wide_crossings);
+        cr_expect_float_eq(m->t.wide, 6.0 * FF * 2, 1e-9, "layer %d wide bytes %g", l, m->t.wide);
+    }
+    expect_value(&x.m, "l0.gate", 1, 1, 2.0 * FF * 2);
+    expect_value(&x.m, "l0.up", 1, 1, 2.0 * FF * 2);
+    expect_value(&x.m, "l0.act", 1, 1, 2.0 * FF * 2);
+    /* ffn_in feeds gate and up: one write, two reads of a hidden-wide value. */
+    expect_value(&x.m, "l0.ffn_in", 1, 2, 3.0 * HID * 2);
+    cr_expect(zpass_mat_find(&x.m, "l0.gate")->wide);
+    cr_expect(!zpass_mat_find(&x.m, "l0.ffn_in")->wide);
+    done(&x);
+}
+
+Test(materialize, gate_up_swiglu_leaves_two_and_the_full_mlp_none) {
+    fixture x = {0};
+    staged(&x, ZPH_DECODE);
+    fuse_mlp(x.g, 0, false);
+    fuse_mlp(x.g, 1, true);
+    analyse(&x);
+    cr_expect_eq(grp(&x.m, 0, ZG_MLP)->t.wide_crossings, 2);
+    cr_expect_float_eq(grp(&x.m, 0, ZG_MLP)->t.wide, 2.0 * FF * 2, 1e-9);
+    expect_value(&x.m, "l0.act", 1, 1, 2.0 * FF * 2);
+    cr_expect_null(zpass_mat_find(&x.m, "l0.gate"), "gate is on chip in the kernel");
+    cr_expect_eq(grp(&x.m, 1, ZG_MLP)->t.wide_crossings, 0);
+    cr_expect_float_eq(grp(&x.m, 1, ZG_MLP)->t.wide, 0, 1e-9);
+    cr_expect_null(zpass_mat_find(&x.m, "l1.act"));
+    /* The kernel's output still crosses: written once, read by the next norm and add. */
+    expect_value(&x.m, "l1.down", 1, 1, 2.0 * HID * 2);
+    /* Staged: ffn_norm gate up swiglu down add; gate+up+SwiGLU: 4; full: 3. */
+    cr_expect_eq(grp(&x.m, 0, ZG_MLP)->t.dispatches, 4);
+    cr_expect_eq(grp(&x.m, 1, ZG_MLP)->t.dispatches, 3);
+    done(&x);
+}
+
+Test(materialize, views_alias_and_the_kv_cache_is_its_own_kind) {
+    fixture x = {0};
+    staged(&x, ZPH_DECODE);
+    analyse(&x);
+    cr_expect_null(zpass_mat_find(&x.m, "l0.q_heads"), "a reshape moves nothing");
+    expect_value(&x.m, "l0.q", 1, 1, 2.0 * HID * 2); /* read through q_heads by the q norm */
+    const zpass_mat_value *k = zpass_mat_find(&x.m, "l0.k_all");
+    cr_assert(k);
+    cr_expect_eq(k->kind, ZMAT_KV);
+    /* The store writes one row per token; attention reads the 4096 cached rows. */
+    cr_expect_float_eq(k->write_b, KVH * HD * 2.0, 1e-9);
+    cr_expect_float_eq(k->read_b, 4096.0 * KVH * HD * 2, 1e-9);
+    const zpass_mat_group *a = grp(&x.m, 0, ZG_ATTN);
+    cr_expect_float_eq(a->t.kv, 2 * (KVH * HD * 2.0 + 4096.0 * KVH * HD * 2), 1e-9);
+    cr_expect(!k->wide, "the cache is not an intermediate");
+    /* Scores and probs: [H, T, P] at P = 4096, one write and one read each. */
+    expect_value(&x.m, "l0.scores", 1, 1, 2.0 * HEADS * 4096 * 2);
+    cr_expect_eq(a->t.wide_crossings, 4);
+    done(&x);
+}
+
+/* Decode reads every weight once per token; a staged quantized weight adds
+ * its 2 B/weight copy, written and read back. */
+Test(materialize, weights_scratch_and_dispatches) {
+    fixture x = {0};
+    staged(&x, ZPH_DECODE);
+    analyse(&x);
+    const char *w[4] = {"blk.0.ffn_norm.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight",
+                        "blk.0.ffn_down.weight"};
+    double stored = 0, quant_elems = 0;
+    for (int i = 0; i < 4; i++) {
+        zir_value *v = zir_find(x.g, w[i]);
+        cr_assert(v);
+        stored += (double)v->nbytes;
+        if (i) quant_elems += (double)v->shape[0] * (double)v->shape[1];
+    }
+    const zpass_mat_group *m = grp(&x.m, 0, ZG_MLP);
+    cr_expect_float_eq(m->t.weight, stored, 1e-6, "weights %g, expected %g", m->t.weight, stored);
+    cr_expect_float_eq(m->t.scratch, 4.0 * quant_elems, 1e-6);
+    cr_expect_eq(m->t.dispatches, 6);
+    cr_expect_eq(m->t.dequant_dispatches, 3);
+    /* Per token in decode: per step, one token per step. */
+    cr_expect_eq(x.m.step_tokens, 1);
+    done(&x);
+
+    fixture p = {0};
+    staged(&p, ZPH_PREFILL);
+    fuse_mlp(p.g, 0, false);
+    for (int i = 0; i < node(p.g, "l0.gate")->parent->n_body; i++)
+        node(p.g, "l0.gate")->parent->body[i]->dequant = ZDQ_FUSED;
+    node(p.g, "l0.gate")->parent->kp.token_tile = 16;
+    analyse(&p);
+    double gate = (double)zir_find(p.g, "blk.0.ffn_gate.weight")->nbytes;
+    double up = (double)zir_find(p.g, "blk.0.ffn_up.weight")->nbytes;
+    zir_value *down = zir_find(p.g, "blk.0.ffn_down.weight");
+    zir_value *norm = zir_find(p.g, "blk.0.ffn_norm.weight");
+    double de = (double)down->shape[0] * (double)down->shape[1];
+    /* Kernel tile 16 for gate and up; the staged down: its dequant once per
+     * 512-token step, its copy re-read per 64-token tile; the norm per tile. */
+    double expect = (gate + up) / 16 + (double)down->nbytes / 512 + (double)norm->nbytes / 64;
+    cr_expect_float_eq(grp(&p.m, 0, ZG_MLP)->t.weight, expect, 1e-6, "prefill weights %g, expected %g",
+                       grp(&p.m, 0, ZG_MLP)->t.weight, expect);
+    cr_expect_float_eq(grp(&p.m, 0, ZG_MLP)->t.scratch, 2 * de / 512 + 2 * de / 64, 1e-6);
+    cr_expect_eq(p.m.step_tokens, zcost_step_tokens(&p.o));
+    /* Staged attention reads the cache once per 64-token tile. */
+    cr_expect_float_eq(zpass_mat_find(&p.m, "l0.k_all")->read_b, 4096.0 * KVH * HD * 2 / 64, 1e-9);
+    done(&p);
+}
+
+Test(materialize, needs_widths) {
+    const char *path = make_model("w.gguf", 1, HID, FF, ZMK_Q8_0);
+    zdiag d = {0};
+    gguf_file *f = NULL;
+    zir_graph *g = NULL;
+    cr_assert_eq(gguf_open(path, &f, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
+    zpass_opts o = {.target = ztarget_find("h200"), .phase = ZPH_DECODE, .token_tile = 64, .ctx = 4096};
+    zarena *a = zarena_new();
+    zpass_mat m;
+    cr_expect_eq(zpass_materialize(g, &o, a, &m, &d), ZE_INVALID);
+    cr_expect(strstr(d.msg, "width pass"), "%s", d.msg);
+    zarena_free(a);
+    zir_graph_free(g);
+    gguf_close(f);
+}
+
+/* Whatever fuse-mlp picks on the real pipeline, the analysis agrees. The
+ * 1024-wide model in prefill on h200 is where the full MLP's tile shrinks. */
+Test(materialize, agrees_with_the_pipeline) {
+    const char *path = make_model("k.gguf", 1, 1024, 3072, ZMK_Q8_0);
+    int seen[ZKT_COUNT] = {0};
+    for (int ph = 0; ph < ZPH_COUNT; ph++) {
+        zdiag d = {0};
+        gguf_file *f = NULL;
+        zir_graph *g = NULL;
+        cr_assert_eq(gguf_open(path, &f, &d), ZOK, "%s", d.msg);
+        cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
+        zpass_opts o = {.target = ztarget_find("h200"),
+                        .phase = ph,
+                        .token_tile = 64,
+                        .ctx = 4096,
+                        .fuse_threshold = 1024};
+        cr_assert_eq(zpass_run_pipeline(g, NULL, NULL, &o, &d), ZOK, "%s", d.msg);
+        zarena *a = zarena_new();
+        zpass_mat m;
+        cr_assert_eq(zpass_materialize(g, &o, a, &m, &d), ZOK, "%s", d.msg);
+        zir_node *k = node(g, "l0.act");
+        zir_ktemplate t = k->parent ? k->parent->kp.tmpl : k->op == ZOP_KERNEL ? k->kp.tmpl : ZKT_NONE;
+        int expect = t == ZKT_MLP ? 0 : t == ZKT_GATE_UP_SWIGLU ? 2 : 6;
+        cr_expect_eq(grp(&m, 0, ZG_MLP)->t.wide_crossings, expect, "%s with %s: %d crossings",
+                     zpass_phase_name(ph), zir_ktemplate_name(t), grp(&m, 0, ZG_MLP)->t.wide_crossings);
+        seen[t]++;
+        zarena_free(a);
+        zir_graph_free(g);
+        gguf_close(f);
+    }
+    /* The model was chosen so that both fused templates occur. */
+    cr_expect(seen[ZKT_MLP] && seen[ZKT_GATE_UP_SWIGLU], "mlp %d, gate_up_swiglu %d", seen[ZKT_MLP],
+              seen[ZKT_GATE_UP_SWIGLU]);
+}
+
+/* ---- a small JSON parser: enough to check what --report=json prints -------- */
+
+typedef struct jv {
+    char t; /* 'o' object, 'a' array, 's' string, 'n' number, 'b' boolean, 'z' null */
+    char *s;
+    double n;
+    bool b;
+    int len;
+    char **keys; /* objects */
+    struct jv *items;
+} jv;
+
+static void jfree(jv *v) {
+    for (int i = 0; i < v->len; i++) {
+        jfree(&v->items[i]);
+        if (v->keys) free(v->keys[i]);
+    }
+    free(v->items);
+    free(v->keys);
+    free(v->s);
+}
+
+static const char *ws(const char *p) {
+    while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+        p++;
+    return p;
+}
+
+/* A JSON string at p (after the quote); NULL on a bad escape or a raw control character. */
+static const char *jstring(const char *p, char **out) {
+    size_t cap = 16, n = 0;
+    char *s = malloc(cap);
+    for (; s && *p != '"'; p++) {
+        if (n + 4 >= cap) s = realloc(s, cap *= 2);
+        if (!s || (unsigned char)*p < 0x20) break;
+        if (*p != '\\') {
+            s[n++] = *p;
+            continue;
+        }
+        const char *esc = strchr("\"\\/bfnrtu", *++p);
+        if (!*p || !esc) break;
+        if (*p == 'u') {
+            unsigned c = 0;
+            for (int i = 1; i <= 4; i++) {
+                char h = p[i];
+                if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F'))) goto bad;
+                c = c * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+            }
+            p += 4;
+            if (c >= 0x80) goto bad; /* zincc only escapes control characters */
+            s[n++] = (char)c;
+        } else {
+            s[n++] = "\"\\/\b\f\n\r\t"[esc - "\"\\/bfnrtu"];
+        }
+    }
+    if (!s || *p != '"') goto bad;
+    s[n] = 0;
+    *out = s;
+    return p + 1;
+bad:
+    free(s);
+    return NULL;
+}
+
+static const char *jvalue(const char *p, jv *v, int depth);
+
+/* Elements of an array or members of an object, up to the closing bracket. */
+static const char *jlist(const char *p, jv *v, char close, int depth) {
+    p = ws(p);
+    if (*p == close) return p + 1;
+    for (;;) {
+        v->items = realloc(v->items, sizeof *v->items * (size_t)(v->len + 1));
+        if (close == '}') v->keys = realloc(v->keys, sizeof *v->keys * (size_t)(v->len + 1));
+        if (!v->items || (close == '}' && !v->keys)) return NULL;
+        memset(&v->items[v->len], 0, sizeof *v->items);
+        if (close == '}') {
+            v->keys[v->len] = NULL;
+            if (*p != '"' || !(p = jstring(p + 1, &v->keys[v->len]))) return v->len++, NULL;
+            p = ws(p);
+            if (*p++ != ':') return v->len++, NULL;
+        }
+        p = jvalue(p, &v->items[v->len++], depth + 1);
+        if (!p) return NULL;
+        p = ws(p);
+        if (*p == close) return p + 1;
+        if (*p++ != ',') return NULL;
+        p = ws(p);
+    }
+}
+
+static const char *jvalue(const char *p, jv *v, int depth) {
+    p = ws(p);
+    if (depth > 64) return NULL;
+    if (*p == '{' || *p == '[') {
+        v->t = *p == '{' ? 'o' : 'a';
+        return jlist(p + 1, v, *p == '{' ? '}' : ']', depth);
+    }
+    if (*p == '"') return v->t = 's', jstring(p + 1, &v->s);
+    if (!strncmp(p, "true", 4) || !strncmp(p, "false", 5)) {
+        v->t = 'b';
+        v->b = *p == 't';
+        return p + (v->b ? 4 : 5);
+    }
+    if (!strncmp(p, "null", 4)) return v->t = 'z', p + 4;
+    if (*p != '-' && !(*p >= '0' && *p <= '9')) return NULL;
+    char *end;
+    v->t = 'n';
+    v->n = strtod(p, &end);
+    return end == p ? NULL : end;
+}
+
+static const jv *jget(const jv *o, const char *key) {
+    for (int i = 0; o && o->t == 'o' && i < o->len; i++)
+        if (!strcmp(o->keys[i], key)) return &o->items[i];
+    return NULL;
+}
+
+static const jv *jreq(const jv *o, const char *key, char type) {
+    const jv *v = jget(o, key);
+    cr_assert(v, "missing key \"%s\"", key);
+    cr_assert_eq(v->t, type, "\"%s\": expected type %c, found %c", key, type, v->t);
+    return v;
+}
+
+Test(json, parser_rejects_what_it_should) {
+    const char *bad[] = {"{\"a\": 1,}",      "{\"a\" 1}", "[1, 2", "\"a\nb\"",
+                         "{\"a\": \"\\x\"}", "[tru]",     "{1: 2}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        jv v = {0};
+        const char *end = jvalue(bad[i], &v, 0);
+        cr_expect(!end || *ws(end), "accepted %s", bad[i]);
+        jfree(&v);
+    }
+    jv v = {0};
+    const char *end = jvalue("{\"k\": [1, -2.5e3, true, null, \"q\\\"\\\\\\u0001\"]}", &v, 0);
+    cr_assert(end && !*ws(end));
+    const jv *k = jreq(&v, "k", 'a');
+    cr_expect_eq(k->len, 5);
+    cr_expect_float_eq(k->items[1].n, -2500, 1e-9);
+    cr_expect_str_eq(k->items[4].s, "q\"\\\x01");
+    jfree(&v);
+}
+
+/* ---- the zincc binary ------------------------------------------------------- */
+
+static char *run_to_file(const char *args, const char *out_name, char **log) {
+    const char *out = tu_tmp(out_name);
+    /* In a subshell: tu_run sends stderr to the log, stdout alone to the file. */
+    int rc = tu_run(log, "(%s/zincc %s > '%s')", ZINC_BINARY_DIR, args, out);
+    cr_assert_eq(rc, 0, "zincc %s: exit %d: %s", args, rc, *log ? *log : "");
+    size_t n;
+    char *text = tu_read_file(out, &n);
+    cr_assert(text, "no output in %s", out);
+    char *z = realloc(text, n + 1);
+    cr_assert(z);
+    z[n] = 0;
+    return z;
+}
+
+static void check_group(const jv *g, int seen[LAYERS][2][ZPH_COUNT]) {
+    int layer = (int)jreq(g, "layer", 'n')->n;
+    const char *group = jreq(g, "group", 's')->s, *phase = jreq(g, "phase", 's')->s;
+    cr_assert(layer >= 0 && layer < LAYERS, "layer %d", layer);
+    int gi = !strcmp(group, "attn") ? 0 : !strcmp(group, "mlp") ? 1 : -1;
+    int pi = !strcmp(phase, "prefill") ? ZPH_PREFILL : !strcmp(phase, "decode") ? ZPH_DECODE : -1;
+    cr_assert(gi >= 0 && pi >= 0, "group %s, phase %s", group, phase);
+    seen[layer][gi][pi]++;
+    double cb = jreq(g, "crossings_before", 'n')->n, ca = jreq(g, "crossings_after", 'n')->n;
+    double bb = jreq(g, "bytes_per_token_before", 'n')->n, ba = jreq(g, "bytes_per_token_after", 'n')->n;
+    bool fused = jreq(g, "fused", 'b')->b;
+    cr_expect(strlen(jreq(g, "reason", 's')->s) > 10, "reason of %d/%s", layer, group);
+    cr_expect(cb >= ca && bb >= ba, "%d/%s/%s: before %g/%g, after %g/%g", layer, group, phase, cb, bb, ca,
+              ba);
+    if (gi == 1) {
+        cr_expect_eq(cb, 6, "%d/mlp/%s: %g crossings before", layer, phase, cb);
+        cr_expect_float_eq(bb, 6.0 * FF * 2, 1e-9);
+        cr_expect(fused, "the small model's MLP is fused on h200");
+    }
+    jreq(g, "decisions", 'a');
+}
+
+Test(zincc, report_json_parses_and_has_every_layer) {
+    const char *path = make_model("we\"ird\\name.gguf", LAYERS, HID, FF, ZMK_Q4_K_M);
+    char *log = NULL, args[700];
+    snprintf(args, sizeof args, "'%s' --target h200 --report=json --print-after=fuse-mlp", path);
+    char *text = run_to_file(args, "r.json", &log);
+    cr_expect(strstr(log, "# after fuse-mlp"), "IR dumps go to stderr when stdout is JSON");
+    jv v = {0};
+    const char *end = jvalue(text, &v, 0);
+    cr_assert(end, "--report=json is not JSON: %.200s", text);
+    cr_assert(!*ws(end), "text after the JSON value: %.80s", end);
+    cr_expect_str_eq(jreq(&v, "model", 's')->s, path, "escaped path round-trips");
+    cr_expect_str_eq(jreq(jreq(&v, "target", 'o'), "name", 's')->s, "h200");
+    const jv *groups = jreq(&v, "groups", 'a');
+    cr_assert_eq(groups->len, LAYERS * 2 * ZPH_COUNT, "%d groups", groups->len);
+    int seen[LAYERS][2][ZPH_COUNT] = {{{0}}};
+    for (int i = 0; i < groups->len; i++)
+        check_group(&groups->items[i], seen);
+    for (int l = 0; l < LAYERS; l++)
+        for (int g = 0; g < 2; g++)
+            for (int p = 0; p < ZPH_COUNT; p++)
+                cr_expect_eq(seen[l][g][p], 1, "layer %d group %d phase %d: %d objects", l, g, p,
+                             seen[l][g][p]);
+    const jv *tot = jreq(&v, "totals", 'o');
+    for (int p = 0; p < ZPH_COUNT; p++) {
+        const jv *ph = jreq(tot, zpass_phase_name(p), 'o');
+        double b = jreq(jreq(ph, "before", 'o'), "dispatches_per_token", 'n')->n;
+        double a = jreq(jreq(ph, "after", 'o'), "dispatches_per_token", 'n')->n;
+        cr_expect(a < b, "%s: dispatches %g -> %g", zpass_phase_name(p), b, a);
+    }
+    jfree(&v);
+    free(text);
+    free(log);
+}
+
+static int count(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
+static void check_dot(const char *model, const char *flags, const char *name, int red_edges) {
+    char args[700], *log = NULL;
+    snprintf(args, sizeof args, "'%s' --target h200 %s", model, flags);
+    char *text = run_to_file(args, name, &log);
+    cr_expect(!strncmp(text, "digraph", 7), "%s: %.60s", flags, text);
+    cr_expect_eq(count(text, "penwidth=2.2"), red_edges, "%s: red edges", flags);
+    free(log);
+    log = NULL;
+    int rc = tu_run(&log, "dot -Tsvg '%s' -o '%s'", tu_tmp(name), tu_tmp("out.svg"));
+    cr_expect_eq(rc, 0, "graphviz rejects the %s drawing: %s", flags, log ? log : "");
+    free(log);
+    free(text);
+}
+
+Test(zincc, emit_dot_is_valid_graphviz) {
+    char *log = NULL;
+    cr_assert_eq(tu_run(&log, "dot -V"), 0, "graphviz (dot) is needed: %s", log ? log : "");
+    free(log);
+    const char *m = make_model("d.gguf", LAYERS, HID, FF, ZMK_Q4_K_M);
+    check_dot(m, "--emit=dot", "a.dot", 0);
+    check_dot(m, "--emit=dot --phase prefill --dot-weights", "b.dot", 0);
+    /* A staged MLP: gate and up read by SwiGLU, act read by down, per layer. */
+    check_dot(m, "--emit=dot --disable-pass=fuse-mlp", "c.dot", 3 * LAYERS);
+    check_dot(m, "--emit=dot --passes=shape,width", "d.dot", 5 * LAYERS);
+}
+
+/* The table of one phase, between its heading and the next. */
+static char *phase_text(const char *text) {
+    const char *a = strstr(text, "== prefill"), *b = strstr(text, "== totals");
+    cr_assert(a && b && b > a, "no phase tables in: %.300s", text);
+    char *s = strndup(a, (size_t)(b - a));
+    cr_assert(s);
+    return s;
+}
+
+Test(zincc, report_differs_between_targets) {
+    const char *m = make_model("t.gguf", LAYERS, HID, FF, ZMK_Q4_K_M);
+    const char *targets[3] = {"llvmpipe", "h200", "rdna4"};
+    const char *thresholds[3] = {"threshold 256", "threshold 1024", "threshold 512"};
+    char *tables[3];
+    for (int i = 0; i < 3; i++) {
+        char args[600], name[32], *log = NULL;
+        snprintf(args, sizeof args, "'%s' --target %s --report", m, targets[i]);
+        snprintf(name, sizeof name, "%s.txt", targets[i]);
+        char *text = run_to_file(args, name, &log);
+        tables[i] = phase_text(text);
+        cr_expect(strstr(tables[i], thresholds[i]), "%s: the reasons quote its threshold", targets[i]);
+        cr_expect(strstr(text, "\n0-1     attn"), "%s: identical layers fold: %s", targets[i], text);
+        cr_expect(strstr(text, "gate+up+act"), "%s", targets[i]);
+        cr_expect(strstr(text, "dispatches per token"), "%s", targets[i]);
+        free(text);
+        free(log);
+    }
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 3; j++)
+            cr_expect(strcmp(tables[i], tables[j]), "%s and %s print the same decisions", targets[i],
+                      targets[j]);
+    for (int i = 0; i < 3; i++)
+        free(tables[i]);
+}
