@@ -176,6 +176,8 @@ typedef struct table {
     const char *cell[MAXLINES][NCOL];
     bool right[NCOL];
     int n;
+    const char *notes[26]; /* layer sets too long for the column, printed under the table */
+    int n_notes;
 } table;
 
 static const char *fmt(zarena *a, const char *f, ...) ZPRINTF(2, 3);
@@ -208,12 +210,14 @@ static void row_cells(zarena *a, const rgroup *G, const rrow *w, bool first, con
 }
 
 /* "0-3,5,7-35" for the layers whose groups print the same rows. */
-static const char *layer_set(zarena *a, const rgroup *gs, int n, const rgroup *G) {
+static const char *layer_set(zarena *a, const rgroup *gs, int n, const rgroup *G, int *count) {
     char buf[512];
     size_t len = 0;
     int run0 = -2, prev = -2;
+    *count = 0;
     for (int i = 0; i <= n; i++) {
         bool in = i < n && gs[i].group == G->group && gs[i].layer >= 0 && !strcmp(gs[i].sig, G->sig);
+        *count += in;
         if (in && gs[i].layer == prev + 1) {
             prev = gs[i].layer;
             continue;
@@ -273,11 +277,24 @@ static void add_line(table *t, const char *const *cells, int ncol) {
     t->n++;
 }
 
+/* The layers column: the set itself, or "[a] 16 layers" with the set in a
+ * note under the table when it would widen every row (q4_K_M's use_more_bits
+ * layers give sets like 0-3,6,9,...). */
+static const char *layers_cell(zarena *a, const rgroup *gs, int n, const rgroup *G, table *t) {
+    if (G->layer < 0) return "-";
+    int count;
+    const char *set = layer_set(a, gs, n, G, &count);
+    if (strlen(set) <= 16 || t->n_notes >= 26) return set;
+    char tag = (char)('a' + t->n_notes);
+    t->notes[t->n_notes++] = fmt(a, "[%c] layers %s", tag, set);
+    return fmt(a, "[%c] %d layers", tag, count);
+}
+
 /* One phase's table: a row block per layer group, identical layers folded. */
 static void phase_table(const rctx *c, rgroup *gs, int n, table *t) {
     static const char *const head[NCOL] = {"layers",    "group",       "intermediate", "width",
                                            "crossings", "bytes/token", "decision",     "reason"};
-    t->n = 0;
+    t->n = t->n_notes = 0;
     memset(t->right, 0, sizeof t->right);
     add_line(t, head, NCOL);
     signatures(c->a, gs, n);
@@ -289,7 +306,7 @@ static void phase_table(const rctx *c, rgroup *gs, int n, table *t) {
         for (int r = gs[i].first; r < gs[i].n_rows; r++) {
             const char *cell[NCOL];
             row_cells(c->a, &gs[i], &gs[i].rows[r], r == gs[i].first, cell);
-            if (r == gs[i].first) cell[0] = gs[i].layer < 0 ? "-" : layer_set(c->a, gs, n, &gs[i]);
+            if (r == gs[i].first) cell[0] = layers_cell(c->a, gs, n, &gs[i], t);
             add_line(t, cell, NCOL);
         }
     }
@@ -426,6 +443,8 @@ zstatus zpass_rep_text(const zpass_rep *r, FILE *out, zdiag *d) {
                 zpass_phase_name((zpass_phase)p), (long long)P->after.step_tokens, P->token_tile);
         phase_table(&c, gs, n, t);
         print_table(out, t, NCOL);
+        for (int i = 0; i < t->n_notes; i++)
+            fprintf(out, "%s\n", t->notes[i]);
     }
     if (!s) {
         fprintf(out, "\n== totals ==\n");

@@ -559,3 +559,32 @@ Test(zincc, report_differs_between_targets) {
     for (int i = 0; i < 3; i++)
         free(tables[i]);
 }
+
+/* 36 layers of Q4_K_M: llama.cpp's use_more_bits(i, 36) gives ffn_down Q6_K in
+ * layers i < 4, i >= 31 and (i - 4) % 3 == 2, so the decode MLP rows fold into
+ * two layer sets, too long for the column and printed as notes. The JSON
+ * still lists all 36 layers. */
+Test(zincc, report_folds_layers) {
+    const char *m = make_model("l36.gguf", 36, HID, FF, ZMK_Q4_K_M);
+    char args[600], *log = NULL;
+    snprintf(args, sizeof args, "'%s' --target h200 --report --phase decode", m);
+    char *text = run_to_file(args, "l36.txt", &log);
+    cr_expect(strstr(text, "\n0-35 "), "attention folds into one block: %s", text);
+    cr_expect(strstr(text, "\n[a] layers 0-3,6,9,12,15,18,21,24,27,30-35\n"), "%s", text);
+    cr_expect(strstr(text, "\n[b] layers 4-5,7-8,10-11,13-14,16-17,19-20,22-23,25-26,28-29\n"), "%s", text);
+    cr_expect(strstr(text, "\n[a] 18 layers  mlp"), "%s", text);
+    cr_expect_eq(count(text, "scores+probs"), 1, "one attention block");
+    free(text);
+    free(log);
+    log = NULL;
+    snprintf(args, sizeof args, "'%s' --target h200 --report=json --phase decode", m);
+    text = run_to_file(args, "l36.json", &log);
+    jv v = {0};
+    const char *end = jvalue(text, &v, 0);
+    cr_assert(end && !*ws(end), "not JSON");
+    cr_expect_eq(jreq(&v, "groups", 'a')->len, 36 * 2);
+    cr_expect(!jget(jreq(&v, "totals", 'o'), "prefill"), "only the compiled phase");
+    jfree(&v);
+    free(text);
+    free(log);
+}
