@@ -3,6 +3,7 @@
 #define ZINC_ZINCC_PLAN_H
 
 #include "../backend/lower.h"
+#include "../backend/vk.h"
 #include "../frontend/gguf.h"
 
 typedef struct zincc_plan_opts {
