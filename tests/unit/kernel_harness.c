@@ -18,7 +18,41 @@ bool kh_open(kh_ctx *k, char *err, size_t errsz) {
     return true;
 }
 
+/* SPIR-V by kernel source: a test checks the same kernel at many steps, and
+ * glslang's start-up (its built-in symbol table) dominates a check. The
+ * cache lives until kh_close; Criterion runs each test in its own process. */
+typedef struct kh_spv {
+    struct kh_spv *next;
+    const char *glsl;
+    zvk_spirv spv;
+} kh_spv;
+static zarena *spv_arena;
+static kh_spv *spv_list;
+
+static zstatus compile_cached(const zcg_kernel *kn, zvk_spirv *out, zdiag *d) {
+    for (const kh_spv *e = spv_list; e; e = e->next)
+        if (!strcmp(e->glsl, kn->glsl)) {
+            *out = e->spv;
+            return ZOK;
+        }
+    if (!spv_arena && !(spv_arena = zarena_new())) return zdiag_set(d, ZE_NOMEM, "out of memory");
+    kh_spv *e = zarena_alloc(spv_arena, sizeof *e);
+    const char *src = zarena_strdup(spv_arena, kn->glsl);
+    if (!e || !src) return zdiag_set(d, ZE_NOMEM, "out of memory");
+    zvk_glsl_opts go = {.name = kn->name, .optimize = true};
+    zstatus s = zvk_glsl_compile(spv_arena, kn->glsl, strlen(kn->glsl), &go, &e->spv, d);
+    if (s) return s;
+    e->glsl = src;
+    e->next = spv_list;
+    spv_list = e;
+    *out = e->spv;
+    return ZOK;
+}
+
 void kh_close(kh_ctx *k) {
+    zarena_free(spv_arena);
+    spv_arena = NULL;
+    spv_list = NULL;
     zvk_device_destroy(&k->dev);
     zvk_instance_destroy(&k->inst);
     memset(k, 0, sizeof *k);
@@ -108,14 +142,13 @@ static zstatus dispatch(kh_ctx *k, const zcg_kernel *kn, slot *slots, int n, zvk
                         zdiag *d) {
     zarena *a = zarena_new();
     zvk_spirv spv = {0};
-    zvk_glsl_opts go = {.name = kn->name, .optimize = true};
     zvk_pipeline p = {0};
     VkDescriptorPool pool = VK_NULL_HANDLE;
     VkDescriptorSet set;
     zvk_binding bind[ZCG_MAX_BIND + 1] = {{stepb, 0, 0}};
     for (int i = 0; i < n; i++)
         bind[i + 1] = (zvk_binding){&slots[i].buf, 0, 0};
-    zstatus s = a ? zvk_glsl_compile(a, kn->glsl, strlen(kn->glsl), &go, &spv, d) : ZE_NOMEM;
+    zstatus s = a ? compile_cached(kn, &spv, d) : ZE_NOMEM;
     zvk_pipeline_desc pd = {
         .name = kn->name, .spirv = spv.words, .n_words = spv.n_words, .n_buffers = (uint32_t)n + 1};
     if (!s) s = zvk_pipeline_create(&k->dev, &pd, &p, d);
