@@ -1,0 +1,267 @@
+/* Attention kernels: the staged ops (scores, causal softmax, value mix: the
+ * baseline, one dispatch each) and the fused ZKT_ATTENTION kernel (flash
+ * attention with online softmax; backend/glsl/attention.glsl explains it).
+ * P = pos + T is known only at run time, so grids never scale with it:
+ * workgroups loop over the cached positions instead. */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen.h"
+
+#define MAX_GRID_Y 65535
+#define FA_WG      128 /* invocations of the fused kernel */
+#define FA_BK_MAX  64  /* keys per block, before the shared-memory budget halves it */
+#define FA_BK_MIN  8
+
+static zstatus unsupported(zdiag *d, const zir_node *n, const char *why) {
+    return zdiag_set(d, ZE_UNSUPPORTED, "codegen: %s '%s': %s", zir_ops[n->op].name, n->out->name, why);
+}
+
+static void bind(zcg_kernel *k, const zir_value *v, bool written) {
+    k->bind[k->n_bind++] = (zcg_binding){.value = v, .written = written};
+}
+
+static void bind_scratch(zcg_kernel *k, uint64_t bytes) {
+    k->bind[k->n_bind++] = (zcg_binding){.value = NULL, .scratch_bytes = bytes, .written = true};
+}
+
+/* Geometry shared by every attention op. */
+typedef struct geom {
+    int64_t H, Hkv, D;
+} geom;
+
+/* q or an output [T, H, D]. */
+static bool is_thd(const zir_value *v) {
+    return v->rank == 3 && v->shape[0] == ZDIM_T && v->shape[1] > 0 && v->shape[2] > 0;
+}
+
+/* A cache view [P, Hkv, D]. */
+static bool is_cache_view(const zir_value *v, int64_t D) {
+    return v->rank == 3 && v->shape[0] == ZDIM_P && v->shape[1] > 0 && v->shape[2] == D;
+}
+
+/* Scores or probabilities [H, T, P]. */
+static bool is_htp(const zir_value *v) {
+    return v->rank == 3 && v->shape[0] > 0 && v->shape[1] == ZDIM_T && v->shape[2] == ZDIM_P;
+}
+
+static zstatus check_geom(const zir_node *n, const zir_value *q, const zir_value *kv, geom *gm, zdiag *d) {
+    if (!is_thd(q) || !is_cache_view(kv, q->shape[2]))
+        return unsupported(d, n, "expected q [T, H, D] and a cache view [P, Hkv, D]");
+    *gm = (geom){q->shape[1], kv->shape[1], q->shape[2]};
+    if (gm->H % gm->Hkv) return unsupported(d, n, "heads are not a multiple of the kv heads");
+    return ZOK;
+}
+
+/* Grid of one workgroup per (head, tile of qt tokens). */
+static void head_tile_grid(zcg_kernel *k, int64_t H, int64_t qt) {
+    k->groups[0] = (zcg_affine){0, H, 1};
+    k->groups[1] = (zcg_affine){1, 0, qt};
+    k->groups[2] = (zcg_affine){0, 1, 1};
+}
+
+static zstatus compose(zcg_kernel *k, zarena *a, const char *const *defs, const char *const *files,
+                       const zcg_opts *o, zdiag *d) {
+    k->glsl = zcg_compose(a, defs, files, o);
+    if (!k->glsl) return zdiag_set(d, ZE_NOMEM, "codegen: cannot compose kernel '%s'", k->name);
+    return ZOK;
+}
+
+/* How a kernel tiles attention (attn_tile.glsl explains each field). */
+typedef struct tiling {
+    int64_t wg, qt, bk, ds, sc_n, mix_rows, mix_cols, mix_rowstep, lanes, split, max_qtiles, smem;
+} tiling;
+
+typedef enum tile_use { USE_FUSED, USE_SCORES, USE_MIX } tile_use;
+
+/* Invocations: a multiple of D below 128, else 128 when it divides D, so
+ * that an invocation owns whole columns of the output. */
+static bool pick_wg(int64_t D, int64_t *wg) {
+    *wg = D < FA_WG ? D * (FA_WG / D) : D % FA_WG == 0 ? FA_WG : D;
+    return D > 0 && *wg <= 1024;
+}
+
+static void derive(tiling *t, int64_t D) {
+    int64_t pairs = t->qt * t->bk;
+    t->ds = pairs >= t->wg ? 1 : t->wg / pairs;
+    t->sc_n = t->ds > 1 ? 1 : (pairs + t->wg - 1) / t->wg;
+    t->mix_cols = D >= t->wg ? D / t->wg : 1;
+    t->mix_rowstep = D >= t->wg ? 1 : t->wg / D;
+    t->mix_rows = (t->qt + t->mix_rowstep - 1) / t->mix_rowstep;
+    t->lanes = 1;
+    while (t->lanes * 2 * t->qt <= t->wg && t->lanes * 2 <= t->bk)
+        t->lanes *= 2;
+}
+
+static int64_t smem_floats(const tiling *t, int64_t D, tile_use u) {
+    int64_t q = t->qt * D, k = t->bk * (D + 1) + (t->ds > 1 ? t->wg : 0), v = t->bk * D, s = t->qt * t->bk;
+    if (u == USE_SCORES) return q + k + s;
+    if (u == USE_MIX) return v + s;
+    return q + k + v + s + t->qt * t->lanes + 3 * t->qt + 1;
+}
+
+/* The largest key block (a power of two) whose tiles fit the target's
+ * shared memory, halving the query tile when even FA_BK_MIN keys do not
+ * fit beside it (the tile is a tuning choice; results do not depend on it). */
+static bool pick_tiling(int64_t qt, int64_t D, tile_use u, const zcg_opts *o, tiling *t) {
+    memset(t, 0, sizeof *t);
+    if (!pick_wg(D, &t->wg)) return false;
+    int64_t budget = o->target ? o->target->smem_bytes : 16384;
+    for (t->qt = qt < 1 ? 1 : qt > FA_WG ? FA_WG : qt; t->qt >= 1; t->qt /= 2)
+        for (t->bk = FA_BK_MAX; t->bk >= FA_BK_MIN; t->bk /= 2) {
+            derive(t, D);
+            t->smem = 4 * smem_floats(t, D, u);
+            if (t->smem <= budget) return true;
+        }
+    return false;
+}
+
+static const char *u64s(zarena *a, int64_t v) {
+    return zarena_printf(a, "%lldu", (long long)v);
+}
+
+/* The #defines of attn_tile.glsl, plus extra (NULL-terminated pairs). */
+static const char **tile_defs(zarena *a, const geom *gm, const tiling *t, float scale,
+                              const char *const *extra) {
+    const char *base[] = {"H",           zcg_i64(a, gm->H),
+                          "HKV",         zcg_i64(a, gm->Hkv),
+                          "D",           zcg_i64(a, gm->D),
+                          "QT",          u64s(a, t->qt),
+                          "BK",          u64s(a, t->bk),
+                          "WG",          zcg_i64(a, t->wg),
+                          "DS",          zcg_i64(a, t->ds),
+                          "SC_N",        zcg_i64(a, t->sc_n),
+                          "SCALE",       zarena_printf(a, "float(%.9g)", scale),
+                          "MIX_ROWS",    u64s(a, t->mix_rows),
+                          "MIX_COLS",    u64s(a, t->mix_cols),
+                          "MIX_ROWSTEP", u64s(a, t->mix_rowstep),
+                          NULL};
+    int nb = 0, ne = 0;
+    while (base[nb])
+        nb++;
+    while (extra && extra[ne])
+        ne++;
+    const char **defs = zarena_array(a, (size_t)(nb + ne + 1), sizeof *defs);
+    if (!defs) return NULL;
+    memcpy(defs, base, sizeof(char *) * (size_t)nb);
+    if (ne) memcpy(defs + nb, extra, sizeof(char *) * (size_t)ne);
+    return defs;
+}
+
+/* Staged kernels tile queries too, so that a key block serves QT queries;
+ * decode has one. */
+static int64_t staged_qt(const zcg_opts *o) {
+    return o->phase == ZPH_DECODE ? 1 : 16;
+}
+
+static zstatus gen_scores(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
+    geom gm;
+    tiling t;
+    zstatus s = check_geom(n, n->in[0], n->in[1], &gm, d);
+    if (s) return s;
+    if (!pick_tiling(staged_qt(o), gm.D, USE_SCORES, o, &t))
+        return unsupported(d, n, "tiles exceed shared memory");
+    snprintf(k->name, sizeof k->name, "attn_scores_h%lld_kv%lld_d%lld_q%lld", (long long)gm.H,
+             (long long)gm.Hkv, (long long)gm.D, (long long)t.qt);
+    bind(k, n->in[0], false);
+    bind(k, n->in[1], false);
+    bind(k, n->out, true);
+    head_tile_grid(k, gm.H, t.qt);
+    const char *const *defs = tile_defs(a, &gm, &t, n->attr.scale, NULL);
+    const char *files[] = {"attn_scores", "attn_tile", "attn_scores_main", NULL};
+    return defs ? compose(k, a, defs, files, o, d) : zdiag_set(d, ZE_NOMEM, "codegen: out of memory");
+}
+
+static zstatus gen_softmax(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
+    if (!is_htp(n->in[0])) return unsupported(d, n, "expected scores of shape [H, T, P]");
+    int64_t H = n->in[0]->shape[0];
+    snprintf(k->name, sizeof k->name, "softmax_causal_h%lld", (long long)H);
+    bind(k, n->in[0], false);
+    bind(k, n->out, true);
+    head_tile_grid(k, H, 1);
+    const char *defs[] = {"WG", "128", NULL};
+    const char *files[] = {"attn_reduce", "attn_softmax", NULL};
+    return compose(k, a, defs, files, o, d);
+}
+
+static zstatus gen_mix(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
+    geom gm;
+    tiling t;
+    zstatus s = check_geom(n, n->out, n->in[1], &gm, d);
+    if (s) return s;
+    if (!is_htp(n->in[0]) || n->in[0]->shape[0] != gm.H)
+        return unsupported(d, n, "expected probabilities of shape [H, T, P]");
+    if (!pick_tiling(staged_qt(o), gm.D, USE_MIX, o, &t))
+        return unsupported(d, n, "tiles exceed shared memory");
+    snprintf(k->name, sizeof k->name, "attn_mix_h%lld_kv%lld_d%lld_q%lld", (long long)gm.H, (long long)gm.Hkv,
+             (long long)gm.D, (long long)t.qt);
+    bind(k, n->in[0], false);
+    bind(k, n->in[1], false);
+    bind(k, n->out, true);
+    head_tile_grid(k, gm.H, t.qt);
+    const char *const *defs = tile_defs(a, &gm, &t, 1.0f, NULL);
+    const char *files[] = {"attn_mix", "attn_tile", "attn_mix_main", NULL};
+    return defs ? compose(k, a, defs, files, o, d) : zdiag_set(d, ZE_NOMEM, "codegen: out of memory");
+}
+
+/* body = scores, softmax_causal, mix, each feeding the next. */
+static bool fa_body(const zir_node *n) {
+    return n->n_body == 3 && n->body[0]->op == ZOP_ATTN_SCORES && n->body[1]->op == ZOP_SOFTMAX_CAUSAL &&
+           n->body[2]->op == ZOP_ATTN_MIX && n->body[1]->in[0] == n->body[0]->out &&
+           n->body[2]->in[0] == n->body[1]->out && n->body[2]->out == n->out;
+}
+
+static zstatus gen_fused(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
+    if (!fa_body(n)) return unsupported(d, n, "expected a body of attn_scores, softmax_causal, attn_mix");
+    const zir_node *sc = n->body[0], *mix = n->body[2];
+    geom gm, gv;
+    zstatus s = check_geom(n, sc->in[0], sc->in[1], &gm, d);
+    if (!s) s = check_geom(n, mix->out, mix->in[1], &gv, d);
+    if (s) return s;
+    if (gv.H != gm.H || gv.Hkv != gm.Hkv || gv.D != gm.D)
+        return unsupported(d, n, "q, k, v and the output disagree on heads or head_dim");
+    tiling t;
+    if (!pick_tiling(n->kp.token_tile, gm.D, USE_FUSED, o, &t))
+        return unsupported(d, n, "a query tile and a key block exceed shared memory");
+    t.split = n->kp.split > 1 ? n->kp.split : 1;
+    int64_t max_t = o->max_tokens > 0 ? o->max_tokens : 1;
+    t.max_qtiles = (max_t + t.qt - 1) / t.qt;
+    snprintf(k->name, sizeof k->name, "attention_h%lld_kv%lld_d%lld_q%lld_b%lld%s", (long long)gm.H,
+             (long long)gm.Hkv, (long long)gm.D, (long long)t.qt, (long long)t.bk,
+             t.split > 1 ? "+split" : "");
+    bind(k, sc->in[0], false);
+    bind(k, sc->in[1], false);
+    bind(k, mix->in[1], false);
+    bind(k, n->out, true);
+    if (t.split > 1) {
+        uint64_t slots = (uint64_t)gm.H * (uint64_t)t.max_qtiles;
+        bind_scratch(k, slots * (uint64_t)t.split * (uint64_t)(t.qt * (gm.D + 2)) * 4);
+        bind_scratch(k, slots * 4);
+    }
+    k->groups[0] = (zcg_affine){0, gm.H * t.split, 1};
+    k->groups[1] = (zcg_affine){1, 0, t.qt};
+    k->groups[2] = (zcg_affine){0, 1, 1};
+    const char *extra[] = {"L",          u64s(a, t.lanes),      "SPLIT", zcg_i64(a, t.split),
+                           "MAX_QTILES", u64s(a, t.max_qtiles), NULL};
+    const char *const *defs = tile_defs(a, &gm, &t, sc->attr.scale, extra);
+    const char *files[] = {"attention", "attn_tile", "attention_main", NULL};
+    return defs ? compose(k, a, defs, files, o, d) : zdiag_set(d, ZE_NOMEM, "codegen: out of memory");
+}
+
+zstatus zcg_attention(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
+                      zdiag *d) {
+    (void)g;
+    memset(out, 0, sizeof *out);
+    if (o->max_tokens > MAX_GRID_Y) return unsupported(d, n, "steps of more than 65535 tokens");
+    if (n->op == ZOP_KERNEL) {
+        if (n->kp.tmpl == ZKT_ATTENTION) return gen_fused(n, o, a, out, d);
+        return unsupported(d, n, "not an attention kernel");
+    }
+    switch (n->op) {
+    case ZOP_ATTN_SCORES: return gen_scores(n, o, a, out, d);
+    case ZOP_SOFTMAX_CAUSAL: return gen_softmax(n, o, a, out, d);
+    case ZOP_ATTN_MIX: return gen_mix(n, o, a, out, d);
+    default: break;
+    }
+    return unsupported(d, n, "no attention kernel for this op");
+}

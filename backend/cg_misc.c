@@ -1,0 +1,228 @@
+/* Kernels for the ops around the matmuls: RMSNorm, add (residual or bias),
+ * SwiGLU, RoPE and the KV-cache store. Each is a short template
+ * (backend/glsl/<name>.glsl) specialised by #defines: shapes are constants,
+ * T and pos come from the step buffer. Token-major ops put the token on
+ * grid axis y, so a prefill of up to 65535 tokens needs no grid-stride loop.
+ * The causal softmax is an attention op in all but kind (ZK_NORM); it is
+ * generated with the others in cg_attn.c. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen.h"
+
+#define MAX_GRID_Y 65535 /* the smallest maxComputeWorkGroupCount Vulkan guarantees */
+
+static zstatus unsupported(zdiag *d, const zir_node *n, const char *why) {
+    return zdiag_set(d, ZE_UNSUPPORTED, "codegen: %s '%s': %s", zir_ops[n->op].name, n->out->name, why);
+}
+
+/* Elements per token of v, when v is [T, constants...]. */
+static bool per_token(const zir_value *v, int64_t *per) {
+    if (v->rank < 1 || v->shape[0] != ZDIM_T) return false;
+    int64_t e = 1;
+    for (int i = 1; i < v->rank; i++) {
+        if (v->shape[i] <= 0) return false;
+        e *= v->shape[i];
+    }
+    *per = e;
+    return e <= UINT32_MAX / MAX_GRID_Y;
+}
+
+/* Elements of v, when every dimension is a constant. */
+static bool const_elems(const zir_value *v, int64_t *n) {
+    int64_t e = 1;
+    for (int i = 0; i < v->rank; i++) {
+        if (v->shape[i] <= 0) return false;
+        e *= v->shape[i];
+    }
+    *n = e;
+    return true;
+}
+
+static bool f32_weight(const zir_value *v, int64_t n) {
+    return v && v->role == ZR_WEIGHT && v->dtype == ZT_F32 && v->nbytes >= (uint64_t)n * 4;
+}
+
+static void bind(zcg_kernel *k, const zir_value *v, bool written) {
+    k->bind[k->n_bind++] = (zcg_binding){.value = v, .written = written};
+}
+
+/* Grid of x-blocks covering `per` elements of each of the T tokens on y. */
+static void token_grid(zcg_kernel *k, int64_t per, int64_t wg) {
+    k->groups[0] = (zcg_affine){0, per, wg};
+    k->groups[1] = (zcg_affine){1, 0, 1};
+    k->groups[2] = (zcg_affine){0, 1, 1};
+}
+
+static zstatus finish(zcg_kernel *k, zarena *a, const char *const *defs, const char *file, const zcg_opts *o,
+                      zdiag *d) {
+    const char *files[] = {file, NULL};
+    k->glsl = zcg_compose(a, defs, files, o);
+    if (!k->glsl) return zdiag_set(d, ZE_NOMEM, "codegen: cannot compose kernel '%s'", k->name);
+    return ZOK;
+}
+
+static zstatus check_tokens(const zir_node *n, const zcg_opts *o, zdiag *d) {
+    if (o->max_tokens > MAX_GRID_Y) return unsupported(d, n, "steps of more than 65535 tokens");
+    return ZOK;
+}
+
+static zstatus gen_rms_norm(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
+    const zir_value *x = n->in[0], *w = n->in[1];
+    int64_t per, len = x->rank ? x->shape[x->rank - 1] : 0;
+    if (!per_token(x, &per) || len <= 0) return unsupported(d, n, "expected an input of shape [T, ...]");
+    if (!f32_weight(w, len) || w->rank != 1 || w->shape[0] != len)
+        return unsupported(d, n, "expected an f32 weight as long as the last dimension");
+    /* Wide rows (a 4096 hidden state) get more threads than per-head rows. */
+    int64_t wg = len >= 1024 ? 256 : 64;
+    snprintf(k->name, sizeof k->name, "rms_norm_n%lld_x%lld", (long long)len, (long long)(per / len));
+    bind(k, x, false);
+    bind(k, w, false);
+    bind(k, n->out, true);
+    k->groups[0] = (zcg_affine){0, per / len, 1};
+    k->groups[1] = (zcg_affine){1, 0, 1};
+    k->groups[2] = (zcg_affine){0, 1, 1};
+    const char *defs[] = {"N",  zcg_i64(a, len), "ROWS_PER_T", zcg_i64(a, per / len),
+                          "WG", zcg_i64(a, wg),  "EPS",        zarena_printf(a, "float(%.9g)", n->attr.eps),
+                          NULL};
+    return finish(k, a, defs, "rms_norm", o, d);
+}
+
+/* add and swiglu: out = op(a, b), b broadcast over the leading dims. */
+static zstatus gen_binary(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
+    const zir_value *x = n->in[0], *b = n->in[1];
+    int64_t per, per_a, per_b = 0, m = 0;
+    if (!per_token(n->out, &per) || !per_token(x, &per_a) || per_a != per)
+        return unsupported(d, n, "expected a first operand and output of shape [T, ...]");
+    bool full = per_token(b, &per_b);
+    if (full && per_b != per) return unsupported(d, n, "a [T, ...] second operand must match the first");
+    if (!full && (!const_elems(b, &m) || per % m))
+        return unsupported(d, n, "expected a second operand that repeats over the first");
+    bool weight = b->role == ZR_WEIGHT;
+    if (weight && (full || !f32_weight(b, m))) return unsupported(d, n, "expected an f32 weight operand");
+    bool glu = n->op == ZOP_SWIGLU;
+    snprintf(k->name, sizeof k->name, "%s_n%lld%s", glu ? "swiglu" : "add", (long long)per,
+             full     ? ""
+             : weight ? "+bias"
+                      : "+bcast");
+    bind(k, x, false);
+    bind(k, b, false);
+    bind(k, n->out, true);
+    token_grid(k, per, 256);
+    const char *defs[16] = {"PER_T", zcg_i64(a, per), "WG",
+                            "256",   "BINOP(a, b)",   glu ? "(silu(a) * (b))" : "((a) + (b))"};
+    int nd = 6;
+    if (weight) defs[nd++] = "B_WEIGHT", defs[nd++] = "1";
+    if (full)
+        defs[nd++] = "B_FULL", defs[nd++] = "1";
+    else
+        defs[nd++] = "B_N", defs[nd++] = zarena_printf(a, "%lldu", (long long)m);
+    defs[nd] = NULL;
+    return finish(k, a, defs, "add", o, d);
+}
+
+static zstatus gen_kv_store(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
+    const zir_value *x = n->in[0], *c = n->in[1];
+    int64_t row;
+    if (!per_token(x, &row) || x->rank != 3)
+        return unsupported(d, n, "expected new rows of shape [T, Hkv, D]");
+    if (c->role != ZR_KV || c->rank != 3 || c->shape[0] != ZDIM_C || c->shape[1] != x->shape[1] ||
+        c->shape[2] != x->shape[2])
+        return unsupported(d, n, "expected a [C, Hkv, D] cache matching the new rows");
+    snprintf(k->name, sizeof k->name, "kv_store_row%lld", (long long)row);
+    bind(k, x, false);
+    bind(k, c, true); /* the node's output is a view of c: nothing else to write */
+    int64_t wg = 64;
+    token_grid(k, row, wg);
+    const char *defs[] = {"ROW", zarena_printf(a, "%lldu", (long long)row), "WG", zcg_i64(a, wg), NULL};
+    return finish(k, a, defs, "kv_store", o, d);
+}
+
+/* A float as a GLSL literal that is exact when read back as a float. */
+static const char *flit(zarena *a, float v) {
+    const char *s = zarena_printf(a, "%.9g", v);
+    return s && !strpbrk(s, ".en") ? zarena_printf(a, "%s.0", s) : s;
+}
+
+/* v rounded to 12 significant bits: a product with another 12-bit number is
+ * exact in fp32. */
+static double top12(double v) {
+    int e;
+    double m = frexp(v, &e);
+    return v == 0 ? 0 : ldexp(nearbyint(m * 4096.0), e - 12);
+}
+
+/* The turns per position of each pair, u_j = c_j / 2pi with
+ * c_j = freq_scale * theta^(-2j/n_rot) / factor_j (the interpreter's angle,
+ * in double), as float[](...) initializers of its pieces U1 + U2 + U3
+ * (rope.glsl says why). The factors are weight bytes, known here. */
+static zstatus turn_tables(const zir_node *n, const float *factor, zarena *a, const char *tab[3]) {
+    int nr = n->attr.rope.n_rot;
+    size_t cap = (size_t)nr / 2 * 20 + 16, len[3];
+    char *t[3];
+    for (int i = 0; i < 3; i++) {
+        if (!(t[i] = zarena_alloc(a, cap))) return ZE_NOMEM;
+        len[i] = (size_t)snprintf(t[i], cap, "float[](");
+    }
+    for (int j = 0; j < nr / 2; j++) {
+        double c = (double)n->attr.rope.freq_scale * pow((double)n->attr.rope.theta, -(double)(2 * j) / nr);
+        if (factor) c /= factor[j];
+        double u = c / 6.283185307179586477, u1 = top12(u), u2 = top12(u - u1);
+        float piece[3] = {(float)u1, (float)u2, (float)(u - u1 - u2)};
+        for (int i = 0; i < 3; i++) {
+            const char *lit = flit(a, piece[i]);
+            if (!lit) return ZE_NOMEM;
+            len[i] += (size_t)snprintf(t[i] + len[i], cap - len[i], "%s%s", j ? "," : "", lit);
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        snprintf(t[i] + len[i], cap - len[i], ")");
+        tab[i] = t[i];
+    }
+    return ZOK;
+}
+
+static zstatus gen_rope(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
+    const zir_value *x = n->in[0], *ff = n->in[1];
+    int64_t per;
+    if (!per_token(x, &per) || x->rank != 3) return unsupported(d, n, "expected an input of shape [T, H, D]");
+    int64_t H = x->shape[1], D = x->shape[2];
+    int nr = n->attr.rope.n_rot;
+    bool neox = n->attr.rope.mode == ZROPE_NEOX;
+    if (nr < 2 || nr % 2 || nr > D) return unsupported(d, n, "expected an even n_rot <= head_dim");
+    if (!neox && n->attr.rope.mode != ZROPE_NORMAL) return unsupported(d, n, "unknown RoPE mode");
+    if (ff && (!f32_weight(ff, nr / 2) || ff->rank != 1 || ff->shape[0] != nr / 2 || !ff->data))
+        return unsupported(d, n, "expected frequency factors as an f32 weight of n_rot/2 elements");
+    const char *tab[3];
+    if (turn_tables(n, ff ? (const float *)ff->data : NULL, a, tab))
+        return zdiag_set(d, ZE_NOMEM, "codegen: out of memory");
+    snprintf(k->name, sizeof k->name, "rope_%s_h%lld_d%lld_r%d%s", neox ? "neox" : "norm", (long long)H,
+             (long long)D, nr, ff ? "+ff" : "");
+    bind(k, x, false);
+    bind(k, n->out, true);
+    int64_t wg = 64;
+    token_grid(k, H * (nr / 2 + (D - nr)), wg);
+    const char *defs[] = {
+        "H",    zcg_i64(a, H),    "D",  zcg_i64(a, D),  "NR", zcg_i64(a, nr), "NPAIR", zcg_i64(a, nr / 2),
+        "NEOX", neox ? "1" : "0", "WG", zcg_i64(a, wg), "U1", tab[0],         "U2",    tab[1],
+        "U3",   tab[2],           NULL};
+    return finish(k, a, defs, "rope", o, d);
+}
+
+zstatus zcg_misc(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
+                 zdiag *d) {
+    memset(out, 0, sizeof *out);
+    zstatus s = check_tokens(n, o, d);
+    if (s) return s;
+    switch (n->op) {
+    case ZOP_RMS_NORM: return gen_rms_norm(n, o, a, out, d);
+    case ZOP_ADD:
+    case ZOP_SWIGLU: return gen_binary(n, o, a, out, d);
+    case ZOP_ROPE: return gen_rope(n, o, a, out, d);
+    case ZOP_KV_STORE: return gen_kv_store(n, o, a, out, d);
+    case ZOP_SOFTMAX_CAUSAL: return zcg_attention(g, n, o, a, out, d);
+    default: break;
+    }
+    return unsupported(d, n, "no elementwise kernel for this op");
+}

@@ -1,0 +1,120 @@
+// attn_tile.glsl: the tiles attention works on, in shared memory, shared by
+// the fused kernel (attention.glsl) and the staged scores and mix kernels.
+// A workgroup owns QT queries of one head h; keys and values of its kv head
+// h / (H/HKV) pass through in blocks of BK rows.
+//
+// Scores: S[r][j] = q[t0+r] . k[kb+j] * SCALE. With fewer scores than
+// invocations (decode: one query) DS invocations share a dot product, each
+// taking every DS-th element, and add up through shared memory; otherwise
+// each invocation computes SC_N scores of one key at once, so the loop over
+// D has SC_N independent multiply-adds per key element it loads.
+// Mix: an invocation owns MIX_ROWS rows (r_base + m * MIX_ROWSTEP) of
+// MIX_COLS columns (e_base + k * WG) of the [QT, D] output, so the value it
+// loads from sv serves MIX_ROWS independent multiply-adds.
+// Defines: H, HKV, D, QT, BK, WG, SCALE, DS, SC_N, MIX_ROWS, MIX_COLS,
+// MIX_ROWSTEP; TILE_Q, TILE_K, TILE_V for the arrays a kernel uses.
+
+#define NEG (-1.0e30) // "no key": finite, so exp(NEG - NEG) is 1, never NaN
+const uint KSTRIDE = D + 1; // sk rows padded: rows j and j+1 sit in different banks
+
+#ifdef TILE_Q
+shared float sq[QT * D];
+#endif
+#ifdef TILE_K
+shared float sk[BK * KSTRIDE];
+#if DS > 1
+shared float sdot[WG];
+#endif
+#endif
+#ifdef TILE_V
+shared float sv[BK * D];
+#endif
+shared float ss[QT * BK]; // scores, then probabilities
+
+#ifdef TILE_Q
+// Rows t0 .. t0+QT-1 of head h (zero past T).
+void load_q(uint h, uint t0, uint tid) {
+    for (uint i = tid; i < QT * D; i += WG) {
+        uint t = t0 + i / D;
+        float x = 0.0;
+        if (t < step.T) x = float(q[(t * H + h) * D + i % D]);
+        sq[i] = x;
+    }
+}
+#endif
+
+// Keys (and values) kb .. kb+BK-1 of kv head kvh, zero from kstop on.
+void load_kv(uint kb, uint kstop, uint kvh, uint tid) {
+    for (uint i = tid; i < BK * D; i += WG) {
+        uint j = i / D, e = i % D, key = kb + j, src = (key * HKV + kvh) * D + e;
+#ifdef TILE_K
+        float kx = 0.0;
+        if (key < kstop) kx = float(k[src]);
+        sk[j * KSTRIDE + e] = kx;
+#endif
+#ifdef TILE_V
+        float vx = 0.0;
+        if (key < kstop) vx = float(v[src]);
+        sv[i] = vx;
+#endif
+    }
+}
+
+#ifdef TILE_K
+float masked(uint i, float dot, uint kb, uint kstop, uint t0, bool causal) {
+    uint t = t0 + i / BK, key = kb + i % BK;
+    bool ok = t < step.T && key < kstop && (!causal || key <= step.pos + t);
+    return ok ? dot * SCALE : NEG;
+}
+
+// ss = the score block; causal: query t sees keys 0 ..= pos + t.
+void block_scores(uint kb, uint kstop, uint t0, bool causal, uint tid) {
+#if DS > 1
+    uint pair = tid / DS, part = tid % DS;
+    float acc = 0.0;
+    if (pair < QT * BK) {
+        uint qo = (pair / BK) * D, ko = (pair % BK) * KSTRIDE;
+        for (uint e = part; e < D; e += DS) acc += sq[qo + e] * sk[ko + e];
+    }
+    sdot[tid] = acc;
+    barrier();
+    if (pair < QT * BK && part == 0u) {
+        float s = 0.0;
+        for (uint u = 0; u < DS; u++) s += sdot[tid + u];
+        ss[pair] = masked(pair, s, kb, kstop, t0, causal);
+    }
+#else
+    float acc[SC_N];
+    [[unroll]] for (uint c = 0; c < SC_N; c++) acc[c] = 0.0;
+    for (uint e = 0; e < D; e++) {
+        [[unroll]] for (uint c = 0; c < SC_N; c++) {
+            uint i = min(tid + c * WG, QT * BK - 1u); // past the end: a harmless duplicate
+            acc[c] += sq[(i / BK) * D + e] * sk[(i % BK) * KSTRIDE + e];
+        }
+    }
+    [[unroll]] for (uint c = 0; c < SC_N; c++) {
+        uint i = tid + c * WG;
+        if (i < QT * BK) ss[i] = masked(i, acc[c], kb, kstop, t0, causal);
+    }
+#endif
+}
+#endif
+
+#ifdef TILE_V
+const uint ACC_N = MIX_ROWS * MIX_COLS;
+uint mix_row(uint m, uint tid) { return (D >= WG ? 0u : tid / D) + m * MIX_ROWSTEP; }
+uint mix_col(uint c, uint tid) { return (D >= WG ? tid : tid % D) + c * WG; }
+
+// acc[m][c] += sum_j ss[row][j] * sv[j][col], in key order.
+void block_mix(inout float acc[ACC_N], uint tid) {
+    for (uint j = 0; j < BK; j++) {
+        float vx[MIX_COLS];
+        [[unroll]] for (uint c = 0; c < MIX_COLS; c++) vx[c] = sv[j * D + mix_col(c, tid)];
+        [[unroll]] for (uint m = 0; m < MIX_ROWS; m++) {
+            uint r = min(mix_row(m, tid), QT - 1u); // a row past QT computes a copy, never written out
+            float p = ss[r * BK + j];
+            [[unroll]] for (uint c = 0; c < MIX_COLS; c++) acc[m * MIX_COLS + c] += p * vx[c];
+        }
+    }
+}
+#endif
