@@ -86,7 +86,7 @@ static zir_graph *compile(const gguf_file *f, const char *pipeline, const zpass_
 
 /* ---- running ------------------------------------------------------------ */
 
-enum { N_TOK = 9, N_MODES = 3 }; /* prefill, decode, chunked prefill (4, 4, 1) */
+enum { N_TOK = 6, N_MODES = 3 }; /* prefill, decode, chunked prefill (4, 2) */
 static const char *const mode_names[N_MODES] = {"prefill", "decode", "chunked prefill"};
 
 static void step(zir_interp *it, const int32_t *tok, int n, float *out) {
@@ -716,5 +716,25 @@ Test(targets, tile_zero_means_the_targets) {
     }
     cr_expect_eq(n, 7, "%d kernels", n); /* 3 biases, attention, attn_out, MLP, logits */
     zir_graph_free(g);
+    gguf_close(f);
+}
+
+/* Running the pipeline again changes nothing: no pass fuses twice or trips
+ * over the kernels an earlier run made. */
+Test(manager, passes_are_idempotent) {
+    gguf_file *f = make_model(ZMK_QWEN2, ZMK_Q4_K_M, GOLDEN_SHAPE, "idem.gguf");
+    for (int ph = 0; ph < ZPH_COUNT; ph++) {
+        zpass_opts o = opts_for("h200", (zpass_phase)ph, NULL);
+        zir_graph *g = compile(f, NULL, &o);
+        char *once = print_of(g);
+        zdiag d = {0};
+        cr_assert_eq(zpass_run_pipeline(g, NULL, NULL, &o, &d), ZOK, "%s", d.msg);
+        char *twice = print_of(g);
+        cr_expect_str_eq(twice, once, "a second run of the pipeline changed the graph (%s)",
+                         zpass_phase_name((zpass_phase)ph));
+        free(once);
+        free(twice);
+        zir_graph_free(g);
+    }
     gguf_close(f);
 }
