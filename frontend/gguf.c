@@ -648,7 +648,7 @@ static zstatus get_unsigned(const gguf_file *f, const char *key, uint64_t max, c
 }
 
 zstatus gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out, zdiag *d) {
-    uint64_t v;
+    uint64_t v = 0;
     zstatus st = get_unsigned(f, key, UINT32_MAX, "an integer in u32 range", &v, d);
     if (st == ZOK) *out = (uint32_t)v;
     return st;

@@ -337,7 +337,7 @@ static float sym_search(const float *x, int n, int qlo, int qhi) {
     for (int k = -6; k <= 6; k++) {
         for (int dir = 0; dir < (qlo == -qhi ? 1 : 2); dir++) {
             const float inv = (float)(dir ? qhi : qlo) * (1.0f + (float)k / 256.0f) / xm;
-            float cs, sc = sym_try(x, n, inv, qlo, qhi, &cs);
+            float cs = 0, sc = sym_try(x, n, inv, qlo, qhi, &cs);
             if (sc > best) {
                 best = sc;
                 bs = cs;
@@ -345,7 +345,7 @@ static float sym_search(const float *x, int n, int qlo, int qhi) {
         }
     }
     for (int it = 0; it < 4 && bs != 0; it++) {
-        float cs, sc = sym_try(x, n, 1.0f / bs, qlo, qhi, &cs);
+        float cs = 0, sc = sym_try(x, n, 1.0f / bs, qlo, qhi, &cs);
         if (!(sc > best)) break;
         best = sc;
         bs = cs;
