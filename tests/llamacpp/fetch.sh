@@ -20,9 +20,14 @@ stamp="$cache/.fetched-$VERSION"
 die() { echo "fetch.sh: $*" >&2; exit 1; }
 
 [ -f "$stamp" ] && exit 0
+# Several checkouts' scripts may share this cache: one fetch at a time.
+mkdir -p "$cache"
+exec 9>"$cache/.fetch.lock"
+flock 9
+[ -f "$stamp" ] && exit 0
 [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] ||
     die "the prebuilt llama.cpp libraries exist for Linux x86_64 only, this is $(uname -s)-$(uname -m)"
-for tool in npm git tar sha1sum; do
+for tool in npm git tar sha1sum flock; do
     command -v "$tool" >/dev/null || die "'$tool' is not installed (needed to fetch llama.cpp)"
 done
 
