@@ -5,7 +5,8 @@
 # that llama.cpp loads it, tokenizes text with its vocabulary and recognises its
 # chat template, then compare the logits of a teacher-forced token list, prefill
 # and decode: zinc against llama.cpp, zinc against llama.cpp run in f32 on the
-# model's ggml-dequantized twin (`harness dequant`), and llama.cpp against itself.
+# model's ggml-dequantized twin (`harness dequant`), and llama.cpp against itself;
+# last, `zinc tokenize` against llama.cpp's tokenizer on a few texts.
 # Tolerances are justified in docs/test-models.md. One line per check, then
 # "N passed, M failed"; exits non-zero on any failure (or if nothing ran).
 set -uo pipefail
@@ -99,6 +100,33 @@ done
 check_model qwen3-q4_k_m-tied q4_k_m -- --arch qwen3 "${SHAPE[@]}" --tied
 check_model llama-q4_k_m-odd q4_k_m -- --arch llama --layers 3 --hidden 320 --ff 640 --heads 5 --kv-heads 1 \
     --head-dim 64 --vocab 1024 --seed 9
+
+# zinc's tokenizer against llama.cpp's on the same vocabulary: plain text, code,
+# runs of spaces and newlines, digits, multi-byte UTF-8, and special-token text
+# (parsed as specials only with --special / --parse-special).
+TEXTS=("$TEXT"
+    $'int main(void) {\n\tif (x < 2) return 1;\n\n    return x * 345678;\n}\n'
+    $'Hello  world\n\n\n   many   spaces \t and\ttabs   '
+    $'na\xc3\xafve caf\xc3\xa9 \xe2\x80\x94 \xe6\x9d\xb1\xe4\xba\xac, it\'s 2024; we\'ll see'
+    $'<|im_start|>user\nHi!<|im_end|>\n<|start_header_id|>assistant<|end_header_id|>\n\nOk<|eot_id|>')
+check_tokenizer() { # check_tokenizer ARCH
+    local m=$work/tok-$1.gguf special hflag zflag t bad=""
+    "$zinc" mkmodel --arch "$1" --layers 1 --vocab 1024 --quant f32 -o "$m" 2>/dev/null ||
+        { result FAIL "$1 tokenizer" "mkmodel failed"; return; }
+    for special in no yes; do
+        [ $special = yes ] && hflag=--parse-special zflag=--special || hflag="" zflag=""
+        bad=""
+        for t in "${TEXTS[@]}"; do
+            local want got
+            want=$("$harness" "$m" tokenize --text "$t" --add-special $hflag 2>&1) || { bad="llama.cpp: $want"; break; }
+            got=$("$zinc" tokenize "$m" $zflag "$t" 2>&1) || { bad="zinc: $got"; break; }
+            [ "$want" = "$got" ] || { bad="text '${t:0:30}...': zinc $got, llama.cpp $want"; break; }
+        done
+        [ -z "$bad" ] && result OK "$1 tokenizer zinc-vs-llama.cpp (specials parsed: $special)" "${#TEXTS[@]} texts agree" ||
+            result FAIL "$1 tokenizer zinc-vs-llama.cpp (specials parsed: $special)" "$bad"
+    done
+}
+for arch in qwen3 llama qwen2; do check_tokenizer "$arch"; done
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
