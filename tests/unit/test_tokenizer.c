@@ -298,7 +298,7 @@ static size_t unescape(const char *s, char *out) {
 /* ---- ids from llama.cpp ------------------------------------------------- */
 
 /* Every stored row, on the full fixture and on its vocab-only twin. */
-Test(llamacpp, stored_ids, .timeout = 120) {
+Test(llamacpp, stored_ids) {
     char path[600];
     snprintf(path, sizeof path, "%s/tests/data/tokenizer_ids.txt", ZINC_SOURCE_DIR);
     FILE *f = fopen(path, "r");
@@ -368,6 +368,34 @@ Test(cli, tokenize_and_detok) {
     rc = tu_run(&out, "%s/zinc tokenize %s --special '<|eot_id|>'", ZINC_BINARY_DIR, m);
     snprintf(want, sizeof want, "%d,%d\n", zrt_tok_bos(t), id_of(t, "<|eot_id|>"));
     cr_expect_str_eq(out, want);
+    free(out);
+    zarena_free(x.a);
+    zrt_tok_free(t);
+}
+
+/* A compiled plan stands for the GGUF it was compiled from. */
+Test(cli, plan_argument) {
+    const char *plan = tu_tmp("qwen3.zplan");
+    char *out = NULL;
+    int rc = tu_run(&out, "%s/zincc %s -o %s --target llvmpipe --ctx=64 --chunk 16", ZINC_BINARY_DIR,
+                    fixture_path(FX_QWEN3, false), plan);
+    cr_assert_eq(rc, 0, "zincc: %s", out);
+    free(out);
+    rc = tu_run(&out, "%s/zinc tokenize %s 'Hello world 123'", ZINC_BINARY_DIR, plan);
+    cr_assert_eq(rc, 0, "%s", out);
+    zrt_tok *t = load(FX_QWEN3, false);
+    ids x = enc_s(t, "Hello world 123", ZRT_TOK_ADD_SPECIAL);
+    char want[256];
+    ids_str(&x, want, sizeof want);
+    strcat(want, "\n");
+    cr_expect_str_eq(out, want);
+    free(out);
+    /* Once the GGUF is gone, the message says which file the plan wanted. */
+    cr_assert_eq(remove(fixture_path(FX_QWEN3, false)), 0);
+    rc = tu_run(&out, "%s/zinc tokenize %s x", ZINC_BINARY_DIR, plan);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(out, "the GGUF plan") && strstr(out, "cannot open") && strstr(out, "qwen3.gguf"), "%s",
+              out);
     free(out);
     zarena_free(x.a);
     zrt_tok_free(t);
