@@ -5,7 +5,6 @@
  * docs/tokenizer.md. */
 #include "tokenizer.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -891,8 +891,8 @@ Test(load, errors) {
         cr_expect(strstr(d.msg, cases[i].msg), "case %zu: expected '%s' in: %s", i, cases[i].msg, d.msg);
         cr_expect(strstr(d.msg, name), "case %zu: the message names the file: %s", i, d.msg);
     }
-    /* An out-of-range BOS id keeps the default, which is past this
-     * vocabulary too, and add_bos then has nothing to add. */
+    /* An out-of-range BOS id is ignored and the default stays (11 for gpt2
+     * vocabularies), as llama.cpp does. */
     zrt_tok *t = NULL;
     zdiag d = {0};
     zstatus s = zrt_tok_open(variant(FX_LLAMA, "bos.gguf", bos_null), &t, &d);
