@@ -12,8 +12,11 @@
 #include "mkmodel.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gguf.h"
 
@@ -334,22 +337,74 @@ static float normal(uint64_t *s) {
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-/* Fills n values for tensor `name` of kind k (see docs/test-models.md). */
-static void init_values(const zmk_opts *o, zmk_kind k, const char *name, int64_t ne0, float *x, uint64_t n) {
-    uint64_t s = o->seed ^ fnv1a(name);
+/* Fills row r (ne0 values) of tensor `name` of kind k (docs/test-models.md).
+ * Each row has its own stream, seeded from (seed, name, row), so rows can be
+ * generated in parallel and the bytes do not depend on the thread count. */
+static void init_row(const zmk_opts *o, zmk_kind k, const char *name, int64_t ne0, int64_t r, float *x) {
+    uint64_t s = o->seed ^ fnv1a(name) ^ ((uint64_t)r * 0xD1B54A32D192ED03ull);
     splitmix64(&s);
     double scale;
     switch (kinds[k].init) {
     case INIT_NORM:
-        for (uint64_t i = 0; i < n; i++)
+        for (int64_t i = 0; i < ne0; i++)
             x[i] = 1.0f + 0.1f * normal(&s);
         return;
     case INIT_BIAS: scale = 0.1; break;
     case INIT_RESID_OUT: scale = 1.0 / sqrt((double)ne0 * 2.0 * o->layers); break;
     default: scale = 1.0 / sqrt((double)ne0); break;
     }
-    for (uint64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < ne0; i++)
         x[i] = (float)(scale * normal(&s));
+}
+
+/* A range of rows to generate and quantize on one thread. */
+typedef struct row_job {
+    const zmk_opts *o;
+    zmk_kind k;
+    const char *name;
+    ztype t;
+    int64_t ne0, r0, r1;
+    uint64_t row_bytes;
+    uint8_t *q;
+    zstatus s;
+} row_job;
+
+static void *row_worker(void *arg) {
+    row_job *j = arg;
+    float *x = malloc(sizeof *x * (size_t)j->ne0);
+    j->s = x ? ZOK : ZE_NOMEM;
+    for (int64_t r = j->r0; r < j->r1 && !j->s; r++) {
+        init_row(j->o, j->k, j->name, j->ne0, r, x);
+        j->s = ztype_quantize_row(j->t, x, j->q + (uint64_t)r * j->row_bytes, j->ne0);
+    }
+    free(x);
+    return NULL;
+}
+
+enum { MAX_THREADS = 32 };
+
+/* Generates all rows, on as many threads as there are cores (large tensors
+ * only: threads cost more than they save on small ones). */
+static zstatus gen_rows(row_job *proto, int64_t rows) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = (int)(cores < 1 ? 1 : cores > MAX_THREADS ? MAX_THREADS : cores);
+    if ((uint64_t)rows * (uint64_t)proto->ne0 < (1u << 20)) n = 1;
+    row_job job[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    bool started[MAX_THREADS] = {0};
+    for (int i = 0; i < n; i++) {
+        job[i] = *proto;
+        job[i].r0 = rows * i / n;
+        job[i].r1 = rows * (i + 1) / n;
+        if (n > 1) started[i] = pthread_create(&th[i], NULL, row_worker, &job[i]) == 0;
+        if (!started[i]) row_worker(&job[i]);
+    }
+    zstatus s = ZOK;
+    for (int i = 0; i < n; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        if (job[i].s && !s) s = job[i].s;
+    }
+    return s;
 }
 
 typedef struct mk_ctx {
@@ -381,19 +436,18 @@ static zstatus add_tensor(mk_ctx *c, zmk_kind k, int layer, zdiag *d) {
     ztype t = zmk_tensor_type(c->o, k, layer, &fell_back);
     uint64_t row = ztype_row_bytes(t, (uint64_t)ne[0], &ok), n = (uint64_t)ne[0] * (uint64_t)ne[1];
     zarena *a = zarena_new(); /* scratch for this tensor; the writer keeps its own copy */
-    float *x = a ? zarena_array(a, n, sizeof *x) : NULL;
     uint8_t *q = a && ok ? zarena_array(a, (size_t)ne[1], row) : NULL;
     zstatus s = ZOK;
-    if (!x || !q) {
+    if (!q) {
         s = zdiag_set(d, ZE_NOMEM, "mkmodel: out of memory for %s (%llu values)", name,
                       (unsigned long long)n);
         goto done;
     }
-    init_values(c->o, k, name, ne[0], x, n);
-    for (int64_t r = 0; r < ne[1] && !s; r++)
-        if ((s = ztype_quantize_row(t, x + r * ne[0], q + r * row, ne[0])))
-            zdiag_set(d, s, "mkmodel: cannot write %s as %s", name, ztype_name(t));
-    if (s) goto done;
+    row_job proto = {.o = c->o, .k = k, .name = name, .t = t, .ne0 = ne[0], .row_bytes = row, .q = q};
+    if ((s = gen_rows(&proto, ne[1]))) {
+        zdiag_set(d, s, "mkmodel: cannot write %s as %s", name, ztype_name(t));
+        goto done;
+    }
     gguf_add_tensor(c->w, name, t, nd, ne, q, row * (uint64_t)ne[1]);
     c->rep->n_tensors++;
     c->rep->n_params += n;
