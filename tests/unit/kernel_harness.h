@@ -18,6 +18,15 @@ typedef struct kh_ctx {
     zvk_instance inst;
     zvk_device dev;
     bool ready;
+    /* The token ids of the step being checked, for ZR_INPUT bindings (the
+     * interpreter does not keep them); set by the caller before
+     * kh_check_node of an embedding. */
+    const int32_t *tokens;
+    /* > 1: run the kernel this many times on the same buffers, outputs
+     * poisoned again before each run and compared after each. A kernel that
+     * keeps state in a scratch binding (split-K counters) must leave it
+     * ready for the next replay of a recorded command buffer. */
+    int replays;
 } kh_ctx;
 
 /* Opens the default device (ZINC_DEVICE respected). false with err on failure. */

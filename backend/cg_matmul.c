@@ -1,0 +1,459 @@
+/* The matmul family of kernels: embedding lookups, plain matmuls and the
+ * fused templates built around them (ZKT_MATMUL, ZKT_GATE_UP_SWIGLU,
+ * ZKT_MLP). Each node becomes one GLSL kernel (backend/glsl/):
+ *
+ *   embed          ZOP_EMBED: dequantized rows of the table at token ids
+ *   matmul_gemv    decode: a subgroup per output row, weights read once
+ *   matmul_gemm    prefill: token x row tiles staged in shared memory
+ *   mlp            the whole MLP, intermediate on chip (split or tiled)
+ *
+ * with the RMSNorm prologue and the bias/residual epilogue of a kernel node
+ * folded in. Weights are always dequantized inside the kernel (dequant.glsl):
+ * a node whose dequant is ZDQ_STAGED still reads its quantized weight
+ * directly, which is never slower than a staged copy would be.
+ *
+ * Shapes are #defines; only T comes from the step buffer. Every weight row
+ * length must be a multiple of 8 (the dequantizers work on 8 elements). */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen.h"
+
+enum {
+    GEMM_BN = 64, /* weight rows per prefill tile */
+    GEMM_BK = 32, /* contraction step: a Q8_0 block, a Q4_K sub-block */
+    GEMM_TN = 4,  /* rows per thread */
+    GEMM_WG = 256,
+    MLP_MB = 32, /* intermediate rows per on-chip block */
+    EMBED_WG = 64,
+    MAX_DEFS = 48,
+};
+
+/* ---- kernel builder ------------------------------------------------------ */
+
+typedef struct kbuild {
+    zarena *a;
+    const zcg_opts *o;
+    zcg_kernel *k;
+    const char *defs[2 * MAX_DEFS + 1];
+    int nd;
+} kbuild;
+
+static void def_s(kbuild *b, const char *name, const char *val) {
+    if (b->nd >= MAX_DEFS) return; /* caught by the assert in compose() */
+    b->defs[2 * b->nd] = name;
+    b->defs[2 * b->nd + 1] = val;
+    b->nd++;
+}
+
+static void def_i(kbuild *b, const char *name, int64_t v) {
+    def_s(b, name, zcg_i64(b->a, v));
+}
+
+/* A float literal GLSL reads as float whatever %g prints ("1e-06", "1"). */
+static void def_f(kbuild *b, const char *name, float v) {
+    def_s(b, name, zarena_printf(b->a, "float(%.9g)", (double)v));
+}
+
+/* Binds v (once: a value bound twice reuses its binding) and defines its
+ * binding number under macro. NULL v: a scratch binding of `bytes`. */
+static int bind(kbuild *b, const char *macro, const zir_value *v, bool written, uint64_t bytes) {
+    zcg_kernel *k = b->k;
+    int i = 0;
+    while (v && i < k->n_bind && k->bind[i].value != v)
+        i++;
+    if (!v || i == k->n_bind) {
+        i = k->n_bind++;
+        k->bind[i] = (zcg_binding){v, v ? 0 : bytes, written};
+    }
+    k->bind[i].written |= written;
+    if (macro) def_i(b, macro, i + 1); /* binding 0 is the step buffer */
+    return i + 1;
+}
+
+static zstatus compose(kbuild *b, const char *const *files, const zir_node *n, zdiag *d) {
+    if (b->nd >= MAX_DEFS)
+        return zdiag_set(d, ZE_INTERNAL, "codegen: '%s' needs more than %d defines", n->out->name, MAX_DEFS);
+    b->defs[2 * b->nd] = NULL;
+    b->k->glsl = zcg_compose(b->a, b->defs, files, b->o);
+    if (!b->k->glsl)
+        return zdiag_set(d, ZE_NOMEM, "codegen: cannot compose the kernel of '%s'", n->out->name);
+    return ZOK;
+}
+
+static zcg_affine konst(int64_t v, int64_t div) {
+    return (zcg_affine){0, v, div};
+}
+static zcg_affine per_token(int64_t a, int64_t div) {
+    return (zcg_affine){a, 0, div};
+}
+
+/* ---- weights -------------------------------------------------------------- */
+
+static bool type_supported(ztype t) {
+    return t == ZT_F32 || t == ZT_F16 || t == ZT_BF16 || t == ZT_Q8_0 || t == ZT_Q4_K || t == ZT_Q5_K ||
+           t == ZT_Q6_K;
+}
+
+/* Checks weight w ([rows, k] or [k]) and defines <slot>_TYPE, <slot>_ROWB
+ * and the binding B_<slot>. */
+static zstatus weight(kbuild *b, const zir_node *n, const char *slot, const zir_value *w, int64_t k,
+                      zdiag *d) {
+    bool ok;
+    uint64_t rb = ztype_row_bytes(w->dtype, (uint64_t)k, &ok);
+    if (w->role != ZR_WEIGHT || !w->data)
+        return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': operand '%s' is not a weight with data",
+                         n->out->name, w->name);
+    if (!type_supported(w->dtype))
+        return zdiag_set(
+            d, ZE_UNSUPPORTED,
+            "codegen: '%s': weight '%s' has type %s; the kernels read f32, f16, bf16, q8_0, q4_K, "
+            "q5_K, q6_K",
+            n->out->name, w->name, ztype_name(w->dtype));
+    if (!ok || k % 8 || w->shape[w->rank - 1] != k)
+        return zdiag_set(
+            d, ZE_UNSUPPORTED,
+            "codegen: '%s': weight '%s' rows of %lld elements: expected %lld, a multiple of 8 and of "
+            "the %s block",
+            n->out->name, w->name, (long long)w->shape[w->rank - 1], (long long)k, ztype_name(w->dtype));
+    if (rb * (uint64_t)(w->rank == 2 ? w->shape[0] : 1) > UINT32_MAX)
+        return zdiag_set(d, ZE_UNSUPPORTED,
+                         "codegen: '%s': weight '%s' has %llu bytes; kernels address 4 GiB", n->out->name,
+                         w->name, (unsigned long long)w->nbytes);
+    def_i(b, zarena_printf(b->a, "%s_TYPE", slot), (int64_t)w->dtype);
+    def_i(b, zarena_printf(b->a, "%s_ROWB", slot), (int64_t)rb);
+    bind(b, zarena_printf(b->a, "B_%s", slot), w, false, 0);
+    return ZOK;
+}
+
+/* ---- matching ------------------------------------------------------------ */
+
+/* What a node computes, whatever form it came in: a plain matmul, or a
+ * kernel node whose body is [rms_norm] matmul(s) [swiglu [matmul]] [add]. */
+typedef struct mm_match {
+    const zir_node *norm, *glu, *add;
+    const zir_node *first, *up, *down; /* first: the only matmul, or gate */
+    const zir_value *x;                /* the activation read (before the norm) */
+    const zir_value *other;            /* the add's operand that is not the matmul's */
+    int add_mode;                      /* 0 none, 1 residual [T,N], 2 bias [N] */
+    int64_t K, N;                      /* of the first matmul */
+} mm_match;
+
+static zstatus bad(const zir_node *n, const char *why, zdiag *d) {
+    return zdiag_set(d, ZE_UNSUPPORTED, "codegen: kernel '%s' (%s): %s", n->out->name,
+                     zir_ktemplate_name(n->kp.tmpl), why);
+}
+
+/* Sorts the body nodes by role; a node that fits no role is refused. */
+static zstatus split_body(const zir_node *n, mm_match *m, const zir_node **mm, int *n_mm, zdiag *d) {
+    *n_mm = 0;
+    for (int i = 0; i < n->n_body; i++) {
+        const zir_node *b = n->body[i];
+        const zir_op_info *oi = &zir_ops[b->op];
+        if (oi->kind == ZK_NORM && (oi->flags & ZF_W1) && i == 0)
+            m->norm = b;
+        else if (oi->kind == ZK_MATMUL && *n_mm < 3)
+            mm[(*n_mm)++] = b;
+        else if ((oi->flags & ZF_GLU) && !m->glu)
+            m->glu = b;
+        else if (oi->kind == ZK_ELEMENTWISE && !(oi->flags & (ZF_GLU | ZF_POSITIONAL)) && b->n_in == 2 &&
+                 i == n->n_body - 1)
+            m->add = b;
+        else
+            return zdiag_set(d, ZE_UNSUPPORTED, "codegen: kernel '%s' (%s): body node '%s' (%s) fits no slot",
+                             n->out->name, zir_ktemplate_name(n->kp.tmpl), b->out->name, oi->name);
+    }
+    return ZOK;
+}
+
+/* Gate, up (and down) around the SwiGLU, whatever their body order. */
+static zstatus match_glu(const zir_node *n, mm_match *m, const zir_node *const *mm, int n_mm, zdiag *d) {
+    for (int i = 0; i < n_mm; i++) {
+        if (mm[i]->out == m->glu->in[0])
+            m->first = mm[i];
+        else if (mm[i]->out == m->glu->in[1])
+            m->up = mm[i];
+        else if (mm[i]->in[0] == m->glu->out)
+            m->down = mm[i];
+    }
+    if (!m->first || !m->up || m->first->in[0] != m->up->in[0])
+        return bad(n, "gate and up must be matmuls of one input feeding the swiglu", d);
+    if ((n_mm == 3) != (m->down != NULL)) return bad(n, "the down projection must read the swiglu", d);
+    const zir_value *g = m->first->in[1], *u = m->up->in[1];
+    if (g->rank != 2 || u->rank != 2 || g->shape[0] != u->shape[0] || g->shape[1] != u->shape[1])
+        return bad(n, "gate and up weights differ in shape", d);
+    if (m->down && (m->down->in[1]->rank != 2 || m->down->in[1]->shape[1] != g->shape[0] ||
+                    m->down->in[1]->shape[0] != g->shape[1]))
+        return bad(n, "the down weight must be [hidden, ff]", d);
+    return ZOK;
+}
+
+static zstatus match_add(const zir_node *n, mm_match *m, const zir_node *last, zdiag *d) {
+    const zir_node *add = m->add;
+    int k = add->in[0] == last->out ? 0 : add->in[1] == last->out ? 1 : -1;
+    int64_t N = last->out->shape[1];
+    if (k < 0) return bad(n, "the add must take the matmul's output", d);
+    m->other = add->in[1 - k];
+    if (m->other->role == ZR_WEIGHT) {
+        if (k != 0 || m->other->rank != 1 || m->other->shape[0] != N)
+            return bad(n, "a bias must be a [N] weight added to the matmul's output", d);
+        m->add_mode = 2;
+        return ZOK;
+    }
+    if (m->other->rank != 2 || m->other->shape[0] != ZDIM_T || m->other->shape[1] != N ||
+        m->other->dtype != ZT_F32)
+        return bad(n, "the residual must be an f32 [T, N] activation", d);
+    m->add_mode = 1;
+    return ZOK;
+}
+
+static zstatus match_kernel(const zir_node *n, mm_match *m, zdiag *d) {
+    const zir_node *mm[3];
+    int n_mm;
+    zstatus s = split_body(n, m, mm, &n_mm, d);
+    if (s) return s;
+    switch (n->kp.tmpl) {
+    case ZKT_MATMUL:
+        if (n_mm != 1 || m->glu) return bad(n, "expected [rms_norm] matmul [add]", d);
+        m->first = mm[0];
+        return ZOK;
+    case ZKT_GATE_UP_SWIGLU:
+        if (n_mm != 2 || !m->glu || m->add) return bad(n, "expected [rms_norm] matmul matmul swiglu", d);
+        return match_glu(n, m, mm, n_mm, d);
+    case ZKT_MLP:
+        if (n_mm != 3 || !m->glu) return bad(n, "expected [rms_norm] matmul matmul swiglu matmul [add]", d);
+        return match_glu(n, m, mm, n_mm, d);
+    default: return bad(n, "not a matmul template", d);
+    }
+}
+
+static zstatus match(const zir_node *n, mm_match *m, zdiag *d) {
+    memset(m, 0, sizeof *m);
+    zstatus s = ZOK;
+    if (n->op == ZOP_KERNEL)
+        s = match_kernel(n, m, d);
+    else
+        m->first = n;
+    if (s) return s;
+    const zir_value *in = m->first->in[0], *w = m->first->in[1];
+    if (m->norm && m->norm->out != in) return bad(n, "the norm must feed the matmul", d);
+    m->x = m->norm ? m->norm->in[0] : in;
+    if (w->rank != 2) return bad(n, "the matmul weight must be 2-D", d);
+    m->N = w->shape[0];
+    m->K = w->shape[1];
+    const zir_value *x = m->x;
+    if (x->rank != 2 || x->shape[0] != ZDIM_T || x->shape[1] != m->K || x->dtype != ZT_F32)
+        return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': input '%s' must be f32 [T, %lld]", n->out->name,
+                         x->name, (long long)m->K);
+    if (m->norm && (m->norm->in[1]->rank != 1 || m->norm->in[1]->shape[0] != m->K))
+        return bad(n, "the norm must be over the matmul's K", d);
+    const zir_node *last = m->down ? m->down : m->glu ? m->glu : m->first;
+    if (m->add && (s = match_add(n, m, last, d))) return s;
+    if ((m->add ? m->add : last)->out != n->out)
+        return bad(n, "the body's last node must give the output", d);
+    if (n->out->rank != 2 || n->out->dtype != ZT_F32) return bad(n, "the output must be f32 [T, N]", d);
+    return ZOK;
+}
+
+/* ---- shared pieces of the matmul kernels ----------------------------------- */
+
+/* x and the norm: the bindings and defines of matmul_io.glsl's prologue. */
+static zstatus io_in(kbuild *b, const zir_node *n, const mm_match *m, zdiag *d) {
+    bind(b, "B_X", m->x, false, 0);
+    def_i(b, "HAS_NORM", m->norm != NULL);
+    if (!m->norm) return ZOK;
+    def_f(b, "NORM_EPS", m->norm->attr.eps);
+    return weight(b, n, "NW", m->norm->in[1], m->K, d);
+}
+
+/* The add and the output; N is the output width. */
+static zstatus io_out(kbuild *b, const zir_node *n, const mm_match *m, int64_t N, zdiag *d) {
+    def_i(b, "ADD_MODE", m->add_mode);
+    zstatus s = ZOK;
+    if (m->add_mode == 2) s = weight(b, n, "BIAS", m->other, N, d);
+    if (m->add_mode == 1 && m->other == m->x)
+        def_s(b, "R_IS_X", "1");
+    else if (m->add_mode == 1)
+        bind(b, "B_R", m->other, false, 0);
+    bind(b, "B_Y", n->out, true, 0);
+    return s;
+}
+
+static const char *add_suffix(const mm_match *m) {
+    return m->add_mode == 1 ? "+add" : m->add_mode == 2 ? "+bias" : "";
+}
+
+/* x, norm, the first (and up) weight, add and output, with N and K. */
+static zstatus mm_bindings(kbuild *b, const zir_node *n, const mm_match *m, zdiag *d) {
+    zstatus s = io_in(b, n, m, d);
+    if (!s) s = weight(b, n, "W0", m->first->in[1], m->K, d);
+    if (!s && m->glu) s = weight(b, n, "W1", m->up->in[1], m->K, d);
+    if (!s) s = io_out(b, n, m, m->N, d);
+    def_i(b, "N", m->N);
+    def_i(b, "K", m->K);
+    def_i(b, "GLU", m->glu != NULL);
+    return s;
+}
+
+static void mm_name(kbuild *b, const char *kind, const mm_match *m, const char *extra) {
+    snprintf(b->k->name, sizeof b->k->name, "%s%s_%s_n%lld_k%lld%s%s%s", kind, m->glu ? "_gateup" : "",
+             ztype_name(m->first->in[1]->dtype), (long long)m->N, (long long)m->K, extra,
+             m->norm ? "+norm" : "", add_suffix(m));
+}
+
+/* ---- generators ------------------------------------------------------------ */
+
+static zstatus gen_embed(const zir_node *n, kbuild *b, zdiag *d) {
+    const zir_value *w = n->in[0], *tok = n->in[1];
+    if (w->rank != 2 || tok->role != ZR_INPUT || tok->dtype != ZT_I32)
+        return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': expected a [V, H] table and i32 token ids",
+                         n->out->name);
+    int64_t V = w->shape[0], H = w->shape[1];
+    zstatus s = weight(b, n, "W0", w, H, d);
+    if (s) return s;
+    bind(b, "B_TOK", tok, false, 0);
+    bind(b, "B_Y", n->out, true, 0);
+    def_i(b, "H", H);
+    def_i(b, "V", V);
+    def_i(b, "WG", EMBED_WG);
+    b->k->groups[0] = per_token(H / 8, EMBED_WG);
+    b->k->groups[1] = b->k->groups[2] = konst(1, 1);
+    snprintf(b->k->name, sizeof b->k->name, "embed_%s_v%lld_h%lld", ztype_name(w->dtype), (long long)V,
+             (long long)H);
+    static const char *const files[] = {"dequant", "embed", NULL};
+    return compose(b, files, n, d);
+}
+
+/* Decode: one subgroup per row, ROWS rows per workgroup, one token per
+ * workgroup row of the grid. */
+static zstatus gen_gemv(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d) {
+    int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32;
+    int wg = 4 * sg < 32 ? 32 : 4 * sg > 256 ? 256 : 4 * sg;
+    int rows = wg / sg > 0 ? wg / sg : 1;
+    zstatus s = mm_bindings(b, n, m, d);
+    if (s) return s;
+    def_i(b, "WG", wg);
+    def_i(b, "ROWS", rows);
+    b->k->groups[0] = konst(m->N, rows);
+    b->k->groups[1] = per_token(1, 1);
+    b->k->groups[2] = konst(1, 1);
+    mm_name(b, "gemv", m, "");
+    static const char *const files[] = {"dequant", "matmul_io", "matmul_gemv", NULL};
+    return compose(b, files, n, d);
+}
+
+static uint32_t gemm_smem(int bm, int nwm) {
+    return 4u * (uint32_t)(GEMM_BK * (bm + 1) + nwm * GEMM_BK * (GEMM_BN + 1) + bm);
+}
+
+/* Prefill: BM tokens x 64 rows per workgroup. BM follows the kernel's token
+ * tile (16, 32 or 64), halved while the tiles overflow shared memory. */
+static zstatus gen_gemm(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d) {
+    const ztarget *t = b->o->target;
+    int tile = n->op == ZOP_KERNEL && n->kp.token_tile > 0 ? n->kp.token_tile : t->prefill_tile;
+    int bm = tile <= 16 ? 16 : tile <= 32 ? 32 : 64, nwm = m->glu ? 2 : 1;
+    while (bm > 16 && gemm_smem(bm, nwm) > t->smem_bytes)
+        bm /= 2;
+    if (gemm_smem(bm, nwm) > t->smem_bytes)
+        return zdiag_set(d, ZE_UNSUPPORTED,
+                         "codegen: '%s': a 16-token GEMM tile needs %u B of shared memory, %s has %u",
+                         n->out->name, gemm_smem(bm, nwm), t->name, t->smem_bytes);
+    zstatus s = mm_bindings(b, n, m, d);
+    if (s) return s;
+    def_i(b, "BM", bm);
+    def_i(b, "BN", GEMM_BN);
+    def_i(b, "BK", GEMM_BK);
+    def_i(b, "TM", bm / (GEMM_WG / (GEMM_BN / GEMM_TN)));
+    def_i(b, "TN", GEMM_TN);
+    def_i(b, "WG", GEMM_WG);
+    b->k->groups[0] = konst(m->N, GEMM_BN);
+    b->k->groups[1] = per_token(1, bm);
+    b->k->groups[2] = konst(1, 1);
+    mm_name(b, "gemm", m, zarena_printf(b->a, "_t%d", bm));
+    static const char *const files[] = {"dequant", "matmul_io", "matmul_gemm", NULL};
+    return compose(b, files, n, d);
+}
+
+/* How an MLP kernel is laid out: TT tokens per workgroup, the intermediate
+ * cut into NSPLIT slices of SLICE rows. */
+typedef struct mlp_cfg {
+    int64_t tt, nsplit, slice, tmax, cnt;
+    int wg;
+} mlp_cfg;
+
+/* Shared memory of mlp.glsl: the TT x H accumulator, the TT x MB block of
+ * the intermediate, TT norm scales and the "last workgroup" flag. */
+static uint64_t mlp_smem(int64_t tt, int64_t H) {
+    return 4u * (uint64_t)(tt * H + tt * MLP_MB + tt + 1);
+}
+
+/* Decode (or any split > 1) cuts the intermediate across workgroups; the
+ * prefill tile is the pass's, and must fit: refusing beats overflowing. */
+static zstatus mlp_layout(const zir_node *n, const zcg_opts *o, int64_t H, int64_t FF, mlp_cfg *c, zdiag *d) {
+    const ztarget *t = o->target;
+    bool decode = o->phase == ZPH_DECODE;
+    int64_t want = n->kp.split > 1 ? n->kp.split : 1;
+    c->tt = decode ? 1 : (n->kp.token_tile > 0 ? n->kp.token_tile : 1);
+    c->slice = ((FF + want - 1) / want + 7) / 8 * 8;
+    c->nsplit = (FF + c->slice - 1) / c->slice;
+    int64_t maxt = o->max_tokens > 0 ? o->max_tokens : 1;
+    c->tmax = c->nsplit > 1 ? (maxt + c->tt - 1) / c->tt * c->tt : 0x7fffffff;
+    c->cnt = c->nsplit > 1 ? (c->tmax / c->tt + 3) / 4 * 4 : 0;
+    int sg = t->subgroup > 0 ? t->subgroup : 32;
+    c->wg = 8 * sg < 64 ? 64 : 8 * sg > 256 ? 256 : 8 * sg;
+    uint64_t need = mlp_smem(c->tt, H);
+    if (need > t->smem_bytes)
+        return zdiag_set(
+            d, ZE_UNSUPPORTED,
+            "codegen: kernel '%s' (mlp): a %lld-token tile needs %llu B of shared memory (a %lld x %lld "
+            "fp32 accumulator and a %d-row block of the intermediate); target %s has %u B",
+            n->out->name, (long long)c->tt, (unsigned long long)need, (long long)c->tt, (long long)H, MLP_MB,
+            t->name, t->smem_bytes);
+    return ZOK;
+}
+
+static zstatus gen_mlp(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d) {
+    int64_t H = m->K, FF = m->N;
+    mlp_cfg c;
+    zstatus s = mlp_layout(n, b->o, H, FF, &c, d);
+    if (!s) s = io_in(b, n, m, d);
+    if (!s) s = weight(b, n, "W0", m->first->in[1], H, d);
+    if (!s) s = weight(b, n, "W1", m->up->in[1], H, d);
+    if (!s) s = weight(b, n, "W2", m->down->in[1], FF, d);
+    if (!s) s = io_out(b, n, m, H, d);
+    if (s) return s;
+    if (c.nsplit > 1) {
+        bind(b, "B_SCR", NULL, true, 4u * (uint64_t)(c.cnt + c.nsplit * c.tmax * H));
+        def_i(b, "SCR_CNT", c.cnt);
+    }
+    const int64_t v[] = {H, H, H, FF, c.tt, MLP_MB, c.slice, c.nsplit, c.tmax, c.wg};
+    const char *const names[] = {"N", "K", "H", "FF", "TT", "MB", "SLICE", "NSPLIT", "TMAX", "WG"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        def_i(b, names[i], v[i]);
+    b->k->groups[0] = konst(c.nsplit, 1);
+    b->k->groups[1] = per_token(1, c.tt);
+    b->k->groups[2] = konst(1, 1);
+    snprintf(b->k->name, sizeof b->k->name, "mlp_%s.%s.%s_h%lld_f%lld_%s%lld%s%s",
+             ztype_name(m->first->in[1]->dtype), ztype_name(m->up->in[1]->dtype),
+             ztype_name(m->down->in[1]->dtype), (long long)H, (long long)FF, c.nsplit > 1 ? "s" : "t",
+             (long long)(c.nsplit > 1 ? c.nsplit : c.tt), m->norm ? "+norm" : "", add_suffix(m));
+    static const char *const files[] = {"dequant", "matmul_io", "mlp", NULL};
+    return compose(b, files, n, d);
+}
+
+zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a,
+                          zcg_kernel *out, zdiag *d) {
+    (void)g;
+    memset(out, 0, sizeof *out);
+    if (!o || !o->target) return zdiag_set(d, ZE_INVALID, "codegen: '%s': no target", n->out->name);
+    kbuild b = {.a = a, .o = o, .k = out};
+    if (n->op == ZOP_EMBED) return gen_embed(n, &b, d);
+    if (n->op != ZOP_MATMUL && n->op != ZOP_KERNEL)
+        return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': op %s is not in the matmul family", n->out->name,
+                         zir_ops[n->op].name);
+    mm_match m;
+    zstatus s = match(n, &m, d);
+    if (s) return s;
+    if (m.down) return gen_mlp(n, &m, &b, d);
+    return o->phase == ZPH_DECODE ? gen_gemv(n, &m, &b, d) : gen_gemm(n, &m, &b, d);
+}

@@ -1,0 +1,243 @@
+// dequant.glsl: ggml block decoding inside a kernel, for weights bound as
+// raw bytes (uint words). Layouts and formulas are those of ir/dtype.c.
+//
+// A kernel binds up to five weights; codegen defines B_<name> (the binding)
+// for each one it uses:
+//   B_W0, B_W1, B_W2  matrices (gate/up/down, or the one matmul / table)
+//   B_NW              the RMSNorm scale [K]
+//   B_BIAS            a bias [N]
+// GLSL cannot pass a buffer to a function, so the helpers take a constant
+// selector (WQ_*) that folds away once inlined. The type is chosen in the
+// preprocessor: <slot>_TYPE is the ggml type id (f32 0, f16 1, q8_0 8,
+// q4_K 12, q5_K 13, q6_K 14, bf16 30) and DQ8/DQ1 paste it onto a decoder's
+// name, so a kernel holds only the decoders it uses.
+
+#define WQ_W0 0u
+#define WQ_W1 1u
+#define WQ_W2 2u
+#define WQ_NW 3u
+#define WQ_BIAS 4u
+
+#ifdef B_W0
+layout(std430, binding = B_W0) readonly buffer W0b { uint w0[]; };
+#endif
+#ifdef B_W1
+layout(std430, binding = B_W1) readonly buffer W1b { uint w1[]; };
+#endif
+#ifdef B_W2
+layout(std430, binding = B_W2) readonly buffer W2b { uint w2[]; };
+#endif
+#ifdef B_NW
+layout(std430, binding = B_NW) readonly buffer NWb { uint wnw[]; };
+#endif
+#ifdef B_BIAS
+layout(std430, binding = B_BIAS) readonly buffer BIASb { uint wbias[]; };
+#endif
+
+uint wword(const uint which, uint i) {
+#ifdef B_W0
+    if (which == WQ_W0) return w0[i];
+#endif
+#ifdef B_W1
+    if (which == WQ_W1) return w1[i];
+#endif
+#ifdef B_W2
+    if (which == WQ_W2) return w2[i];
+#endif
+#ifdef B_NW
+    if (which == WQ_NW) return wnw[i];
+#endif
+#ifdef B_BIAS
+    if (which == WQ_BIAS) return wbias[i];
+#endif
+    return 0u;
+}
+
+// Four bytes at any byte offset. The second word is read only when the
+// offset is unaligned, and then it holds byte off+3, which the caller
+// guarantees is inside the weight: no read past the buffer.
+uint wu32(const uint which, uint off) {
+    uint i = off >> 2u, s = (off & 3u) * 8u;
+    uint lo = wword(which, i);
+    if (s == 0u) return lo;
+    return (lo >> s) | (wword(which, i + 1u) << (32u - s));
+}
+
+// A half at an even byte offset.
+float wf16(const uint which, uint off) {
+    return unpackHalf2x16(wword(which, off >> 2u) >> ((off & 2u) * 8u)).x;
+}
+
+uint ubyte(uint w, uint i) { return (w >> (i * 8u)) & 0xffu; }
+
+// Byte i (0..11) of the 12 packed K-quant scale bytes held in s0..s2.
+uint kscale_byte(uint s0, uint s1, uint s2, uint i) {
+    uint w = i < 4u ? s0 : (i < 8u ? s1 : s2);
+    return ubyte(w, i & 3u);
+}
+
+// Scale and min of sub-block j (ggml's get_scale_min_k4).
+void k4_scale_min(uint s0, uint s1, uint s2, uint j, out float sc, out float m) {
+    if (j < 4u) {
+        sc = float(kscale_byte(s0, s1, s2, j) & 63u);
+        m = float(kscale_byte(s0, s1, s2, j + 4u) & 63u);
+    } else {
+        uint b = kscale_byte(s0, s1, s2, j + 4u);
+        sc = float((b & 0xfu) | ((kscale_byte(s0, s1, s2, j - 4u) >> 6u) << 4u));
+        m = float((b >> 4u) | ((kscale_byte(s0, s1, s2, j) >> 6u) << 4u));
+    }
+}
+
+void dq8_f32(const uint which, uint base, out float v[8]) {
+    uint i0 = base >> 2u;
+    [[unroll]] for (uint i = 0u; i < 8u; i++) v[i] = uintBitsToFloat(wword(which, i0 + i));
+}
+
+void dq8_f16(const uint which, uint base, out float v[8]) {
+    uint i0 = base >> 2u;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        vec2 h = unpackHalf2x16(wword(which, i0 + i));
+        v[2u * i] = h.x;
+        v[2u * i + 1u] = h.y;
+    }
+}
+
+void dq8_bf16(const uint which, uint base, out float v[8]) {
+    uint i0 = base >> 2u;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        uint w = wword(which, i0 + i);
+        v[2u * i] = uintBitsToFloat(w << 16u);
+        v[2u * i + 1u] = uintBitsToFloat(w & 0xffff0000u);
+    }
+}
+
+// Q8_0: { f16 d; int8 qs[32] } (34 bytes), x = q * d.
+void dq8_q8_0(const uint which, uint row_off, uint k0, out float v[8]) {
+    uint off = row_off + (k0 >> 5u) * 34u;
+    float d = wf16(which, off);
+    uint q0 = wu32(which, off + 2u + (k0 & 31u)), q1 = wu32(which, off + 6u + (k0 & 31u));
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        v[i] = float(bitfieldExtract(int(q0), int(i * 8u), 8)) * d;
+        v[i + 4u] = float(bitfieldExtract(int(q1), int(i * 8u), 8)) * d;
+    }
+}
+
+// Q4_K: { f16 d, dmin; u8 scales[12]; u8 qs[128] } (144 bytes, word aligned).
+// Sub-blocks 2p and 2p+1 share qs[32p .. 32p+31], low and high nibbles.
+void dq8_q4_K(const uint which, uint row_off, uint k0, out float v[8]) {
+    uint wi = (row_off + (k0 >> 8u) * 144u) >> 2u;
+    uint in_b = k0 & 255u, j = in_b >> 5u;
+    vec2 dm = unpackHalf2x16(wword(which, wi));
+    float sc, m;
+    k4_scale_min(wword(which, wi + 1u), wword(which, wi + 2u), wword(which, wi + 3u), j, sc, m);
+    float d1 = dm.x * sc, m1 = dm.y * m;
+    uint qi = wi + 4u + ((32u * (j >> 1u) + (in_b & 31u)) >> 2u), sh = (j & 1u) * 4u;
+    uint q0 = wword(which, qi), q1 = wword(which, qi + 1u);
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        v[i] = d1 * float((q0 >> (8u * i + sh)) & 0xfu) - m1;
+        v[i + 4u] = d1 * float((q1 >> (8u * i + sh)) & 0xfu) - m1;
+    }
+}
+
+// Q5_K: { f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128] } (176 bytes):
+// Q4_K's layout plus a fifth bit, bit j of qh[l] for sub-block j.
+void dq8_q5_K(const uint which, uint row_off, uint k0, out float v[8]) {
+    uint wi = (row_off + (k0 >> 8u) * 176u) >> 2u;
+    uint in_b = k0 & 255u, j = in_b >> 5u, l = in_b & 31u;
+    vec2 dm = unpackHalf2x16(wword(which, wi));
+    float sc, m;
+    k4_scale_min(wword(which, wi + 1u), wword(which, wi + 2u), wword(which, wi + 3u), j, sc, m);
+    float d1 = dm.x * sc, m1 = dm.y * m;
+    uint hi = wi + 4u + (l >> 2u);
+    uint h0 = wword(which, hi), h1 = wword(which, hi + 1u);
+    uint qi = wi + 12u + ((32u * (j >> 1u) + l) >> 2u), sh = (j & 1u) * 4u;
+    uint q0 = wword(which, qi), q1 = wword(which, qi + 1u);
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        uint a = ((q0 >> (8u * i + sh)) & 0xfu) | (((h0 >> (8u * i + j)) & 1u) << 4u);
+        uint b = ((q1 >> (8u * i + sh)) & 0xfu) | (((h1 >> (8u * i + j)) & 1u) << 4u);
+        v[i] = d1 * float(a) - m1;
+        v[i + 4u] = d1 * float(b) - m1;
+    }
+}
+
+// Q6_K: { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d } (210 bytes, so
+// blocks are not word aligned). In half h, element l + 32k takes a nibble
+// of ql[64h + l + 32(k&1)] (high for k >= 2), bits 2k of qh[32h + l], and
+// scale 8h + l/16 + 2k; x = d * scale * (q - 32).
+void dq8_q6_K(const uint which, uint row_off, uint k0, out float v[8]) {
+    uint off = row_off + (k0 >> 8u) * 210u;
+    uint in_b = k0 & 255u, h = in_b >> 7u, k = (in_b >> 5u) & 3u, l = in_b & 31u;
+    float d = wf16(which, off + 208u);
+    uint so = off + 192u + 8u * h + (l >> 4u) + 2u * k; /* one byte: a 4-byte read could pass the end */
+    int sc8 = bitfieldExtract(int(wword(which, so >> 2u) >> ((so & 3u) * 8u)), 0, 8);
+    float ds = d * float(sc8);
+    uint lo = off + 64u * h + l + 32u * (k & 1u), hb = off + 128u + 32u * h + l;
+    uint ql0 = wu32(which, lo), ql1 = wu32(which, lo + 4u);
+    uint qh0 = wu32(which, hb), qh1 = wu32(which, hb + 4u);
+    uint sl = (k >> 1u) * 4u, shh = 2u * k;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        int a = int(((ql0 >> (8u * i + sl)) & 0xfu) | (((qh0 >> (8u * i + shh)) & 3u) << 4u)) - 32;
+        int b = int(((ql1 >> (8u * i + sl)) & 0xfu) | (((qh1 >> (8u * i + shh)) & 3u) << 4u)) - 32;
+        v[i] = ds * float(a);
+        v[i + 4u] = ds * float(b);
+    }
+}
+
+// One name per type id, so that DQ8 picks the decoder in the preprocessor:
+// W0_TYPE is a plain number (12 for q4_K), pasted onto dq8_t.
+void dq8_t0(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
+    dq8_f32(which, row * rowb + k0 * 4u, v);
+}
+void dq8_t1(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
+    dq8_f16(which, row * rowb + k0 * 2u, v);
+}
+void dq8_t30(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
+    dq8_bf16(which, row * rowb + k0 * 2u, v);
+}
+void dq8_t8(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
+    dq8_q8_0(which, row * rowb, k0, v);
+}
+void dq8_t12(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
+    dq8_q4_K(which, row * rowb, k0, v);
+}
+void dq8_t13(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
+    dq8_q5_K(which, row * rowb, k0, v);
+}
+void dq8_t14(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
+    dq8_q6_K(which, row * rowb, k0, v);
+}
+
+// DQ8(which, TYPE, rowb, row, k0, v): elements k0 .. k0+7 (k0 % 8 == 0) of
+// row `row` of a weight of type TYPE (a type-id macro) whose rows are rowb
+// bytes. The extra level of macros expands TYPE before pasting.
+#define DQ8_PASTE(ty, which, rowb, row, k0, v) dq8_t##ty(which, rowb, row, k0, v)
+#define DQ8(which, ty, rowb, row, k0, v) DQ8_PASTE(ty, which, rowb, row, k0, v)
+
+// One element k of a one-row weight (norm scales, biases) of type TYPE.
+#define DQ1(which, ty, k) DQ1_PASTE(ty, which, k)
+#define DQ1_PASTE(ty, which, k) dq1_t##ty(which, k)
+float dq1_t0(const uint which, uint k) { return uintBitsToFloat(wword(which, k)); }
+float dq1_t1(const uint which, uint k) { return wf16(which, k * 2u); }
+float dq1_t30(const uint which, uint k) {
+    return uintBitsToFloat(((wword(which, k >> 1u) >> ((k & 1u) * 16u)) & 0xffffu) << 16u);
+}
+float dq1_t8(const uint which, uint k) {
+    float v[8];
+    dq8_t8(which, 0u, 0u, k & ~7u, v);
+    return v[k & 7u];
+}
+float dq1_t12(const uint which, uint k) {
+    float v[8];
+    dq8_t12(which, 0u, 0u, k & ~7u, v);
+    return v[k & 7u];
+}
+float dq1_t13(const uint which, uint k) {
+    float v[8];
+    dq8_t13(which, 0u, 0u, k & ~7u, v);
+    return v[k & 7u];
+}
+float dq1_t14(const uint which, uint k) {
+    float v[8];
+    dq8_t14(which, 0u, 0u, k & ~7u, v);
+    return v[k & 7u];
+}

@@ -1,0 +1,44 @@
+// matmul_io.glsl: the activations of the matmul family and what their
+// prologue (RMSNorm) and epilogue (bias or residual add) need.
+//
+// Defines from codegen:
+//   B_X, B_Y       input x[T,K] and output y[T,N] (ACT_T)
+//   B_R            residual r[T,N] (ADD_MODE 1); R_IS_X when r is x itself
+//   HAS_NORM       x is RMS-normalized over K first (NORM_EPS, NW_TYPE)
+//   ADD_MODE       0 none, 1 residual (activation), 2 bias (weight [N], BIAS_TYPE)
+//   N, K           output and contraction sizes
+
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+
+layout(std430, binding = B_X) readonly buffer Xb { ACT_T xin[]; };
+layout(std430, binding = B_Y) writeonly buffer Yb { ACT_T yout[]; };
+#if ADD_MODE == 1
+#ifdef R_IS_X
+#define radd xin
+#else
+layout(std430, binding = B_R) readonly buffer Rb { ACT_T radd[]; };
+#endif
+#endif
+
+// What the epilogue adds to output element (t, n).
+float epilogue(uint t, uint n, float v) {
+#if ADD_MODE == 1
+    v += float(radd[t * uint(N) + n]);
+#elif ADD_MODE == 2
+    v += DQ1(WQ_BIAS, BIAS_TYPE, n);
+#endif
+    return v;
+}
+
+// 1 / rms of row t of x (length len), summed by one subgroup; every lane
+// gets it. Used with HAS_NORM; the caller keeps control flow uniform.
+float subgroup_inv_rms(uint row_off, uint len, float eps) {
+    float ss = 0.0;
+    for (uint k = gl_SubgroupInvocationID; k < len; k += gl_SubgroupSize) {
+        float v = float(xin[row_off + k]);
+        ss += v * v;
+    }
+    ss = subgroupAdd(ss);
+    return inversesqrt(ss / float(len) + eps);
+}

@@ -1,0 +1,457 @@
+/* The matmul family of kernels (backend/cg_matmul.c: embed, GEMV, GEMM,
+ * gate+up+SwiGLU, the fused MLP) on a real Vulkan device (llvmpipe in CI),
+ * every element against the reference interpreter.
+ *
+ * One small model per weight type (f32, f16, bf16, q8_0, q4_K_M = q4_K +
+ * q6_K, q5_K; the last two rows of attn_output are 288 wide, which K-quants
+ * cannot hold, so q8_0 joins them), compiled with the default pipeline for
+ * llvmpipe and h200 in both phases: together these graphs hold every
+ * template (a census checks it). The interpreter runs steps of T tokens at
+ * pos 0 and pos > 0 (prefill: 5 then 17; decode: 1, 3, 1) and after each
+ * checked step kh_check_node runs every node of the family.
+ *
+ * Kernels compiled for h200 run here with the device's shared memory as the
+ * limit (llvmpipe has 32 KiB, h200 48): a tile that does not fit is refused
+ * with ZE_UNSUPPORTED, which a test below checks on purpose. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/codegen.h"
+#include "frontend/arch.h"
+#include "frontend/gguf.h"
+#include "frontend/mkmodel.h"
+#include "kernel_harness.h"
+#include "passes/pass.h"
+#include "testutil.h"
+
+/* ---- models ----------------------------------------------------------------- */
+
+typedef struct mspec {
+    const char *label;
+    zmk_arch arch;
+    zmk_quant quant;
+    ztype retype; /* ZT_F32: as written; else 2-D weights rewritten in this type */
+} mspec;
+
+/* Hidden 512 / ff 1536: the size where h200 prefill picks gate+up+SwiGLU
+ * while llvmpipe prefill and every decode fuse the whole MLP. */
+enum { HIDDEN = 512, FF = 1536, VOCAB = 600 };
+
+static void model_opts(const mspec *m, zmk_opts *o) {
+    zmk_defaults(o);
+    o->arch = m->arch;
+    o->quant = m->quant;
+    o->layers = 1;
+    o->hidden = HIDDEN;
+    o->ff = FF;
+    o->vocab = VOCAB;
+    o->seed = 11;
+    bool qwen2 = m->arch == ZMK_QWEN2; /* needs heads * head_dim == hidden */
+    o->heads = qwen2 ? 8 : 6;
+    o->kv_heads = 2;
+    o->head_dim = qwen2 ? 64 : 48; /* 6 x 48 = 288 rows: not a multiple of any tile */
+}
+
+/* Rewrites every 2-D weight of f in type t (falling back to q8_0, then f32,
+ * for rows the type's blocks cannot hold), keeping the metadata. */
+static void retype_model(const gguf_file *f, ztype t, const char *path) {
+    gguf_writer *w = gguf_writer_new();
+    cr_assert_not_null(w);
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        gguf_set_value(w, f->kvs[i].key, &f->kvs[i].val);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *x = &f->tensors[i];
+        cr_assert_eq(x->type, ZT_F32, "retype needs an f32 model: '%s' is %s", x->name, ztype_name(x->type));
+        ztype to = x->n_dims != 2 ? ZT_F32 : t;
+        const ztype_info *ti = ztype_get((uint32_t)to);
+        if (x->ne[0] % ti->block_elems) to = x->ne[0] % 32 ? ZT_F32 : ZT_Q8_0;
+        uint64_t rows = x->n_elems / (uint64_t)x->ne[0], rb = ztype_row_bytes(to, (uint64_t)x->ne[0], NULL);
+        uint8_t *buf = malloc(rb * rows);
+        cr_assert_not_null(buf);
+        for (uint64_t r = 0; r < rows; r++) {
+            const float *src = (const float *)x->data + r * (uint64_t)x->ne[0];
+            cr_assert_eq(ztype_quantize_row(to, src, buf + r * rb, x->ne[0]), ZOK);
+        }
+        gguf_add_tensor(w, x->name, to, x->n_dims, x->ne, buf, rb * rows);
+        free(buf);
+    }
+    zdiag d = {0};
+    cr_assert_eq(gguf_writer_write(w, path, &d), ZOK, "%s", d.msg);
+    gguf_writer_free(w);
+}
+
+static gguf_file *open_model(const mspec *m) {
+    zmk_opts o;
+    model_opts(m, &o);
+    zdiag d = {0};
+    char name[64];
+    snprintf(name, sizeof name, "%s.gguf", m->label);
+    const char *path = tu_tmp(name);
+    cr_assert_eq(zmk_write(&o, path, NULL, &d), ZOK, "%s", d.msg);
+    gguf_file *f = NULL;
+    cr_assert_eq(gguf_open(path, &f, &d), ZOK, "%s", d.msg);
+    if (m->retype == ZT_F32) return f;
+    snprintf(name, sizeof name, "%s-retyped.gguf", m->label);
+    const char *p2 = tu_tmp(name);
+    retype_model(f, m->retype, p2);
+    gguf_close(f);
+    cr_assert_eq(gguf_open(p2, &f, &d), ZOK, "%s", d.msg);
+    return f;
+}
+
+static zir_graph *compile(const gguf_file *f, const ztarget *t, zpass_phase ph) {
+    zir_graph *g = NULL;
+    zdiag d = {0};
+    cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
+    zpass_opts po = {.target = t,
+                     .phase = ph,
+                     .token_tile = t->prefill_tile,
+                     .ctx = 4096,
+                     .fuse_threshold = t->fuse_threshold,
+                     .verify_each = true};
+    cr_assert_eq(zpass_run_pipeline(g, zpass_default_pipeline(), NULL, &po, &d), ZOK, "%s", d.msg);
+    return g;
+}
+
+/* A target profile limited to what the test device really has. */
+static ztarget device_target(const kh_ctx *k, const char *name) {
+    const ztarget *t = ztarget_find(name);
+    cr_assert_not_null(t);
+    ztarget r = *t;
+    if (r.smem_bytes > k->dev.prof.max_shared_memory) r.smem_bytes = k->dev.prof.max_shared_memory;
+    return r;
+}
+
+static kh_ctx *open_device(void) {
+    static kh_ctx k;
+    char err[256];
+    cr_assert(kh_open(&k, err, sizeof err), "no Vulkan device: %s", err);
+    return &k;
+}
+
+/* ---- which nodes, and what they exercise ------------------------------------ */
+
+static bool in_family(const zir_node *n) {
+    if (n->op == ZOP_EMBED || n->op == ZOP_MATMUL) return true;
+    return n->op == ZOP_KERNEL &&
+           (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU || n->kp.tmpl == ZKT_MLP);
+}
+
+/* What the census counts, read from the kernel names. */
+typedef enum feat {
+    F_EMBED,
+    F_GEMV,
+    F_GEMM,
+    F_NORM,     /* rms_norm prologue */
+    F_RESIDUAL, /* residual add epilogue */
+    F_BIAS,     /* bias add epilogue (qwen2) */
+    F_GATE_UP,  /* gate+up+SwiGLU */
+    F_MLP_TILE, /* whole MLP, prefill token tile */
+    F_MLP_SPLIT,
+    F_COUNT
+} feat;
+static const char *const feat_names[F_COUNT] = {"embed", "gemv",    "gemm",      "norm",     "residual",
+                                                "bias",  "gate_up", "mlp tiled", "mlp split"};
+
+static void census(const char *kname, bool *seen) {
+    seen[F_EMBED] |= !strncmp(kname, "embed", 5);
+    seen[F_GEMV] |= !strncmp(kname, "gemv", 4);
+    seen[F_GEMM] |= !strncmp(kname, "gemm", 4);
+    seen[F_NORM] |= strstr(kname, "+norm") != NULL;
+    seen[F_RESIDUAL] |= strstr(kname, "+add") != NULL;
+    seen[F_BIAS] |= strstr(kname, "+bias") != NULL;
+    seen[F_GATE_UP] |= strstr(kname, "_gateup_") != NULL;
+    /* mlp_<types>_h<H>_f<FF>_t<tile> or ..._s<split>; type names hold '_' */
+    const char *f = strncmp(kname, "mlp", 3) ? NULL : strstr(kname, "_h");
+    if (f && (f = strchr(f + 1, '_')) && (f = strchr(f + 1, '_')))
+        seen[f[1] == 's' ? F_MLP_SPLIT : F_MLP_TILE] = true;
+}
+
+/* Worst error per kernel kind, for the log. */
+typedef struct worst {
+    char kind[32];
+    double err;
+    int n;
+} worst;
+enum { MAX_KINDS = 16 };
+
+static void note(worst *w, const char *kname, double err) {
+    bool seen[F_COUNT] = {0};
+    census(kname, seen);
+    char kind[32];
+    snprintf(kind, sizeof kind, "%.*s%s", (int)strcspn(kname, "_"), kname, seen[F_GATE_UP] ? "_gateup" : "");
+    if (seen[F_MLP_TILE] || seen[F_MLP_SPLIT])
+        snprintf(kind, sizeof kind, "mlp_%s", seen[F_MLP_TILE] ? "tile" : "split");
+    int i = 0;
+    while (i < MAX_KINDS && w[i].kind[0] && strcmp(w[i].kind, kind))
+        i++;
+    if (i == MAX_KINDS) return;
+    snprintf(w[i].kind, sizeof w[i].kind, "%s", kind);
+    if (err > w[i].err) w[i].err = err;
+    w[i].n++;
+}
+
+/* ---- running -------------------------------------------------------------------- */
+
+typedef struct run_ctx {
+    kh_ctx *k;
+    const zir_graph *g;
+    zcg_opts o;
+    const ztarget *full; /* the target's real profile (o.target is clamped to the device) */
+    const char *what;
+    double tol;
+    bool *seen;
+    worst *w;
+} run_ctx;
+
+/* A kernel refused only because this device has less shared memory than
+ * the target it was compiled for. */
+static bool too_big_for_device(const run_ctx *r, const zir_node *n) {
+    zarena *a = zarena_new();
+    zcg_kernel kn;
+    zdiag d = {0};
+    zcg_opts o = r->o;
+    o.target = r->full;
+    bool fits_target = zcg_node(r->g, n, &o, a, &kn, &d) == ZOK;
+    zarena_free(a);
+    return fits_target && r->full->smem_bytes > r->o.target->smem_bytes;
+}
+
+static void check_nodes(run_ctx *r, const zir_interp *it, zir_step st) {
+    for (uint32_t i = 0; i < r->g->n_nodes; i++) {
+        const zir_node *n = r->g->nodes[i];
+        if (!in_family(n)) continue;
+        kh_result res;
+        zdiag d = {0};
+        zstatus s = kh_check_node(r->k, r->g, n, &r->o, it, st, &res, &d);
+        if (s == ZE_UNSUPPORTED && too_big_for_device(r, n)) {
+            cr_log_info("%s: '%s' skipped: %s", r->what, n->out->name, d.msg);
+            continue;
+        }
+        cr_assert_eq(s, ZOK, "%s: node '%s' (T=%lld pos=%lld): %s", r->what, n->out->name, (long long)st.T,
+                     (long long)st.pos, d.msg);
+        cr_expect(res.max_err < r->tol, "%s: %s ('%s', T=%lld pos=%lld): error %.3g of the output RMS > %.1g",
+                  r->what, res.kernel, n->out->name, (long long)st.T, (long long)st.pos, res.max_err, r->tol);
+        cr_assert_gt(res.checked, 0, "%s: %s checked nothing", r->what, res.kernel);
+        census(res.kernel, r->seen);
+        note(r->w, res.kernel, res.max_err);
+    }
+}
+
+/* Steps of T tokens; those flagged are checked node by node. */
+static void run_steps(run_ctx *r, const int64_t *T, const bool *check, int n_steps) {
+    zir_interp *it;
+    zdiag d = {0};
+    cr_assert_eq(zir_interp_new(r->g, 64, &it, &d), ZOK, "%s", d.msg);
+    tu_rng rng = tu_rng_seed(77);
+    int64_t pos = 0;
+    for (int s = 0; s < n_steps; s++) {
+        int32_t tok[32];
+        for (int64_t t = 0; t < T[s]; t++)
+            tok[t] = (int32_t)(tu_next(&rng) % VOCAB);
+        cr_assert_eq(zir_interp_step(it, tok, T[s], NULL, &d), ZOK, "%s", d.msg);
+        r->k->tokens = tok;
+        if (check[s]) check_nodes(r, it, (zir_step){T[s], pos, 64});
+        r->k->tokens = NULL;
+        pos += T[s];
+    }
+    zir_interp_free(it);
+}
+
+static const char *const TARGETS[] = {"llvmpipe", "h200"};
+
+/* Prefill: 5 tokens at 0, then 17 at 5. Decode: 1 at 0, (3), 1 at 4. */
+static void run_graph(run_ctx *r, zpass_phase ph) {
+    static const int64_t pre_T[] = {5, 17}, dec_T[] = {1, 3, 1};
+    static const bool pre_c[] = {true, true}, dec_c[] = {true, false, true};
+    if (ph == ZPH_DECODE)
+        run_steps(r, dec_T, dec_c, 3);
+    else
+        run_steps(r, pre_T, pre_c, 2);
+}
+
+static void check_model(const mspec *m, bool act_f16, double tol) {
+    kh_ctx *k = open_device();
+    gguf_file *f = open_model(m);
+    bool seen[F_COUNT] = {0};
+    worst w[MAX_KINDS] = {0};
+    for (int ti = 0; ti < 2; ti++)
+        for (int ph = 0; ph < ZPH_COUNT; ph++) {
+            ztarget t = device_target(k, TARGETS[ti]);
+            zir_graph *g = compile(f, ztarget_find(TARGETS[ti]), (zpass_phase)ph);
+            char what[96];
+            snprintf(what, sizeof what, "%s %s/%s%s", m->label, TARGETS[ti],
+                     zpass_phase_name((zpass_phase)ph), act_f16 ? " f16" : "");
+            run_ctx r = {k,
+                         g,
+                         {&t, (zpass_phase)ph, ph == ZPH_DECODE ? 1 : 17, act_f16},
+                         ztarget_find(TARGETS[ti]),
+                         what,
+                         tol,
+                         seen,
+                         w};
+            run_graph(&r, (zpass_phase)ph);
+            zir_graph_free(g);
+        }
+    /* Whatever the cost model picks for the MLP, every model has these. */
+    static const feat always[] = {F_EMBED, F_GEMV, F_GEMM, F_NORM, F_RESIDUAL};
+    for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)
+        cr_expect(seen[always[i]], "%s: no kernel exercised %s", m->label, feat_names[always[i]]);
+    if (m->arch == ZMK_QWEN2) cr_expect(seen[F_BIAS], "%s: no kernel exercised the bias epilogue", m->label);
+    for (int i = 0; i < MAX_KINDS && w[i].kind[0]; i++)
+        cr_log_info("%s%s: %-12s max error %.3g of the output RMS over %d checks", m->label,
+                    act_f16 ? " (f16)" : "", w[i].kind, w[i].err, w[i].n);
+    gguf_close(f);
+    kh_close(k);
+}
+
+/* fp32 activations: reduction order and exp/inversesqrt differ from the
+ * interpreter's, ~1e-6 of the RMS; 1e-4 leaves room without hiding a wrong
+ * scale or a missing sub-block (those are O(1e-2) or more). */
+#define TOL_F32 1e-4
+/* fp16 storage: inputs and outputs rounded to half, 2^-11 of each element.
+ * Relative to the output RMS that is 2^-11 x max/RMS, and SwiGLU outputs
+ * (a product of two near-Gaussians) reach 10x their RMS: 5e-3 measured. */
+#define TOL_F16 1e-2
+
+static const mspec MODELS[] = {
+    {"f32", ZMK_QWEN2, ZMK_F32, ZT_F32},       {"f16", ZMK_LLAMA, ZMK_F16, ZT_F32},
+    {"bf16", ZMK_QWEN3, ZMK_F32, ZT_BF16},     {"q8_0", ZMK_QWEN2, ZMK_Q8_0, ZT_F32},
+    {"q4_k_m", ZMK_QWEN3, ZMK_Q4_K_M, ZT_F32}, {"q5_K", ZMK_LLAMA, ZMK_F32, ZT_Q5_K},
+};
+enum { N_MODELS = sizeof MODELS / sizeof MODELS[0], M_Q4_K_M = 4 };
+
+Test(kernels_matmul, f32, .timeout = 300) {
+    check_model(&MODELS[0], false, TOL_F32);
+}
+Test(kernels_matmul, f16, .timeout = 300) {
+    check_model(&MODELS[1], false, TOL_F32);
+}
+Test(kernels_matmul, bf16, .timeout = 300) {
+    check_model(&MODELS[2], false, TOL_F32);
+}
+Test(kernels_matmul, q8_0, .timeout = 300) {
+    check_model(&MODELS[3], false, TOL_F32);
+}
+Test(kernels_matmul, q4_k_m, .timeout = 300) {
+    check_model(&MODELS[M_Q4_K_M], false, TOL_F32);
+}
+Test(kernels_matmul, q5_K, .timeout = 300) {
+    check_model(&MODELS[5], false, TOL_F32);
+}
+Test(kernels_matmul, q4_k_m_f16_activations, .timeout = 300) {
+    check_model(&MODELS[M_Q4_K_M], true, TOL_F16);
+}
+
+/* ---- the census: every template appears in the graphs checked above ---------- */
+
+/* ZINC_DUMP_GLSL=dir writes each kernel's source to dir/<name>.comp, to
+ * read it or feed it to glslc and a GPU by hand. */
+static void dump(const zcg_kernel *kn) {
+    const char *dir = getenv("ZINC_DUMP_GLSL");
+    if (!dir) return;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.comp", dir, kn->name);
+    cr_expect_eq(tu_write_file(path, kn->glsl, strlen(kn->glsl)), 0, "cannot write %s", path);
+}
+
+/* The tests above compile these same graphs and check every node of the
+ * family; here, without a device, every template must be among them and
+ * every node must get a kernel for its real target. */
+Test(kernels_matmul, every_template_is_exercised, .timeout = 120) {
+    bool seen[F_COUNT] = {0};
+    zarena *a = zarena_new();
+    for (int mi = 0; mi < N_MODELS; mi++) {
+        gguf_file *f = open_model(&MODELS[mi]);
+        for (int ti = 0; ti < 2; ti++)
+            for (int ph = 0; ph < ZPH_COUNT; ph++) {
+                const ztarget *t = ztarget_find(TARGETS[ti]);
+                zir_graph *g = compile(f, t, (zpass_phase)ph);
+                zcg_opts o = {t, (zpass_phase)ph, ph == ZPH_DECODE ? 1 : 17, false};
+                for (uint32_t i = 0; i < g->n_nodes; i++) {
+                    if (!in_family(g->nodes[i])) continue;
+                    zcg_kernel kn;
+                    zdiag d = {0};
+                    cr_assert_eq(zcg_node(g, g->nodes[i], &o, a, &kn, &d), ZOK, "%s %s/%s: %s",
+                                 MODELS[mi].label, t->name, zpass_phase_name((zpass_phase)ph), d.msg);
+                    cr_assert_not_null(kn.glsl);
+                    census(kn.name, seen);
+                    dump(&kn);
+                }
+                zir_graph_free(g);
+            }
+        gguf_close(f);
+    }
+    for (int i = 0; i < F_COUNT; i++)
+        cr_expect(seen[i], "no graph holds a kernel with %s", feat_names[i]);
+    zarena_free(a);
+}
+
+/* ---- split MLP across replays; tiles that do not fit ------------------------- */
+
+static zir_node *find_mlp(const zir_graph *g) {
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == ZOP_KERNEL && g->nodes[i]->kp.tmpl == ZKT_MLP) return g->nodes[i];
+    cr_assert_fail("no fused MLP in the graph");
+    return NULL;
+}
+
+/* The last workgroup resets the split counter: three runs of the same
+ * dispatch on the same scratch give the same, correct output each time. */
+Test(kernels_matmul, split_mlp_replays, .timeout = 120) {
+    kh_ctx *k = open_device();
+    gguf_file *f = open_model(&MODELS[M_Q4_K_M]);
+    for (int ti = 0; ti < 2; ti++) {
+        ztarget t = device_target(k, TARGETS[ti]);
+        zir_graph *g = compile(f, ztarget_find(TARGETS[ti]), ZPH_DECODE);
+        zir_node *mlp = find_mlp(g);
+        cr_assert_gt(mlp->kp.split, 1, "%s decode: split %d", TARGETS[ti], mlp->kp.split);
+        zir_interp *it;
+        zdiag d = {0};
+        cr_assert_eq(zir_interp_new(g, 8, &it, &d), ZOK, "%s", d.msg);
+        int32_t tok[1] = {42};
+        cr_assert_eq(zir_interp_step(it, tok, 1, NULL, &d), ZOK, "%s", d.msg);
+        kh_result res;
+        k->replays = 3;
+        k->tokens = tok;
+        zcg_opts o = {&t, ZPH_DECODE, 1, false};
+        cr_assert_eq(kh_check_node(k, g, mlp, &o, it, (zir_step){1, 0, 8}, &res, &d), ZOK, "%s", d.msg);
+        cr_expect(res.max_err < TOL_F32, "%s: error %.3g after 3 replays", res.kernel, res.max_err);
+        cr_expect(strstr(res.kernel, "_s") != NULL, "%s is not a split kernel", res.kernel);
+        k->replays = 0;
+        k->tokens = NULL;
+        zir_interp_free(it);
+        zir_graph_free(g);
+    }
+    gguf_close(f);
+    kh_close(k);
+}
+
+/* The prefill MLP holds a tile x hidden fp32 accumulator in shared memory:
+ * the tile the cost model chose fits; a bigger one is refused with
+ * ZE_UNSUPPORTED and a message that says why, and no kernel. */
+Test(kernels_matmul, mlp_tile_too_large_is_refused) {
+    gguf_file *f = open_model(&MODELS[M_Q4_K_M]);
+    const ztarget *t = ztarget_find("llvmpipe");
+    zir_graph *g = compile(f, t, ZPH_PREFILL);
+    zir_node *mlp = find_mlp(g);
+    zarena *a = zarena_new();
+    zcg_opts o = {t, ZPH_PREFILL, 64, false};
+    zcg_kernel kn;
+    zdiag d = {0};
+    cr_assert_eq(zcg_node(g, mlp, &o, a, &kn, &d), ZOK, "tile %d: %s", mlp->kp.token_tile, d.msg);
+    cr_assert_not_null(kn.glsl);
+    mlp->kp.token_tile = 64; /* 64 x 512 x 4 B = 128 KiB > 32 KiB */
+    memset(&d, 0, sizeof d);
+    cr_assert_eq(zcg_node(g, mlp, &o, a, &kn, &d), ZE_UNSUPPORTED);
+    cr_assert_null(kn.glsl);
+    cr_expect(strstr(d.msg, "shared memory") && strstr(d.msg, mlp->out->name) && strstr(d.msg, "64-token"),
+              "message: %s", d.msg);
+    cr_log_info("refused: %s", d.msg);
+    zarena_free(a);
+    zir_graph_free(g);
+    gguf_close(f);
+}
