@@ -8,10 +8,11 @@
 
 #include "codegen.h"
 
-#define MAX_GRID_Y 65535
-#define FA_WG      128 /* invocations of the fused kernel */
-#define FA_BK_MAX  64  /* keys per block, before the shared-memory budget halves it */
-#define FA_BK_MIN  8
+#define MAX_GRID_Y   65535
+#define FA_WG        128 /* invocations of the fused kernel */
+#define FA_BK_MAX    64  /* keys per block, before the shared-memory budget halves it */
+#define FA_BK_MIN    8
+#define FA_LANES_MAX 4
 
 static zstatus unsupported(zdiag *d, const zir_node *n, const char *why) {
     return zdiag_set(d, ZE_UNSUPPORTED, "codegen: %s '%s': %s", zir_ops[n->op].name, n->out->name, why);
@@ -88,8 +89,10 @@ static void derive(tiling *t, int64_t D) {
     t->mix_cols = D >= t->wg ? D / t->wg : 1;
     t->mix_rowstep = D >= t->wg ? 1 : t->wg / D;
     t->mix_rows = (t->qt + t->mix_rowstep - 1) / t->mix_rowstep;
+    /* Lanes per softmax row: each level of their tree costs a barrier, and a
+     * lane's serial share of the BK keys costs less, so a few lanes suffice. */
     t->lanes = 1;
-    while (t->lanes * 2 * t->qt <= t->wg && t->lanes * 2 <= t->bk)
+    while (t->lanes < FA_LANES_MAX && t->lanes * 2 * t->qt <= t->wg && t->lanes * 2 <= t->bk)
         t->lanes *= 2;
 }
 
