@@ -153,11 +153,16 @@ static zstatus create_pipelines(zrt *r, zdiag *d) {
     return s;
 }
 
-/* Records one phase's dispatches for a step of T tokens. */
-static zstatus record(zrt *r, zplan_phase ph, int64_t T, zvk_cmd *c, zdiag *d) {
+/* Records one phase's dispatches for a step of T tokens; with a timer, a
+ * timestamp before the first dispatch and after each one. */
+static zstatus record(zrt *r, zplan_phase ph, int64_t T, zvk_cmd *c, zvk_timer *tm, zdiag *d) {
     const zplan *p = r->plan;
     zstatus s = zvk_cmd_begin(&r->dev, c, d);
     const zplan_schedule *sc = &p->sched[ph];
+    if (!s && tm) {
+        zvk_timer_reset(c, tm);
+        s = zvk_timer_mark(c, tm, d);
+    }
     for (uint32_t i = sc->first; !s && i < sc->first + sc->count; i++) {
         const zplan_dispatch *dp = &p->dispatches[i];
         uint32_t g[3];
@@ -168,6 +173,7 @@ static zstatus record(zrt *r, zplan_phase ph, int64_t T, zvk_cmd *c, zdiag *d) {
         if (dp->flags & ZPLAN_BARRIER) zvk_cmd_barrier(c);
         if (g[0] && g[1] && g[2])
             zvk_cmd_dispatch(c, &r->pipes[dp->kernel], r->sets[i], NULL, g[0], g[1], g[2]);
+        if (tm) s = zvk_timer_mark(c, tm, d);
     }
     if (!s) s = zvk_cmd_end(&r->dev, c, d);
     return s;
@@ -192,7 +198,7 @@ zstatus zrt_open_plan(zplan *p, const zrt_opts *o, zrt **out, zdiag *d) {
     if (!s) s = create_buffers(r, d);
     if (!s) s = create_pipelines(r, d);
     if (!s && p->sched[ZPLAN_DECODE].count) {
-        s = record(r, ZPLAN_DECODE, 1, &r->decode, d);
+        s = record(r, ZPLAN_DECODE, 1, &r->decode, NULL, d);
         r->decode_recorded = !s;
     }
     if (s) {
@@ -232,6 +238,9 @@ void zrt_close(zrt *r) {
 const zplan *zrt_plan(const zrt *r) {
     return r->plan;
 }
+const gguf_file *zrt_gguf(const zrt *r) {
+    return r->gguf;
+}
 const zvk_profile *zrt_device(const zrt *r) {
     return &r->dev.prof;
 }
@@ -242,7 +251,7 @@ void zrt_reset(zrt *r) {
     r->pos = 0;
 }
 
-zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *logits, zdiag *d) {
+static zstatus check_step(const zrt *r, zplan_phase ph, const int32_t *tokens, int n, zdiag *d) {
     const zplan *p = r->plan;
     const zplan_schedule *sc = &p->sched[ph];
     if (n < 1 || (uint32_t)n > sc->max_tokens || (ph == ZPLAN_DECODE && n != 1))
@@ -256,15 +265,26 @@ zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *log
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= p->n_vocab)
             return zdiag_set(d, ZE_INVALID, "token %d at index %d: expected an id below %u", tokens[i], i,
                              p->n_vocab);
+    return ZOK;
+}
+
+static void write_step(zrt *r, const int32_t *tokens, int n) {
+    const zplan *p = r->plan;
     uint32_t step[4] = {(uint32_t)n, (uint32_t)r->pos, p->ctx, 0};
     memcpy(r->bufs[p->step_buffer].map, step, sizeof step);
     memcpy(r->bufs[p->tokens_buffer].map, tokens, sizeof *tokens * (size_t)n);
+}
+
+zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *logits, zdiag *d) {
+    const zplan *p = r->plan;
+    zstatus s = check_step(r, ph, tokens, n, d);
+    if (s) return s;
+    write_step(r, tokens, n);
     zvk_cmd c = {0};
-    zstatus s;
     if (ph == ZPLAN_DECODE && r->decode_recorded)
         s = zvk_cmd_submit_wait(&r->dev, &r->decode, d);
     else {
-        s = record(r, ph, n, &c, d);
+        s = record(r, ph, n, &c, NULL, d);
         if (!s) s = zvk_cmd_submit_wait(&r->dev, &c, d);
         zvk_cmd_release(&r->dev, &c);
     }
@@ -284,4 +304,42 @@ zstatus zrt_eval(zrt *r, const int32_t *tokens, int n, float *logits, zdiag *d) 
         if (s) return s;
     }
     return ZOK;
+}
+
+zstatus zrt_eval_last(zrt *r, const int32_t *tokens, int n, float *last, zdiag *d) {
+    if (n == 1 && r->plan->sched[ZPLAN_DECODE].count) return zrt_run(r, ZPLAN_DECODE, tokens, 1, last, d);
+    int chunk = (int)r->plan->sched[ZPLAN_PREFILL].max_tokens;
+    for (int i = 0; i < n; i += chunk) {
+        int m = n - i < chunk ? n - i : chunk;
+        zstatus s = zrt_run(r, ZPLAN_PREFILL, tokens + i, m, NULL, d);
+        if (s) return s;
+        if (i + m == n && last) {
+            const zplan *p = r->plan;
+            memcpy(last, (const float *)r->bufs[p->logits_buffer].map + (size_t)(m - 1) * p->n_vocab,
+                   sizeof(float) * p->n_vocab);
+        }
+    }
+    return ZOK;
+}
+
+zstatus zrt_profile(zrt *r, zplan_phase ph, const int32_t *tokens, int n, double *ns, zdiag *d) {
+    const zplan_schedule *sc = &r->plan->sched[ph];
+    zstatus s = check_step(r, ph, tokens, n, d);
+    if (s) return s;
+    if (!r->dev.prof.timestamps)
+        return zdiag_set(d, ZE_UNSUPPORTED, "device '%s' has no timestamps", r->dev.prof.name);
+    write_step(r, tokens, n);
+    zvk_timer tm = {0};
+    zvk_cmd c = {0};
+    double *t = calloc(sc->count + 1, sizeof *t);
+    s = t ? zvk_timer_create(&r->dev, sc->count + 1, &tm, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (!s) s = record(r, ph, n, &c, &tm, d);
+    if (!s) s = zvk_cmd_submit_wait(&r->dev, &c, d);
+    if (!s) s = zvk_timer_read(&r->dev, &tm, t, d);
+    for (uint32_t i = 0; !s && i < sc->count; i++)
+        ns[i] = t[i + 1] - t[i];
+    zvk_cmd_release(&r->dev, &c);
+    zvk_timer_destroy(&r->dev, &tm);
+    free(t);
+    return s;
 }

@@ -10,6 +10,7 @@
 
 #include "../backend/plan.h"
 #include "../backend/vk.h"
+#include "../frontend/gguf.h"
 #include "../ir/zstatus.h"
 
 typedef struct zrt zrt;
@@ -27,6 +28,7 @@ zstatus zrt_open_plan(zplan *p, const zrt_opts *o, zrt **out, zdiag *d);
 void zrt_close(zrt *r);
 
 const zplan *zrt_plan(const zrt *r);
+const gguf_file *zrt_gguf(const zrt *r); /* the weights' file, for its tokenizer metadata */
 const zvk_profile *zrt_device(const zrt *r);
 int64_t zrt_pos(const zrt *r);
 void zrt_reset(zrt *r); /* forget the KV cache: the next token is at position 0 */
@@ -36,7 +38,14 @@ void zrt_reset(zrt *r); /* forget the KV cache: the next token is at position 0 
  * receives [n][n_vocab]. */
 zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *logits, zdiag *d);
 
+/* Runs one step like zrt_run, with a GPU timestamp after every dispatch, and
+ * stores each dispatch's time (ns[0 .. schedule count)); the position does
+ * not advance. For profiles, not for speed: timestamps serialize the work. */
+zstatus zrt_profile(zrt *r, zplan_phase ph, const int32_t *tokens, int n, double *ns, zdiag *d);
+
 /* Runs any number of tokens: prefill in chunks, or decode when n == 1. */
 zstatus zrt_eval(zrt *r, const int32_t *tokens, int n, float *logits, zdiag *d);
+/* The same, keeping only the logits of the last token (last: [n_vocab]). */
+zstatus zrt_eval_last(zrt *r, const int32_t *tokens, int n, float *last, zdiag *d);
 
 #endif

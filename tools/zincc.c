@@ -7,17 +7,23 @@
 
 #include "../frontend/arch.h"
 #include "../passes/pass.h"
+#include "../backend/target_vk.h"
 #include "../passes/report.h"
 #include "cli.h"
+#include "zincc_plan.h"
 
 static const char *const usage =
-    "usage: zincc MODEL.gguf [options]\n"
+    "usage: zincc MODEL.gguf -o MODEL.zplan [options]\n"
     "\n"
     "zincc compiles a GGUF model into a plan for one Vulkan device. The model is\n"
     "compiled twice, for prefill (token tiles) and for decode (one token).\n"
     "\n"
+    "  -o FILE                write the plan (run it with: zinc run FILE)\n"
+    "  --device N             with --target device: the Vulkan device to compile for (see zinc devices)\n"
+    "  --chunk N              most tokens in one prefill step (default: 512, at most the context)\n"
     "  --dump-ir              print the tensor IR as built from the GGUF, before any pass, and stop\n"
-    "  --target NAME          cost-model profile: llvmpipe, h200, rdna4, generic (default: generic)\n"
+    "  --target NAME          device, or a named profile: llvmpipe, h200, rdna4, generic\n"
+    "                         (default: device with -o, generic otherwise)\n"
     "  --phase prefill|decode compile only this phase (default: both)\n"
     "  --passes=a,b,c         run exactly these passes in this order (default: the standard pipeline)\n"
     "  --disable-pass=a,b     skip these passes\n"
@@ -25,7 +31,8 @@ static const char *const usage =
     "  --verify-each          run the IR verifier after every pass\n"
     "  --fuse-threshold=B     bytes per token per layer a fusion must save (default: the target's)\n"
     "  --tile=N               prefill token tile (default: the target's)\n"
-    "  --ctx=N                context length the analyses assume (default: 4096 or the model's)\n"
+    "  --ctx=N                KV-cache capacity, also the context the analyses assume\n"
+    "                         (default: 4096, or the model's training context if smaller)\n"
     "  --report[=text|json]   per phase and layer: what crosses VRAM before and after fusion, the\n"
     "                         decisions and their arithmetic, then totals (docs/report.md)\n"
     "  --emit=dot             draw the fused graph of one phase (--phase, default decode) for graphviz\n"
@@ -39,9 +46,10 @@ static const char *const usage =
 typedef struct zincc_opts {
     const char *model, *target, *passes, *disabled, *print_after, *phase;
     const char *report, *emit, *emit_out; /* report: "text" or "json"; emit: "dot" */
+    const char *out, *device;
     bool dump_ir, verify_each, list, dot_weights;
     double threshold;
-    int64_t tile, ctx;
+    int64_t tile, ctx, chunk;
 } zincc_opts;
 
 static int parse_value(int argc, char **argv, int *i, zincc_opts *o, bool *matched) {
@@ -73,6 +81,13 @@ static int parse_value(int argc, char **argv, int *i, zincc_opts *o, bool *match
         o->emit = v;
     } else if (cli_opt(argc, argv, i, "--emit-out", &v, &miss)) {
         o->emit_out = v;
+    } else if (cli_opt(argc, argv, i, "-o", &v, &miss)) {
+        o->out = v;
+    } else if (cli_opt(argc, argv, i, "--device", &v, &miss)) {
+        o->device = v;
+    } else if (cli_opt(argc, argv, i, "--chunk", &v, &miss)) {
+        if (!miss && !cli_parse_i64(v, 1, 65536, &o->chunk))
+            return cli_usage_error("zincc", "--chunk expects 1..65536");
     } else if (cli_opt(argc, argv, i, "--ctx", &v, &miss)) {
         if (!miss && !cli_parse_i64(v, 1, 1 << 24, &o->ctx))
             return cli_usage_error("zincc", "--ctx expects 1..16777216");
@@ -112,6 +127,8 @@ static int parse(int argc, char **argv, zincc_opts *o) {
     if (o->report && o->emit && !o->emit_out)
         return cli_usage_error("zincc", "--report and --emit both write to stdout: give --emit-out FILE");
     if (o->emit_out && !o->emit) return cli_usage_error("zincc", "--emit-out needs --emit=dot");
+    if (o->out && (o->phase || o->dump_ir))
+        return cli_usage_error("zincc", "-o compiles both phases: drop --phase and --dump-ir");
     return 0;
 }
 
@@ -190,7 +207,7 @@ static zpass_opts phase_opts(const zincc_opts *z, const ztarget *t, int ph, zpas
     return (zpass_opts){.target = t,
                         .phase = (zpass_phase)ph,
                         .token_tile = z->tile ? (int)z->tile : t->prefill_tile,
-                        .ctx = z->ctx ? z->ctx : 4096,
+                        .ctx = z->ctx,
                         .fuse_threshold = z->threshold >= 0 ? z->threshold : t->fuse_threshold,
                         .verify_each = z->verify_each,
                         .print_after = z->print_after,
@@ -198,33 +215,79 @@ static zpass_opts phase_opts(const zincc_opts *z, const ztarget *t, int ph, zpas
                         .report = rep};
 }
 
+/* The target: a named profile, or the live device (the default with -o). */
+static zstatus resolve_target(const zincc_opts *z, ztarget *t, zvk_profile *prof, bool *live, char *name,
+                              size_t n, zdiag *d) {
+    const char *want = z->target ? z->target : z->out ? "device" : "generic";
+    *live = !strcmp(want, "device");
+    if (*live) {
+        zstatus s = zvk_target_from_device(z->device, t, prof, name, n, d);
+        if (s)
+            zdiag_prefix(d, "--target device (name a profile with --target %s to compile without one)",
+                         ztarget_names());
+        return s;
+    }
+    const ztarget *named = ztarget_find(want);
+    if (!named)
+        return zdiag_set(d, ZE_INVALID, "unknown target '%s': expected device or one of %s", want,
+                         ztarget_names());
+    *t = *named;
+    return ZOK;
+}
+
+/* The context: --ctx, else 4096 capped by what the model was trained for. */
+static int64_t default_ctx(const gguf_file *f) {
+    zir_hparams hp;
+    zdiag ignore = {0};
+    if (zir_read_hparams(f, &hp, &ignore) || hp.n_ctx_train <= 0) return 4096;
+    return hp.n_ctx_train < 4096 ? hp.n_ctx_train : 4096;
+}
+
+static zstatus emit_plan(const zincc_opts *z, const gguf_file *f, phase_out *ph, const ztarget *t,
+                         const zvk_profile *prof, zdiag *d) {
+    zir_graph *g[ZPLAN_PHASES] = {ph[ZPH_PREFILL].fused, ph[ZPH_DECODE].fused};
+    int64_t ctx = ph[ZPH_PREFILL].po.ctx;
+    zincc_plan_opts o = {.target = t,
+                         .device = prof,
+                         .ctx = ctx,
+                         .chunk = z->chunk ? z->chunk : 512,
+                         .out = z->out,
+                         .progress = cli_stderr_tty()};
+    if (o.chunk > ctx) o.chunk = ctx;
+    return zincc_write_plan(f, g, &o, d);
+}
+
 int main(int argc, char **argv) {
-    zincc_opts z = {.target = "generic", .threshold = -1};
+    zincc_opts z = {.threshold = -1};
     int rc = parse(argc, argv, &z);
     if (rc) return rc;
     if (z.list) {
         list_passes();
         return 0;
     }
-    const ztarget *t = ztarget_find(z.target);
-    if (!t)
-        return cli_usage_error("zincc", "unknown target '%s': expected one of %s", z.target, ztarget_names());
     zdiag d = {0};
     gguf_file *f = NULL;
     phase_out ph[ZPH_COUNT] = {0};
     zpass_report rep = {.arena = zarena_new()};
+    ztarget t;
+    zvk_profile prof;
+    bool live = false;
+    char tname[300];
     zstatus s = rep.arena ? gguf_open(z.model, &f, &d) : zdiag_set(&d, ZE_NOMEM, "out of memory");
+    if (!s && !z.ctx) z.ctx = default_ctx(f);
     if (!s && z.dump_ir) {
         s = zir_build_from_gguf(f, &ph[0].fused, &d);
         if (!s) zir_print(ph[0].fused, stdout);
     }
+    if (!s && !z.dump_ir) s = resolve_target(&z, &t, &prof, &live, tname, sizeof tname, &d);
     for (int i = 0; i < ZPH_COUNT && !s && !z.dump_ir; i++) {
         if (!compiles(&z, (zpass_phase)i)) continue;
-        ph[i].po = phase_opts(&z, t, i, &rep);
+        ph[i].po = phase_opts(&z, &t, i, &rep);
         s = compile_phase(f, &z, &ph[i], rep.arena, &d);
     }
     if (!s && !z.dump_ir && z.report) s = write_report(&z, ph, &rep, &d);
     if (!s && !z.dump_ir && z.emit) s = write_dot(&z, ph, &d);
+    if (!s && z.out) s = emit_plan(&z, f, ph, &t, live ? &prof : NULL, &d);
     for (int i = 0; i < ZPH_COUNT; i++) {
         zir_graph_free(ph[i].fused);
         zir_graph_free(ph[i].staged);

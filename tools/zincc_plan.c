@@ -1,6 +1,8 @@
 #include "zincc_plan.h"
 
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static void progress(void *ctx, int done, int total) {
     (void)ctx, (void)total;
@@ -9,11 +11,14 @@ static void progress(void *ctx, int done, int total) {
 
 zstatus zincc_write_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], const zincc_plan_opts *o,
                          zdiag *d) {
+    /* The executor finds the weights from any directory: record an absolute path. */
+    char abs[PATH_MAX];
+    const char *path = realpath(f->path, abs) ? abs : f->path;
     zlower_opts lo = {.target = o->target,
                       .max_tokens = o->chunk,
                       .ctx = o->ctx,
                       .act_f16 = false,
-                      .gguf_path = f->path,
+                      .gguf_path = path,
                       .gguf_base = f->base,
                       .gguf_size = f->size,
                       .gguf_hash = gguf_identity_hash(f),

@@ -1,0 +1,172 @@
+/* zinc run: executes a compiled plan on the Vulkan device.
+ *   -p TEXT      generates text from a prompt (--chat wraps it in the
+ *                model's chat template), streaming it to stdout;
+ *   --tokens IDS evaluates the ids (teacher forcing) and can write every
+ *                position's logits, in the same format as `zinc ref`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ir/fileio.h"
+#include "cli.h"
+#include "gen.h"
+
+static const char *const usage_head =
+    "usage: zinc run PLAN.zplan -p TEXT [--chat] [generation options]\n"
+    "       zinc run PLAN.zplan --tokens 1,2,3 [--logits-out FILE] [--mode prefill|decode]\n"
+    "\n"
+    "Runs a plan compiled by zincc on a Vulkan device.\n"
+    "\n"
+    "  -p, --prompt TEXT    generate a continuation of TEXT, streamed to stdout\n"
+    "  --chat               wrap the prompt in the model's chat template (as the user's turn)\n"
+    "  --system TEXT        with --chat: a system message first\n"
+    "  --template NAME      chat template: chatml or llama3 (default: from the model's metadata)\n"
+    "  --special            parse special-token text (<|im_start|> ...) in the prompt\n"
+    "  --tokens LIST        evaluate these token ids (teacher forcing) instead of generating\n"
+    "  --logits-out FILE    with --tokens: write float32 logits, row-major [n_tokens][n_vocab]\n"
+    "  --mode prefill       with --tokens: run them through the prefill schedule, in chunks (default)\n"
+    "  --mode decode        with --tokens: one at a time through the recorded decode step\n"
+    "  --device N           Vulkan device index (see 'zinc devices'; default: $ZINC_DEVICE, else the\n"
+    "                       first discrete GPU, else integrated, else CPU)\n"
+    "  --gguf FILE          the model's GGUF, when it moved since compilation\n"
+    "\n"
+    "generation:\n";
+
+typedef struct run_opts {
+    const char *plan, *out, *mode, *device, *gguf, *prompt, *system, *tmpl;
+    bool chat, special;
+    int32_t *tokens;
+    int n;
+    gen_opts g;
+} run_opts;
+
+static void print_usage(void) {
+    fputs(usage_head, stdout);
+    fputs(gen_flags_help, stdout);
+    fputs(zrt_sample_flags_help, stdout);
+}
+
+static int parse_flag(int argc, char **argv, int *i, run_opts *o) {
+    const char *v = NULL;
+    bool miss = false;
+    if (cli_opt(argc, argv, i, "--tokens", &v, &miss)) {
+        if (miss || !cli_parse_int_list(v, &o->tokens, &o->n))
+            return cli_usage_error("zinc run", "--tokens expects ids like 1,2,3");
+    } else if (cli_opt(argc, argv, i, "--logits-out", &v, &miss))
+        o->out = v;
+    else if (cli_opt(argc, argv, i, "--mode", &v, &miss)) {
+        if (!miss && strcmp(v, "prefill") && strcmp(v, "decode"))
+            return cli_usage_error("zinc run", "--mode expects prefill or decode");
+        o->mode = v;
+    } else if (cli_opt(argc, argv, i, "--device", &v, &miss))
+        o->device = v;
+    else if (cli_opt(argc, argv, i, "--gguf", &v, &miss))
+        o->gguf = v;
+    else if (cli_opt(argc, argv, i, "-p", &v, &miss) || cli_opt(argc, argv, i, "--prompt", &v, &miss))
+        o->prompt = v;
+    else if (cli_opt(argc, argv, i, "--system", &v, &miss))
+        o->system = v;
+    else if (cli_opt(argc, argv, i, "--template", &v, &miss))
+        o->tmpl = v;
+    else if (!strcmp(argv[*i], "--chat"))
+        o->chat = true;
+    else if (!strcmp(argv[*i], "--special"))
+        o->special = true;
+    else
+        return -1;
+    return miss ? cli_usage_error("zinc run", "%s needs a value", argv[*i]) : 0;
+}
+
+static int parse(int argc, char **argv, run_opts *o) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            print_usage();
+            exit(0);
+        }
+        int rc = parse_flag(argc, argv, &i, o);
+        if (rc > 0) return rc;
+        if (rc == 0) continue;
+        zdiag d = {0};
+        int g = gen_parse_arg(&o->g, argc, argv, &i, &d);
+        if (g < 0) return cli_usage_error("zinc run", "%s", d.msg);
+        if (g > 0) continue;
+        if (argv[i][0] == '-' || o->plan)
+            return cli_usage_error("zinc run", "unexpected argument '%s'", argv[i]);
+        o->plan = argv[i];
+    }
+    if (!o->plan) return cli_usage_error("zinc run", "no plan given");
+    if (!o->tokens == !o->prompt) return cli_usage_error("zinc run", "give either -p TEXT or --tokens IDS");
+    if ((o->chat || o->system || o->tmpl) && !o->prompt)
+        return cli_usage_error("zinc run", "--chat, --system and --template go with -p");
+    return 0;
+}
+
+static zstatus eval_tokens(zrt *r, const run_opts *o, zdiag *d) {
+    uint32_t V = zrt_plan(r)->n_vocab;
+    size_t n = (size_t)o->n * V;
+    float *logits = malloc(sizeof(float) * n);
+    zstatus s = logits ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory for logits");
+    if (!s && (!o->mode || strcmp(o->mode, "decode"))) s = zrt_eval(r, o->tokens, o->n, logits, d);
+    for (int t = 0; !s && o->mode && !strcmp(o->mode, "decode") && t < o->n; t++)
+        s = zrt_run(r, ZPLAN_DECODE, &o->tokens[t], 1, logits + (size_t)t * V, d);
+    if (!s && o->out) s = zfile_write_atomic(o->out, logits, sizeof(float) * n, d);
+    if (!s)
+        fprintf(stderr, "zinc run: %d tokens on %s%s%s\n", o->n, zrt_device(r)->name,
+                o->out ? ", logits in " : "", o->out ? o->out : "");
+    free(logits);
+    return s;
+}
+
+/* The prompt's token ids: raw text, or one user turn of the chat template. */
+static zstatus prompt_ids(const run_opts *o, const gen_ctx *g, zarena *a, int32_t **ids, size_t *n,
+                          zdiag *d) {
+    const char *text = o->prompt;
+    size_t len = strlen(text);
+    unsigned flags = ZRT_TOK_ADD_SPECIAL | (o->special ? ZRT_TOK_PARSE_SPECIAL : 0);
+    if (o->chat) {
+        zrt_chat_format f;
+        zrt_chat_msg m[2];
+        size_t k = 0;
+        if (o->system) m[k++] = (zrt_chat_msg){"system", o->system};
+        m[k++] = (zrt_chat_msg){"user", o->prompt};
+        zstatus s = zrt_chat_for_gguf(zrt_gguf(g->r), o->tmpl, &f, d);
+        if (!s) s = zrt_chat_render(f, m, k, true, a, (char **)&text, &len, d);
+        if (s) return s;
+        flags |= ZRT_TOK_PARSE_SPECIAL; /* the template's own markers */
+    }
+    return zrt_tok_encode(g->tok, text, len, flags, a, ids, n, d);
+}
+
+static zstatus generate(zrt *r, const run_opts *o, zdiag *d) {
+    zarena *a = zarena_new();
+    gen_ctx g;
+    gen_stats st;
+    int32_t *ids;
+    size_t n;
+    zstatus s = a ? gen_open(&g, r, &o->g, a, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (!s) s = prompt_ids(o, &g, a, &ids, &n, d);
+    if (!s && !n) s = zdiag_set(d, ZE_INVALID, "the prompt has no tokens");
+    if (!s) {
+        gen_install_sigint();
+        s = gen_run(&g, ids, n, &o->g, stdout, &st, d);
+        if (!s) gen_print_stats(&st, r, stderr);
+    }
+    gen_close(&g);
+    zarena_free(a);
+    return s;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_opts o = {0};
+    gen_defaults(&o.g);
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc;
+    zdiag d = {0};
+    zrt *r = NULL;
+    zrt_opts ro = {.gguf_path = o.gguf, .device = o.device, .progress = cli_stderr_tty()};
+    zstatus s = zrt_open(o.plan, &ro, &r, &d);
+    if (!s) s = o.tokens ? eval_tokens(r, &o, &d) : generate(r, &o, &d);
+    free(o.tokens);
+    zrt_close(r);
+    return s ? cli_fail("zinc run", &d) : 0;
+}

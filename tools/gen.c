@@ -1,0 +1,185 @@
+#include "gen.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+volatile sig_atomic_t gen_interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    gen_interrupted = 1;
+}
+
+void gen_install_sigint(void) {
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+const char gen_flags_help[] =
+    "  -n N                 most tokens to generate (default 256; -1: until the context is full)\n"
+    "  --stop TEXT          stop when the output ends with TEXT (repeatable, up to 8)\n";
+
+void gen_defaults(gen_opts *o) {
+    memset(o, 0, sizeof *o);
+    zrt_sample_defaults(&o->sp);
+    o->sp.seed = (uint64_t)time(NULL);
+    o->n_predict = 256;
+}
+
+int gen_parse_arg(gen_opts *o, int argc, char **argv, int *i, zdiag *d) {
+    const char *v = NULL;
+    bool miss = false;
+    if (cli_opt(argc, argv, i, "-n", &v, &miss) || cli_opt(argc, argv, i, "--n-predict", &v, &miss)) {
+        if (miss || !cli_parse_i64(v, -1, 1 << 24, &o->n_predict))
+            return zdiag_set(d, ZE_INVALID, "-n expects -1 or a number of tokens"), -1;
+        return 1;
+    }
+    if (cli_opt(argc, argv, i, "--stop", &v, &miss)) {
+        if (miss || !*v || o->n_stop == GEN_MAX_STOPS)
+            return zdiag_set(d, ZE_INVALID, "--stop expects a non-empty text (at most %d)", GEN_MAX_STOPS),
+                   -1;
+        o->stop[o->n_stop++] = v;
+        return 1;
+    }
+    return zrt_sample_parse_arg(&o->sp, argc, argv, i, d);
+}
+
+zstatus gen_open(gen_ctx *g, zrt *r, const gen_opts *o, zarena *a, zdiag *d) {
+    memset(g, 0, sizeof *g);
+    g->r = r;
+    const zplan *p = zrt_plan(r);
+    zstatus s = zrt_tok_load(zrt_gguf(r), &g->tok, d);
+    if (!s && zrt_tok_n_vocab(g->tok) > p->n_vocab)
+        s = zdiag_set(d, ZE_INVALID, "the tokenizer has %u tokens but the model's output has %u",
+                      zrt_tok_n_vocab(g->tok), p->n_vocab);
+    if (!s) s = zrt_sample_new(&o->sp, p->n_vocab, p->ctx, a, &g->smp, d);
+    if (!s && !(g->logits = zarena_array(a, p->n_vocab, sizeof(float))))
+        s = zdiag_set(d, ZE_NOMEM, "out of memory");
+    return s;
+}
+
+void gen_close(gen_ctx *g) {
+    zrt_tok_free(g->tok);
+    g->tok = NULL;
+}
+
+/* Output held back while it could still become a stop string. */
+typedef struct holdback {
+    char buf[1024];
+    size_t len;
+} holdback;
+
+/* Appends text; returns true when a stop string completed (the stop string
+ * and what follows it are dropped). Prints what can no longer be a stop. */
+static bool emit(holdback *h, const char *text, size_t len, const gen_opts *o, FILE *out) {
+    for (size_t i = 0; i < len; i++) {
+        if (h->len == sizeof h->buf) { /* longer than any stop: flush the oldest half */
+            fwrite(h->buf, 1, h->len / 2, out);
+            memmove(h->buf, h->buf + h->len / 2, h->len - h->len / 2);
+            h->len -= h->len / 2;
+        }
+        h->buf[h->len++] = text[i];
+        for (int k = 0; k < o->n_stop; k++) {
+            size_t n = strlen(o->stop[k]);
+            if (n <= h->len && !memcmp(h->buf + h->len - n, o->stop[k], n)) {
+                fwrite(h->buf, 1, h->len - n, out);
+                h->len = 0;
+                return true;
+            }
+        }
+    }
+    size_t keep = 0; /* the longest suffix that is a prefix of some stop string */
+    for (int k = 0; k < o->n_stop; k++) {
+        size_t n = strlen(o->stop[k]);
+        for (size_t m = n - 1; m > keep; m--)
+            if (m <= h->len && !memcmp(h->buf + h->len - m, o->stop[k], m)) keep = m;
+    }
+    fwrite(h->buf, 1, h->len - keep, out);
+    memmove(h->buf, h->buf + h->len - keep, keep);
+    h->len = keep;
+    fflush(out);
+    return false;
+}
+
+/* Samples and feeds tokens until something ends the generation. */
+static zstatus generate(gen_ctx *g, const gen_opts *o, FILE *out, gen_stats *st, zdiag *d) {
+    const zplan *p = zrt_plan(g->r);
+    zarena *a = zarena_new();
+    zrt_tok_stream *ts = a ? zrt_tok_stream_new(g->tok, 0, a) : NULL;
+    holdback h = {.len = 0};
+    zstatus s = ts ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
+    double t0 = now_s();
+    while (!s) {
+        if (gen_interrupted) {
+            st->why = "interrupted";
+            break;
+        }
+        if (o->n_predict >= 0 && st->n_gen >= o->n_predict) {
+            st->why = "token limit";
+            break;
+        }
+        int32_t id = zrt_sample(g->smp, g->logits);
+        if (zrt_tok_is_eog(g->tok, id)) {
+            st->why = "end of text";
+            break;
+        }
+        zrt_sample_accept(g->smp, id);
+        st->n_gen++;
+        size_t len;
+        const char *text = zrt_tok_stream_push(ts, id, &len);
+        if (emit(&h, text, len, o, out)) {
+            st->why = "stop string";
+            break;
+        }
+        if ((uint64_t)zrt_pos(g->r) + 1 > p->ctx) {
+            st->why = "context full";
+            break;
+        }
+        s = zrt_eval_last(g->r, &id, 1, g->logits, d);
+    }
+    size_t len;
+    const char *rest = ts ? zrt_tok_stream_flush(ts, &len) : NULL;
+    if (rest && strcmp(st->why ? st->why : "", "stop string")) emit(&h, rest, len, o, out);
+    if (strcmp(st->why ? st->why : "", "stop string")) fwrite(h.buf, 1, h.len, out);
+    fflush(out);
+    st->gen_s = now_s() - t0;
+    zarena_free(a);
+    return s;
+}
+
+zstatus gen_run(gen_ctx *g, const int32_t *prompt, size_t n, const gen_opts *o, FILE *out, gen_stats *st,
+                zdiag *d) {
+    const zplan *p = zrt_plan(g->r);
+    memset(st, 0, sizeof *st);
+    if ((uint64_t)zrt_pos(g->r) + n + 1 > p->ctx)
+        return zdiag_set(d, ZE_INVALID,
+                         "the prompt of %zu tokens does not fit: %lld of the context of %u are used "
+                         "(compile with a larger --ctx)",
+                         n, (long long)zrt_pos(g->r), p->ctx);
+    for (size_t i = 0; i < n; i++)
+        zrt_sample_accept(g->smp, prompt[i]);
+    double t0 = now_s();
+    zstatus s = n ? zrt_eval_last(g->r, prompt, (int)n, g->logits, d) : ZOK;
+    st->prompt_s = now_s() - t0;
+    st->n_prompt = (int64_t)n;
+    return s ? s : generate(g, o, out, st, d);
+}
+
+void gen_print_stats(const gen_stats *st, const zrt *r, FILE *to) {
+    fprintf(
+        to,
+        "\nzinc: prompt %lld tokens, %.1f tok/s | generation %lld tokens, %.1f tok/s | %s | stopped: %s\n",
+        (long long)st->n_prompt, st->prompt_s > 0 ? st->n_prompt / st->prompt_s : 0.0, (long long)st->n_gen,
+        st->gen_s > 0 ? st->n_gen / st->gen_s : 0.0, zrt_device(r)->name, st->why ? st->why : "error");
+}
