@@ -24,7 +24,8 @@ enum {
     GEMM_BK = 32, /* contraction step: a Q8_0 block, a Q4_K sub-block */
     GEMM_TN = 4,  /* rows per thread */
     GEMM_WG = 256,
-    MLP_MB = 32, /* intermediate rows per on-chip block */
+    MLP_MB_PREFILL = 32, /* intermediate rows per on-chip block (x the tile: shared memory) */
+    MLP_MB_DECODE = 64,  /* one token: a longer block, 8 lanes per down row */
     EMBED_WG = 64,
     MAX_DEFS = 48,
 };
@@ -342,22 +343,24 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, kbuild *b, zdiag *
     return compose(b, files, n, d);
 }
 
-static uint32_t gemm_smem(int bm, int nwm) {
-    return 4u * (uint32_t)(GEMM_BK * (bm + 1) + nwm * GEMM_BK * (GEMM_BN + 1) + bm);
+/* The x tile, the weight tile (padded strides) and the norm scales. */
+static uint32_t gemm_smem(int bm) {
+    return 4u * (uint32_t)(GEMM_BK * (bm + 1) + GEMM_BK * (GEMM_BN + 1) + bm);
 }
 
-/* Prefill: BM tokens x 64 rows per workgroup. BM follows the kernel's token
- * tile (16, 32 or 64), halved while the tiles overflow shared memory. */
+/* Prefill: BM tokens x 64 weight rows per workgroup (32 gate + 32 up rows
+ * for gate+up). BM follows the kernel's token tile (16, 32 or 64), halved
+ * while the tiles overflow shared memory. */
 static zstatus gen_gemm(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d) {
     const ztarget *t = b->o->target;
     int tile = n->op == ZOP_KERNEL && n->kp.token_tile > 0 ? n->kp.token_tile : t->prefill_tile;
-    int bm = tile <= 16 ? 16 : tile <= 32 ? 32 : 64, nwm = m->glu ? 2 : 1;
-    while (bm > 16 && gemm_smem(bm, nwm) > t->smem_bytes)
+    int bm = tile <= 16 ? 16 : tile <= 32 ? 32 : 64;
+    while (bm > 16 && gemm_smem(bm) > t->smem_bytes)
         bm /= 2;
-    if (gemm_smem(bm, nwm) > t->smem_bytes)
+    if (gemm_smem(bm) > t->smem_bytes)
         return zdiag_set(d, ZE_UNSUPPORTED,
                          "codegen: '%s': a 16-token GEMM tile needs %u B of shared memory, %s has %u",
-                         n->out->name, gemm_smem(bm, nwm), t->name, t->smem_bytes);
+                         n->out->name, gemm_smem(bm), t->name, t->smem_bytes);
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
     def_i(b, "BM", bm);
@@ -366,7 +369,7 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, kbuild *b, zdiag *
     def_i(b, "TM", bm / (GEMM_WG / (GEMM_BN / GEMM_TN)));
     def_i(b, "TN", GEMM_TN);
     def_i(b, "WG", GEMM_WG);
-    b->k->groups[0] = konst(m->N, GEMM_BN);
+    b->k->groups[0] = konst(m->N, m->glu ? GEMM_BN / 2 : GEMM_BN);
     b->k->groups[1] = per_token(1, bm);
     b->k->groups[2] = konst(1, 1);
     mm_name(b, "gemm", m, zarena_printf(b->a, "_t%d", bm));
@@ -377,14 +380,14 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, kbuild *b, zdiag *
 /* How an MLP kernel is laid out: TT tokens per workgroup, the intermediate
  * cut into NSPLIT slices of SLICE rows. */
 typedef struct mlp_cfg {
-    int64_t tt, nsplit, slice, tmax, cnt;
-    int wg;
+    int64_t tt, nsplit, slice, tmax, cnt, mb;
+    int wg, gu;
 } mlp_cfg;
 
 /* Shared memory of mlp.glsl: the TT x H accumulator, the TT x MB block of
- * the intermediate, TT norm scales and the "last workgroup" flag. */
-static uint64_t mlp_smem(int64_t tt, int64_t H) {
-    return 4u * (uint64_t)(tt * H + tt * MLP_MB + tt + 1);
+ * the intermediate and the "last workgroup" flag. */
+static uint64_t mlp_smem(int64_t tt, int64_t H, int64_t mb) {
+    return 4u * (uint64_t)(tt * H + tt * mb + 1);
 }
 
 /* Decode (or any split > 1) cuts the intermediate across workgroups; the
@@ -399,16 +402,22 @@ static zstatus mlp_layout(const zir_node *n, const zcg_opts *o, int64_t H, int64
     int64_t maxt = o->max_tokens > 0 ? o->max_tokens : 1;
     c->tmax = c->nsplit > 1 ? (maxt + c->tt - 1) / c->tt * c->tt : 0x7fffffff;
     c->cnt = c->nsplit > 1 ? (c->tmax / c->tt + 3) / 4 * 4 : 0;
-    int sg = t->subgroup > 0 ? t->subgroup : 32;
-    c->wg = 8 * sg < 64 ? 64 : 8 * sg > 256 ? 256 : 8 * sg;
-    uint64_t need = mlp_smem(c->tt, H);
+    /* Decode runs about one workgroup per compute unit (split = n_cu): it
+     * takes the largest workgroup, so that enough loads are in flight, and
+     * four gate/up chunks per lane and trip. A prefill tile already has
+     * tile-many sums per lane. */
+    int sg = t->subgroup > 0 ? t->subgroup : 32, w = (c->tt == 1 ? 32 : 8) * sg;
+    c->wg = w < 64 ? 64 : w > (c->tt == 1 ? 1024 : 256) ? (c->tt == 1 ? 1024 : 256) : w;
+    c->gu = c->tt == 1 ? 4 : 1;
+    c->mb = c->tt == 1 ? MLP_MB_DECODE : MLP_MB_PREFILL;
+    uint64_t need = mlp_smem(c->tt, H, c->mb);
     if (need > t->smem_bytes)
         return zdiag_set(
             d, ZE_UNSUPPORTED,
             "codegen: kernel '%s' (mlp): a %lld-token tile needs %llu B of shared memory (a %lld x %lld "
             "fp32 accumulator and a %d-row block of the intermediate); target %s has %u B",
-            n->out->name, (long long)c->tt, (unsigned long long)need, (long long)c->tt, (long long)H, MLP_MB,
-            t->name, t->smem_bytes);
+            n->out->name, (long long)c->tt, (unsigned long long)need, (long long)c->tt, (long long)H,
+            (int)c->mb, t->name, t->smem_bytes);
     return ZOK;
 }
 
@@ -426,8 +435,8 @@ static zstatus gen_mlp(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d
         bind(b, "B_SCR", NULL, true, 4u * (uint64_t)(c.cnt + c.nsplit * c.tmax * H));
         def_i(b, "SCR_CNT", c.cnt);
     }
-    const int64_t v[] = {H, H, H, FF, c.tt, MLP_MB, c.slice, c.nsplit, c.tmax, c.wg};
-    const char *const names[] = {"N", "K", "H", "FF", "TT", "MB", "SLICE", "NSPLIT", "TMAX", "WG"};
+    const int64_t v[] = {H, H, H, FF, c.tt, c.mb, c.slice, c.nsplit, c.tmax, c.wg, c.gu};
+    const char *const names[] = {"N", "K", "H", "FF", "TT", "MB", "SLICE", "NSPLIT", "TMAX", "WG", "GU"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         def_i(b, names[i], v[i]);
     b->k->groups[0] = konst(c.nsplit, 1);

@@ -76,16 +76,14 @@ uint kscale_byte(uint s0, uint s1, uint s2, uint i) {
     return ubyte(w, i & 3u);
 }
 
-// Scale and min of sub-block j (ggml's get_scale_min_k4).
+// Scale and min of sub-block j (ggml's get_scale_min_k4), branch-free so
+// that the loads of neighbouring chunks can be scheduled together.
 void k4_scale_min(uint s0, uint s1, uint s2, uint j, out float sc, out float m) {
-    if (j < 4u) {
-        sc = float(kscale_byte(s0, s1, s2, j) & 63u);
-        m = float(kscale_byte(s0, s1, s2, j + 4u) & 63u);
-    } else {
-        uint b = kscale_byte(s0, s1, s2, j + 4u);
-        sc = float((b & 0xfu) | ((kscale_byte(s0, s1, s2, j - 4u) >> 6u) << 4u));
-        m = float((b >> 4u) | ((kscale_byte(s0, s1, s2, j) >> 6u) << 4u));
-    }
+    uint bj = kscale_byte(s0, s1, s2, j), bj4 = kscale_byte(s0, s1, s2, j + 4u);
+    uint bjm4 = kscale_byte(s0, s1, s2, (j - 4u) & 7u); /* read for j >= 4 only */
+    bool lo = j < 4u;
+    sc = float(lo ? bj & 63u : (bj4 & 0xfu) | ((bjm4 >> 6u) << 4u));
+    m = float(lo ? bj4 & 63u : (bj4 >> 4u) | ((bj >> 6u) << 4u));
 }
 
 void dq8_f32(const uint which, uint base, out float v[8]) {

@@ -8,8 +8,13 @@
 // tokens and rows are strided by the grid size so that neighbouring threads
 // read neighbouring shared words.
 //
-// Defines: BM, BN, BK (multiple of 8), TM, TN, WG = (BM/TM)*(BN/TN),
-// GLU (two weights W0 gate, W1 up; y = silu(gate) * up), W*_TYPE/W*_ROWB.
+// With GLU (gate W0, up W1; y = silu(gate) * up) the BN columns of the tile
+// are BN/2 gate rows then the same BN/2 up rows, so a thread's columns j and
+// j + TN/2 hold the gate and up sums of one output: the same inner loop,
+// half the outputs per tile.
+//
+// Defines: BM, BN, BK (multiple of 8), TM, TN (even), WG = (BM/TM)*(BN/TN),
+// GLU, W*_TYPE/W*_ROWB.
 
 layout(local_size_x = WG) in;
 
@@ -18,13 +23,13 @@ layout(local_size_x = WG) in;
 #define BMP (BM + 1) /* padded strides: conflict-free column writes */
 #define BNP (BN + 1)
 #if GLU
-#define NWM 2
+#define ON (BN / 2) /* outputs per tile */
 #else
-#define NWM 1
+#define ON BN
 #endif
 
-shared float xs[BK * BMP];        // [k][token]
-shared float ws[NWM * BK * BNP];  // [matrix][k][row]
+shared float xs[BK * BMP]; // [k][token]
+shared float ws[BK * BNP]; // [k][tile column]
 #if HAS_NORM
 shared float sc_s[BM];
 #endif
@@ -43,21 +48,22 @@ void load_tiles(uint m0, uint n0, uint k0, uint T) {
         xs[k * uint(BMP) + m] = v;
     }
     for (uint i = tid; i < uint(BN * (BK / 8)); i += uint(WG)) {
-        uint n = i / uint(BK / 8), c = (i % uint(BK / 8)) * 8u, row = n0 + n, kk = k0 + c;
+        uint n = i / uint(BK / 8), c = (i % uint(BK / 8)) * 8u, row = n0 + n % uint(ON), kk = k0 + c;
         float v[8];
         bool ok = row < uint(N) && kk < uint(K);
-        if (ok) DQ8(WQ_W0, W0_TYPE, W0_ROWB, row, kk, v);
-        [[unroll]] for (uint j = 0u; j < 8u; j++) ws[(c + j) * uint(BNP) + n] = ok ? v[j] : 0.0;
 #if GLU
-        if (ok) DQ8(WQ_W1, W1_TYPE, W1_ROWB, row, kk, v);
-        [[unroll]] for (uint j = 0u; j < 8u; j++) ws[(uint(BK) + c + j) * uint(BNP) + n] = ok ? v[j] : 0.0;
+        if (ok && n >= uint(ON)) DQ8(WQ_W1, W1_TYPE, W1_ROWB, row, kk, v);
+        else if (ok) DQ8(WQ_W0, W0_TYPE, W0_ROWB, row, kk, v);
+#else
+        if (ok) DQ8(WQ_W0, W0_TYPE, W0_ROWB, row, kk, v);
 #endif
+        [[unroll]] for (uint j = 0u; j < 8u; j++) ws[(c + j) * uint(BNP) + n] = ok ? v[j] : 0.0;
     }
 }
 
 void main() {
     uint tid = gl_LocalInvocationIndex, tx = tid % uint(GX), ty = tid / uint(GX);
-    uint n0 = gl_WorkGroupID.x * uint(BN), m0 = gl_WorkGroupID.y * uint(BM), T = step.T;
+    uint n0 = gl_WorkGroupID.x * uint(ON), m0 = gl_WorkGroupID.y * uint(BM), T = step.T;
     if (m0 >= T) return;
 #if HAS_NORM
     for (uint m = gl_SubgroupID; m < uint(BM); m += gl_NumSubgroups) {
@@ -67,12 +73,9 @@ void main() {
     }
     barrier();
 #endif
-    float acc0[TM][TN], acc1[TM][TN];
+    float acc[TM][TN];
     [[unroll]] for (uint i = 0u; i < uint(TM); i++)
-        [[unroll]] for (uint j = 0u; j < uint(TN); j++) {
-            acc0[i][j] = 0.0;
-            acc1[i][j] = 0.0;
-        }
+        [[unroll]] for (uint j = 0u; j < uint(TN); j++) acc[i][j] = 0.0;
     for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
         load_tiles(m0, n0, k0, T);
         barrier();
@@ -81,25 +84,25 @@ void main() {
             [[unroll]] for (uint i = 0u; i < uint(TM); i++) a[i] = xs[k * uint(BMP) + ty + i * uint(GY)];
             [[unroll]] for (uint j = 0u; j < uint(TN); j++) b[j] = ws[k * uint(BNP) + tx + j * uint(GX)];
             [[unroll]] for (uint i = 0u; i < uint(TM); i++)
-                [[unroll]] for (uint j = 0u; j < uint(TN); j++) acc0[i][j] += a[i] * b[j];
-#if GLU
-            [[unroll]] for (uint j = 0u; j < uint(TN); j++) b[j] = ws[(uint(BK) + k) * uint(BNP) + tx + j * uint(GX)];
-            [[unroll]] for (uint i = 0u; i < uint(TM); i++)
-                [[unroll]] for (uint j = 0u; j < uint(TN); j++) acc1[i][j] += a[i] * b[j];
-#endif
+                [[unroll]] for (uint j = 0u; j < uint(TN); j++) acc[i][j] += a[i] * b[j];
         }
         barrier();
     }
+#if GLU
+#define JN (TN / 2)
+#else
+#define JN TN
+#endif
     [[unroll]] for (uint i = 0u; i < uint(TM); i++) {
         uint t = m0 + ty + i * uint(GY);
         if (t >= T) continue;
-        [[unroll]] for (uint j = 0u; j < uint(TN); j++) {
+        [[unroll]] for (uint j = 0u; j < uint(JN); j++) {
             uint n = n0 + tx + j * uint(GX);
             if (n >= uint(N)) continue;
 #if GLU
-            float v = silu(acc0[i][j]) * acc1[i][j];
+            float v = silu(acc[i][j]) * acc[i][j + uint(JN)];
 #else
-            float v = acc0[i][j];
+            float v = acc[i][j];
 #endif
             yout[t * uint(N) + n] = ACT_T(epilogue(t, n, v));
         }

@@ -4,57 +4,74 @@
 //
 // A subgroup owns one output row at a time: its lanes walk K in 8-element
 // chunks (consecutive lanes read consecutive bytes of the row), and a
-// subgroupAdd finishes the dot product. The norm needs no extra pass: the
-// lanes sum x^2 over the same chunks, since together they cover the row,
-// and the scale multiplies the finished dot product (x . (w * nw)) * s.
+// subgroupAdd finishes the dot product. Each lane works on four chunks per
+// trip with separate sums, so that their loads are in flight together: a
+// GEMV is bound by memory latency long before arithmetic. The norm needs no
+// extra pass: the lanes sum x^2 over the same chunks, since together they
+// cover the row, and the scale multiplies the finished dot product,
+// (x . (w * nw)) * s.
 //
 // Defines: WG (threads), ROWS (rows per workgroup), GLU (W1 is the up
 // projection: y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB.
 
 layout(local_size_x = WG) in;
 
+#define UNROLL 4
+
+// One 8-element chunk at k0 of row n: a0 += x.W0, a1 += x.W1, ss += x.x.
+void chunk(uint xo, uint n, uint k0, inout float a0, inout float a1, inout float ss) {
+    float xv[8], wv[8];
+    [[unroll]] for (uint i = 0u; i < 8u; i++) xv[i] = float(xin[xo + k0 + i]);
+#if HAS_NORM
+    float nv[8];
+    DQ8(WQ_NW, NW_TYPE, 0u, 0u, k0, nv);
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        ss += xv[i] * xv[i];
+        xv[i] *= nv[i];
+    }
+#endif
+    DQ8(WQ_W0, W0_TYPE, W0_ROWB, n, k0, wv);
+    [[unroll]] for (uint i = 0u; i < 8u; i++) a0 += xv[i] * wv[i];
+#if GLU
+    DQ8(WQ_W1, W1_TYPE, W1_ROWB, n, k0, wv);
+    [[unroll]] for (uint i = 0u; i < 8u; i++) a1 += xv[i] * wv[i];
+#endif
+}
+
 void main() {
     uint t = gl_WorkGroupID.y;
     if (t >= step.T) return;
-    uint xo = t * uint(K);
+    uint xo = t * uint(K), nch = uint(K) / 8u, S = gl_SubgroupSize;
     uint r0 = gl_WorkGroupID.x * uint(ROWS);
     for (uint r = gl_SubgroupID; r < uint(ROWS); r += gl_NumSubgroups) {
         uint n = r0 + r;
         if (n >= uint(N)) break;
-        float a0 = 0.0, a1 = 0.0, ss = 0.0;
-        for (uint c = gl_SubgroupInvocationID; c < uint(K) / 8u; c += gl_SubgroupSize) {
-            uint k0 = c * 8u;
-            float xv[8], wv[8];
-            [[unroll]] for (uint i = 0u; i < 8u; i++) xv[i] = float(xin[xo + k0 + i]);
-#if HAS_NORM
-            float nv[8];
-            DQ8(WQ_NW, NW_TYPE, 0u, 0u, k0, nv);
-            [[unroll]] for (uint i = 0u; i < 8u; i++) {
-                ss += xv[i] * xv[i];
-                xv[i] *= nv[i];
-            }
-#endif
-            DQ8(WQ_W0, W0_TYPE, W0_ROWB, n, k0, wv);
-            [[unroll]] for (uint i = 0u; i < 8u; i++) a0 += xv[i] * wv[i];
-#if GLU
-            DQ8(WQ_W1, W1_TYPE, W1_ROWB, n, k0, wv);
-            [[unroll]] for (uint i = 0u; i < 8u; i++) a1 += xv[i] * wv[i];
-#endif
+        float a0[UNROLL], a1[UNROLL], ss[UNROLL];
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            a0[u] = 0.0;
+            a1[u] = 0.0;
+            ss[u] = 0.0;
         }
-        a0 = subgroupAdd(a0);
+        uint c = gl_SubgroupInvocationID;
+        for (; c + (UNROLL - 1u) * S < nch; c += UNROLL * S)
+            [[unroll]] for (uint u = 0u; u < UNROLL; u++) chunk(xo, n, (c + u * S) * 8u, a0[u], a1[u], ss[u]);
+        for (; c < nch; c += S) chunk(xo, n, c * 8u, a0[0], a1[0], ss[0]);
+        float s0 = subgroupAdd((a0[0] + a0[1]) + (a0[2] + a0[3]));
 #if GLU
-        a1 = subgroupAdd(a1);
+        float s1 = subgroupAdd((a1[0] + a1[1]) + (a1[2] + a1[3]));
 #endif
 #if HAS_NORM
-        float s = inversesqrt(subgroupAdd(ss) / float(K) + NORM_EPS);
-        a0 *= s;
-        a1 *= s;
+        float sc = inversesqrt(subgroupAdd((ss[0] + ss[1]) + (ss[2] + ss[3])) / float(K) + NORM_EPS);
+        s0 *= sc;
+#if GLU
+        s1 *= sc;
+#endif
 #endif
         if (subgroupElect()) {
 #if GLU
-            float v = silu(a0) * a1;
+            float v = silu(s0) * s1;
 #else
-            float v = a0;
+            float v = s0;
 #endif
             yout[t * uint(N) + n] = ACT_T(epilogue(t, n, v));
         }

@@ -6,9 +6,9 @@
 // j*TT .. j*TT+TT-1 and the slice s*SLICE .. of the intermediate. It walks
 // its slice in blocks of MB: each subgroup computes gate and up rows of the
 // block for all its tokens (lanes split the hidden dimension), the SwiGLU
-// values go to shared memory, then every thread adds the block's share of
-// the down projection into the TT x H fp32 accumulator for the hidden
-// columns it owns (each down element dequantized once per token tile).
+// values go to shared memory, then the block's share of the down projection
+// is added into the TT x H fp32 accumulator in shared memory (each down
+// element dequantized once per token tile).
 //
 // NSPLIT == 1 (prefill): the accumulator plus the add is the output.
 // NSPLIT > 1 (decode): each workgroup writes its accumulator as a partial
@@ -16,14 +16,24 @@
 // per token tile, which it resets for the next replay) adds the partials in
 // slice order, so the result does not depend on which one is last.
 //
-// Defines: H, FF, TT, MB, SLICE, NSPLIT, TMAX (token capacity of the
-// scratch), WG; W0 gate, W1 up, W2 down (types and row bytes); B_SCR.
+// The norm costs no pass of its own: lanes walking a gate/up row see all of
+// x, so they sum x^2 on the way and scale the finished dot products.
+// Down-projection rows are read by groups of G = MB/8 lanes (8 elements
+// each, neighbouring lanes on neighbouring bytes), finished by shuffles.
+//
+// Defines: H, FF, TT, MB (8 G, G a power of two <= 8), SLICE, NSPLIT, TMAX
+// (token capacity of the scratch), WG, GU (gate/up chunks per trip, each
+// with its own sums so their loads overlap); W0 gate, W1 up, W2 down (types
+// and row bytes); B_SCR.
+
+#extension GL_KHR_shader_subgroup_shuffle : require
 
 layout(local_size_x = WG) in;
 
-shared float acc_s[TT * H]; // [token][hidden]
+#define G (MB / 8)
+
+shared float acc_s[TT * H];  // [token][hidden]
 shared float act_s[TT * MB]; // [token][block row]
-shared float sc_s[TT];
 
 #if NSPLIT > 1
 layout(std430, binding = B_SCR) coherent buffer Sb {
@@ -33,61 +43,92 @@ layout(std430, binding = B_SCR) coherent buffer Sb {
 shared bool last_s;
 #endif
 
+// One 8-element chunk at k0 of gate and up row f, for the tile's tokens.
+void gu_chunk(uint t0, uint nt, uint f, uint k0, inout float ga[TT], inout float ua[TT], inout float ss[TT]) {
+    float gv[8], uv[8];
+    DQ8(WQ_W0, W0_TYPE, W0_ROWB, f, k0, gv);
+    DQ8(WQ_W1, W1_TYPE, W1_ROWB, f, k0, uv);
+#if HAS_NORM
+    float nv[8];
+    DQ8(WQ_NW, NW_TYPE, 0u, 0u, k0, nv);
+#endif
+    [[unroll]] for (uint t = 0u; t < uint(TT); t++) {
+        if (t >= nt) break;
+        uint xo = (t0 + t) * uint(H) + k0;
+        [[unroll]] for (uint i = 0u; i < 8u; i++) {
+            float xv = float(xin[xo + i]);
+#if HAS_NORM
+            ss[t] += xv * xv;
+            xv *= nv[i];
+#endif
+            ga[t] += xv * gv[i];
+            ua[t] += xv * uv[i];
+        }
+    }
+}
+
 // Gate and up rows fb .. fb+MB-1 for the tile's nt tokens -> act_s.
 void gate_up_block(uint t0, uint nt, uint fb, uint f_hi) {
+    uint S = gl_SubgroupSize, nch = uint(H) / 8u;
     for (uint r = gl_SubgroupID; r < uint(MB); r += gl_NumSubgroups) {
         uint f = fb + r;
-        float ga[TT], ua[TT];
-        [[unroll]] for (uint t = 0u; t < uint(TT); t++) {
-            ga[t] = 0.0;
-            ua[t] = 0.0;
-        }
-        if (f < f_hi) {
-            for (uint c = gl_SubgroupInvocationID; c < uint(H) / 8u; c += gl_SubgroupSize) {
-                uint k0 = c * 8u;
-                float gv[8], uv[8];
-                DQ8(WQ_W0, W0_TYPE, W0_ROWB, f, k0, gv);
-                DQ8(WQ_W1, W1_TYPE, W1_ROWB, f, k0, uv);
-#if HAS_NORM
-                float nv[8];
-                DQ8(WQ_NW, NW_TYPE, 0u, 0u, k0, nv);
-#endif
-                [[unroll]] for (uint t = 0u; t < uint(TT); t++) {
-                    if (t >= nt) break;
-                    uint xo = (t0 + t) * uint(H) + k0;
-                    [[unroll]] for (uint i = 0u; i < 8u; i++) {
-#if HAS_NORM
-                        float xv = float(xin[xo + i]) * nv[i];
-#else
-                        float xv = float(xin[xo + i]);
-#endif
-                        ga[t] += xv * gv[i];
-                        ua[t] += xv * uv[i];
-                    }
-                }
+        float ga[GU][TT], ua[GU][TT], ss[GU][TT];
+        [[unroll]] for (uint u = 0u; u < uint(GU); u++)
+            [[unroll]] for (uint t = 0u; t < uint(TT); t++) {
+                ga[u][t] = 0.0;
+                ua[u][t] = 0.0;
+                ss[u][t] = 0.0;
             }
+        if (f < f_hi) {
+            uint c = gl_SubgroupInvocationID;
+            for (; c + uint(GU - 1) * S < nch; c += uint(GU) * S)
+                [[unroll]] for (uint u = 0u; u < uint(GU); u++) gu_chunk(t0, nt, f, (c + u * S) * 8u, ga[u], ua[u], ss[u]);
+            for (; c < nch; c += S) gu_chunk(t0, nt, f, c * 8u, ga[0], ua[0], ss[0]);
         }
         [[unroll]] for (uint t = 0u; t < uint(TT); t++) {
-            float g = subgroupAdd(ga[t]) * sc_s[t], u = subgroupAdd(ua[t]) * sc_s[t];
+            float g = 0.0, u = 0.0, q = 0.0;
+            [[unroll]] for (uint v = 0u; v < uint(GU); v++) {
+                g += ga[v][t];
+                u += ua[v][t];
+                q += ss[v][t];
+            }
+            g = subgroupAdd(g);
+            u = subgroupAdd(u);
+#if HAS_NORM
+            float sc = inversesqrt(subgroupAdd(q) / float(H) + NORM_EPS);
+            g *= sc;
+            u *= sc;
+#endif
             if (subgroupElect()) act_s[t * uint(MB) + r] = (f < f_hi && t < nt) ? silu(g) * u : 0.0;
         }
     }
 }
 
-// acc[t][h] += sum over the block of act[t][f] * down[h][f].
+// acc[t][h] += sum over the block of act[t][f] * down[h][f]: a group of G
+// lanes per row h, lane g on elements 8g .. 8g+7 of the block.
 void down_block(uint nt, uint fb, uint f_hi) {
-    for (uint h = gl_LocalInvocationIndex; h < uint(H); h += uint(WG)) {
-        float wv[MB];
-        [[unroll]] for (uint c = 0u; c < uint(MB); c += 8u) {
-            float v[8];
-            bool ok = fb + c < f_hi;
-            if (ok) DQ8(WQ_W2, W2_TYPE, W2_ROWB, h, fb + c, v);
-            [[unroll]] for (uint i = 0u; i < 8u; i++) wv[c + i] = ok ? v[i] : 0.0;
-        }
-        for (uint t = 0u; t < nt; t++) {
+    uint S = gl_SubgroupSize, g = gl_SubgroupInvocationID % uint(G);
+    uint grp = gl_SubgroupID * (S / uint(G)) + gl_SubgroupInvocationID / uint(G);
+    uint ngrp = gl_NumSubgroups * (S / uint(G)), fc = fb + g * 8u;
+    for (uint h0 = 0u; h0 < uint(H); h0 += ngrp) {
+        uint h = h0 + grp;
+        bool ok = h < uint(H) && fc < f_hi;
+        float v[8];
+        if (ok) DQ8(WQ_W2, W2_TYPE, W2_ROWB, h, fc, v);
+        else [[unroll]] for (uint i = 0u; i < 8u; i++) v[i] = 0.0;
+        [[unroll]] for (uint t = 0u; t < uint(TT); t++) {
             float a = 0.0;
-            [[unroll]] for (uint f = 0u; f < uint(MB); f++) a += act_s[t * uint(MB) + f] * wv[f];
-            acc_s[t * uint(H) + h] += a;
+            [[unroll]] for (uint i = 0u; i < 8u; i++) a += act_s[t * uint(MB) + g * 8u + i] * v[i];
+#if G > 1
+            a += subgroupShuffleXor(a, 1u);
+#endif
+#if G > 2
+            a += subgroupShuffleXor(a, 2u);
+#endif
+#if G > 4
+            a += subgroupShuffleXor(a, 4u);
+#endif
+            if (g == 0u && h < uint(H) && t < nt) acc_s[t * uint(H) + h] += a;
         }
     }
 }
@@ -97,13 +138,6 @@ void main() {
     uint T = min(step.T, uint(TMAX)), t0 = gl_WorkGroupID.y * uint(TT);
     if (t0 >= T) return;
     uint nt = min(uint(TT), T - t0);
-    for (uint t = gl_SubgroupID; t < uint(TT); t += gl_NumSubgroups) {
-        float sc = 1.0;
-#if HAS_NORM
-        if (t < nt) sc = subgroup_inv_rms((t0 + t) * uint(H), uint(H), NORM_EPS);
-#endif
-        if (subgroupElect()) sc_s[t] = sc;
-    }
     for (uint i = tid; i < uint(TT * H); i += uint(WG)) acc_s[i] = 0.0;
     barrier();
     uint f_lo = s * uint(SLICE), f_hi = min(f_lo + uint(SLICE), uint(FF));
