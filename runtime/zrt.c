@@ -79,22 +79,25 @@ static zstatus check_memory(zrt *r, zdiag *d) {
     return ZOK;
 }
 
-static void draw_progress(uint64_t done, uint64_t total) {
-    int w = 40, filled = total ? (int)((double)done / (double)total * w) : w;
-    fprintf(stderr, "\rzinc: loading weights [%.*s%*s] %5.1f%% %7.1f MiB", filled,
-            "########################################", w - filled, "", total ? 100.0 * done / total : 100.0,
-            done / 1048576.0);
+/* Redraws only when the bar moves by a percent, and once at the end. */
+static void draw_progress(uint64_t done, uint64_t total, int *shown) {
+    int w = 40, pct = total ? (int)(100.0 * (double)done / (double)total) : 100;
+    if (pct == *shown && done != total) return;
+    *shown = pct;
+    int filled = pct * w / 100;
+    fprintf(stderr, "\rzinc: loading weights [%.*s%*s] %3d%% %8.1f MiB", filled,
+            "########################################", w - filled, "", pct, done / 1048576.0);
     if (done == total) fputc('\n', stderr);
 }
 
 /* Weights come from the mapped GGUF; bytes past its end (padding) are zero. */
-static zstatus upload_weights(zrt *r, uint32_t i, uint64_t *done, uint64_t total, zdiag *d) {
+static zstatus upload_weights(zrt *r, uint32_t i, uint64_t *done, uint64_t total, int *shown, zdiag *d) {
     const zplan_buffer *b = &r->plan->buffers[i];
     uint64_t n = b->size, avail = b->src_offset < r->gguf->size ? r->gguf->size - b->src_offset : 0;
     if (avail < n) n = avail;
     zstatus s = zvk_upload(&r->dev, &r->bufs[i], 0, r->gguf->base + b->src_offset, (size_t)n, d);
     *done += b->size;
-    if (r->progress) draw_progress(*done, total);
+    if (r->progress) draw_progress(*done, total, shown);
     return s;
 }
 
@@ -116,13 +119,14 @@ static zstatus fill_zero(zrt *r, zdiag *d) {
 static zstatus create_buffers(zrt *r, zdiag *d) {
     const zplan *p = r->plan;
     uint64_t total = 0, done = 0;
+    int shown = -1;
     for (uint32_t i = 0; i < p->n_buffers; i++)
         if (p->buffers[i].kind == ZPB_WEIGHTS) total += p->buffers[i].size;
     for (uint32_t i = 0; i < p->n_buffers; i++) {
         const zplan_buffer *b = &p->buffers[i];
         zstatus s = zvk_buffer_create(&r->dev, b->size, host_visible(b->kind) ? ZVK_MEM_HOST : ZVK_MEM_DEVICE,
                                       zplan_str(p, b->name), &r->bufs[i], d);
-        if (!s && b->kind == ZPB_WEIGHTS) s = upload_weights(r, i, &done, total, d);
+        if (!s && b->kind == ZPB_WEIGHTS) s = upload_weights(r, i, &done, total, &shown, d);
         if (s) return s;
     }
     return fill_zero(r, d);
