@@ -14,14 +14,11 @@
 #include "plan.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../ir/fileio.h"
@@ -665,8 +662,7 @@ zstatus zplan_write(const zplan *p, const char *path, zdiag *d) {
     zfile_out o;
     st = zfile_begin(&o, path, d);
     if (!st) {
-        /* mkstemp creates 0600; a plan, like a model, is meant to be shared. */
-        if (fchmod(fileno(o.fp), 0644) != 0 || fwrite(b, 1, (size_t)n, o.fp) != (size_t)n)
+        if (fwrite(b, 1, (size_t)n, o.fp) != (size_t)n)
             st = zdiag_set(d, ZE_IO, "cannot write %s: %s", path, strerror(errno));
         st = zfile_end(&o, st, d);
     }
@@ -957,33 +953,13 @@ zstatus zplan_parse(const void *buf, uint64_t size, const char *name, zplan **ou
 
 zstatus zplan_read(const char *path, zplan **out, zdiag *d) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return zdiag_set(d, ZE_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return zdiag_set(d, ZE_IO, "cannot open %s: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return zdiag_set(d, ZE_IO, "cannot open %s: %s", path,
-                         S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file");
-    }
-    uint64_t size = (uint64_t)sb.st_size;
-    void *map = NULL;
-    if (size > 0) { /* mmap of zero bytes fails; an empty file is rejected by the parser */
-        map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return zdiag_set(d, ZE_IO, "cannot map %s: %s", path, strerror(e));
-        }
-    }
-    close(fd);
+    const void *map;
+    uint64_t size;
+    zstatus st = zfile_map(path, &map, &size, d);
+    if (st) return st;
     /* The plan is decoded into its own arena: the mapping can go at once. */
-    zstatus st = zplan_parse(map, size, path, out, d);
-    if (map) munmap(map, (size_t)size);
+    st = zplan_parse(map, size, path, out, d);
+    zfile_unmap(map, size);
     return st;
 }
 

@@ -15,15 +15,14 @@
  * docs/gguf-validation.md. */
 #include "gguf.h"
 
+#include "../ir/fileio.h"
+
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* Smallest encodings, used to bound counts by the bytes that remain. */
@@ -529,37 +528,16 @@ zstatus gguf_parse(const void *buf, uint64_t size, const char *name, gguf_file *
 
 zstatus gguf_open(const char *path, gguf_file **out, zdiag *d) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return zdiag_set(d, ZE_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return zdiag_set(d, ZE_IO, "cannot open %s: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return zdiag_set(d, ZE_IO, "cannot open %s: %s", path,
-                         S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file");
-    }
-    uint64_t size = (uint64_t)sb.st_size;
-    void *map = NULL;
-    /* mmap of zero bytes fails; an empty file is parsed (and rejected) from no bytes. */
-    if (size > 0) {
-        map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return zdiag_set(d, ZE_IO, "cannot map %s: %s", path, strerror(e));
-        }
-    }
-    close(fd);
-    zstatus st = load(map, size, path, out, d);
+    const void *map;
+    uint64_t size;
+    zstatus st = zfile_map(path, &map, &size, d);
+    if (st) return st;
+    st = load(map, size, path, out, d);
     if (st) {
-        if (map) munmap(map, (size_t)size);
+        zfile_unmap(map, size);
         return st;
     }
-    (*out)->map = map;
+    (*out)->map = (void *)map;
     (*out)->map_size = size;
     return ZOK;
 }
@@ -569,7 +547,7 @@ void gguf_close(gguf_file *f) {
     void *map = f->map;
     uint64_t n = f->map_size;
     zarena_free(f->arena); /* f itself lives in the arena */
-    if (map) munmap(map, (size_t)n);
+    zfile_unmap(map, n);
 }
 
 /* ---- lookups and typed getters --------------------------------------------- */

@@ -7,6 +7,8 @@
  * checking each one. */
 #include "gguf.h"
 
+#include "../ir/fileio.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -317,42 +319,18 @@ void gguf_add_tensor(gguf_writer *w, const char *name, ztype type, uint32_t n_di
 
 /* ---- output ------------------------------------------------------------------ */
 
-/* A small buffered writer over a file descriptor that remembers the first errno. */
+/* A writer over a stdio stream that remembers the first errno and counts
+ * the bytes it accepted (the current file offset). */
 typedef struct wbuf {
-    int fd, err;
-    uint64_t written; /* bytes accepted so far, i.e. the current file offset */
-    size_t len;
-    uint8_t buf[1 << 16];
+    FILE *fp;
+    int err;
+    uint64_t written;
 } wbuf;
-
-static void wb_drain(wbuf *b, const uint8_t *p, size_t n) {
-    while (n && !b->err) {
-        ssize_t k = write(b->fd, p, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            b->err = k < 0 ? errno : EIO;
-            return;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-}
-
-static void wb_flush(wbuf *b) {
-    wb_drain(b, b->buf, b->len);
-    b->len = 0;
-}
 
 static void wb_put(wbuf *b, const void *p, size_t n) {
     if (b->err) return;
     b->written += n;
-    if (b->len + n > sizeof b->buf) wb_flush(b);
-    if (n >= sizeof b->buf) { /* big tensor data goes straight through */
-        wb_drain(b, p, n);
-        return;
-    }
-    memcpy(b->buf + b->len, p, n);
-    b->len += n;
+    if (n && fwrite(p, 1, n, b->fp) != n) b->err = errno ? errno : EIO;
 }
 
 static void put_u32(wbuf *b, uint32_t v) {
@@ -439,7 +417,6 @@ static void emit(const gguf_writer *w, wbuf *b, uint64_t align) {
         wb_put(b, t->data, (size_t)t->nbytes);
         pad_to(b, align);
     }
-    wb_flush(b);
 }
 
 /* Alignment from general.alignment when set; it must be what the reader accepts. */
@@ -470,43 +447,18 @@ static zstatus layout(gguf_writer *w, const char *path, uint64_t *align, zdiag *
     return ZOK;
 }
 
-/* Writes everything to fd and makes it durable; returns 0 or an errno. */
-static int write_all(const gguf_writer *w, int fd, uint64_t align) {
-    wbuf *b = malloc(sizeof *b);
-    if (!b) return ENOMEM;
-    b->fd = fd;
-    b->err = 0;
-    b->written = 0;
-    b->len = 0;
-    emit(w, b, align);
-    int e = b->err;
-    free(b);
-    if (!e && fchmod(fd, 0644) != 0) e = errno; /* mkstemp creates 0600; a model file is meant to be shared */
-    if (!e && fsync(fd) != 0) e = errno;
-    return e;
-}
-
 zstatus gguf_writer_write(gguf_writer *w, const char *path, zdiag *d) {
     if (!w)
         return zdiag_set(d, ZE_NOMEM, "cannot write %s: out of memory: expected a writer, found NULL", path);
     if (w->err) return zdiag_set(d, w->err, "cannot write %s: %s", path, w->msg);
     uint64_t align;
     zstatus st = layout(w, path, &align, d);
+    zfile_out o;
+    if (!st) st = zfile_begin(&o, path, d);
     if (st) return st;
-    size_t n = strlen(path) + sizeof ".tmp-XXXXXX";
-    char *tmp = malloc(n);
-    if (!tmp) return zdiag_set(d, ZE_NOMEM, "cannot write %s: out of memory", path);
-    snprintf(tmp, n, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return zdiag_set(d, ZE_IO, "cannot write %s: %s", path, strerror(e));
-    }
-    int e = write_all(w, fd, align);
-    if (close(fd) != 0 && !e) e = errno;
-    if (!e && rename(tmp, path) != 0) e = errno;
-    if (e) unlink(tmp);
-    free(tmp);
-    return e ? zdiag_set(d, ZE_IO, "cannot write %s: %s", path, strerror(e)) : ZOK;
+    wbuf b = {o.fp, 0, 0};
+    errno = 0;
+    emit(w, &b, align);
+    if (b.err) st = zdiag_set(d, ZE_IO, "cannot write %s: %s", path, strerror(b.err));
+    return zfile_end(&o, st, d);
 }

@@ -203,6 +203,10 @@ zir_node *zir_node_add(zir_graph *g, zir_op op, const char *name, zir_value *con
  * body. The kernel takes the position of the last body node. */
 zir_node *zir_fuse(zir_graph *g, zir_node *const *body, int n, const zir_kparams *kp, zdiag *d);
 
+/* Re-infers n's output shape and compares it with the recorded one: code on
+ * a mismatch (the verifier passes ZE_INTERNAL, the shape pass ZE_INVALID). */
+zstatus zir_check_shape(const zir_node *n, zstatus code, zdiag *d);
+
 /* Shape inference for one node from its inputs; ZE_INVALID on a mismatch. */
 zstatus zir_infer_shape(const zir_node *n, int *rank, zdim *shape, zdiag *d);
 

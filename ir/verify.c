@@ -41,7 +41,7 @@ static zstatus verify_operands(const zir_graph *g, const zir_node *n, const zir_
     return ZOK;
 }
 
-static zstatus verify_shape(const zir_node *n, zdiag *d) {
+zstatus zir_check_shape(const zir_node *n, zstatus code, zdiag *d) {
     int rank;
     zdim shape[ZIR_MAX_RANK];
     zstatus s = zir_infer_shape(n, &rank, shape, d);
@@ -50,8 +50,7 @@ static zstatus verify_shape(const zir_node *n, zdiag *d) {
         return s;
     }
     if (rank != n->out->rank || memcmp(shape, n->out->shape, sizeof(zdim) * (size_t)rank))
-        return zdiag_set(d, ZE_INTERNAL, "node '%s': recorded shape differs from the inferred one",
-                         n->out->name);
+        return zdiag_set(d, code, "node '%s': recorded shape differs from the inferred one", n->out->name);
     return ZOK;
 }
 
@@ -62,7 +61,7 @@ static zstatus verify_op(const zir_graph *g, const zir_node *n, const zir_node *
         return zdiag_set(d, ZE_INTERNAL, "node %u: output is not an activation", n->id);
     if (n->parent != k) return zdiag_set(d, ZE_INTERNAL, "node '%s': wrong parent kernel", n->out->name);
     zstatus s = verify_operands(g, n, k, at, d);
-    return s ? s : verify_shape(n, d);
+    return s ? s : zir_check_shape(n, ZE_INTERNAL, d);
 }
 
 /* Uses of v by the body nodes of k. */
