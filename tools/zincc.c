@@ -8,6 +8,7 @@
 #include "../frontend/arch.h"
 #include "../passes/pass.h"
 #include "../backend/target_vk.h"
+#include "../ir/fileio.h"
 #include "../passes/report.h"
 #include "cli.h"
 #include "zincc_plan.h"
@@ -193,12 +194,12 @@ static zstatus write_report(const zincc_opts *z, const phase_out *ph, const zpas
 
 static zstatus write_dot(const zincc_opts *z, const phase_out *ph, zdiag *d) {
     const phase_out *p = &ph[strcmp(emit_phase(z), "decode") ? ZPH_PREFILL : ZPH_DECODE];
-    FILE *out = z->emit_out ? fopen(z->emit_out, "w") : stdout;
-    if (!out) return zdiag_set(d, ZE_IO, "--emit-out: cannot write '%s': %s", z->emit_out, strerror(errno));
-    zstatus s = zpass_emit_dot(p->fused, &p->po, &p->after, z->dot_weights, out, d);
-    if (z->emit_out && fclose(out) && !s)
-        s = zdiag_set(d, ZE_IO, "--emit-out: cannot write '%s': %s", z->emit_out, strerror(errno));
-    return s;
+    if (!z->emit_out) return zpass_emit_dot(p->fused, &p->po, &p->after, z->dot_weights, stdout, d);
+    zfile_out o; /* a failure never leaves half a drawing */
+    zstatus s = zfile_begin(&o, z->emit_out, d);
+    if (s) return s;
+    s = zpass_emit_dot(p->fused, &p->po, &p->after, z->dot_weights, o.fp, d);
+    return zfile_end(&o, s, d);
 }
 
 static zpass_opts phase_opts(const zincc_opts *z, const ztarget *t, int ph, zpass_report *rep) {
