@@ -380,7 +380,7 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, kbuild *b, zdiag *
 /* How an MLP kernel is laid out: TT tokens per workgroup, the intermediate
  * cut into NSPLIT slices of SLICE rows. */
 typedef struct mlp_cfg {
-    int64_t tt, nsplit, slice, tmax, cnt, mb;
+    int64_t tt, nsplit, slice, tmax, cnt, mb, rc;
     int wg, gu;
 } mlp_cfg;
 
@@ -401,7 +401,10 @@ static zstatus mlp_layout(const zir_node *n, const zcg_opts *o, int64_t H, int64
     c->nsplit = (FF + c->slice - 1) / c->slice;
     int64_t maxt = o->max_tokens > 0 ? o->max_tokens : 1;
     c->tmax = c->nsplit > 1 ? (maxt + c->tt - 1) / c->tt * c->tt : 0x7fffffff;
-    c->cnt = c->nsplit > 1 ? (c->tmax / c->tt + 3) / 4 * 4 : 0;
+    /* The split reduction runs in chunks of at least 64 hidden columns, at
+     * most 32 of them: one counter per token tile and chunk. */
+    c->rc = H / 64 < 1 ? 1 : H / 64 > 32 ? 32 : H / 64;
+    c->cnt = c->nsplit > 1 ? (c->tmax / c->tt * c->rc + 3) / 4 * 4 : 0;
     /* Decode runs about one workgroup per compute unit (split = n_cu): it
      * takes the largest workgroup, so that enough loads are in flight, and
      * four gate/up chunks per lane and trip. A prefill tile already has
@@ -434,6 +437,7 @@ static zstatus gen_mlp(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d
     if (c.nsplit > 1) {
         bind(b, "B_SCR", NULL, true, 4u * (uint64_t)(c.cnt + c.nsplit * c.tmax * H));
         def_i(b, "SCR_CNT", c.cnt);
+        def_i(b, "RC", c.rc);
     }
     const int64_t v[] = {H, H, H, FF, c.tt, c.mb, c.slice, c.nsplit, c.tmax, c.wg, c.gu};
     const char *const names[] = {"N", "K", "H", "FF", "TT", "MB", "SLICE", "NSPLIT", "TMAX", "WG", "GU"};

@@ -18,39 +18,156 @@
 #define WQ_NW 3u
 #define WQ_BIAS 4u
 
+// Weights are seen as uint, uvec2 and uvec4 arrays (same binding) for 4-,
+// 8- and 16-byte loads where the layout keeps them aligned: fewer, wider
+// memory requests per lane. Only the views a type uses are declared, since
+// every declaration counts against the stage's storage-buffer limit (16 on
+// llvmpipe): words for f32/f16/bf16 (single elements), q8_0 and q6_K
+// (unaligned blocks); pairs for q4_K/q5_K quants; quads for whole float
+// chunks and K-quant headers.
+#define WQ_HAS_WORD(t) ((t) == 0 || (t) == 1 || (t) == 30 || (t) == 8 || (t) == 14)
+#define WQ_HAS_PAIR(t) ((t) == 12 || (t) == 13)
+#define WQ_HAS_QUAD(t) ((t) == 0 || (t) == 1 || (t) == 30 || (t) == 12 || (t) == 13)
 #ifdef B_W0
-layout(std430, binding = B_W0) readonly buffer W0b { uint w0[]; };
+#if WQ_HAS_WORD(W0_TYPE)
+layout(std430, binding = B_W0) readonly buffer w0b { uint w0[]; };
+#endif
+#if WQ_HAS_PAIR(W0_TYPE)
+layout(std430, binding = B_W0) readonly buffer w0b2 { uvec2 w0_2[]; };
+#endif
+#if WQ_HAS_QUAD(W0_TYPE)
+layout(std430, binding = B_W0) readonly buffer w0b4 { uvec4 w0_4[]; };
+#endif
 #endif
 #ifdef B_W1
-layout(std430, binding = B_W1) readonly buffer W1b { uint w1[]; };
+#if WQ_HAS_WORD(W1_TYPE)
+layout(std430, binding = B_W1) readonly buffer w1b { uint w1[]; };
+#endif
+#if WQ_HAS_PAIR(W1_TYPE)
+layout(std430, binding = B_W1) readonly buffer w1b2 { uvec2 w1_2[]; };
+#endif
+#if WQ_HAS_QUAD(W1_TYPE)
+layout(std430, binding = B_W1) readonly buffer w1b4 { uvec4 w1_4[]; };
+#endif
 #endif
 #ifdef B_W2
-layout(std430, binding = B_W2) readonly buffer W2b { uint w2[]; };
+#if WQ_HAS_WORD(W2_TYPE)
+layout(std430, binding = B_W2) readonly buffer w2b { uint w2[]; };
+#endif
+#if WQ_HAS_PAIR(W2_TYPE)
+layout(std430, binding = B_W2) readonly buffer w2b2 { uvec2 w2_2[]; };
+#endif
+#if WQ_HAS_QUAD(W2_TYPE)
+layout(std430, binding = B_W2) readonly buffer w2b4 { uvec4 w2_4[]; };
+#endif
 #endif
 #ifdef B_NW
-layout(std430, binding = B_NW) readonly buffer NWb { uint wnw[]; };
+#if WQ_HAS_WORD(NW_TYPE)
+layout(std430, binding = B_NW) readonly buffer wnwb { uint wnw[]; };
+#endif
+#if WQ_HAS_PAIR(NW_TYPE)
+layout(std430, binding = B_NW) readonly buffer wnwb2 { uvec2 wnw_2[]; };
+#endif
+#if WQ_HAS_QUAD(NW_TYPE)
+layout(std430, binding = B_NW) readonly buffer wnwb4 { uvec4 wnw_4[]; };
+#endif
 #endif
 #ifdef B_BIAS
-layout(std430, binding = B_BIAS) readonly buffer BIASb { uint wbias[]; };
+#if WQ_HAS_WORD(BIAS_TYPE)
+layout(std430, binding = B_BIAS) readonly buffer wbiasb { uint wbias[]; };
+#endif
+#if WQ_HAS_PAIR(BIAS_TYPE)
+layout(std430, binding = B_BIAS) readonly buffer wbiasb2 { uvec2 wbias_2[]; };
+#endif
+#if WQ_HAS_QUAD(BIAS_TYPE)
+layout(std430, binding = B_BIAS) readonly buffer wbiasb4 { uvec4 wbias_4[]; };
+#endif
 #endif
 
+// Word i, pair i (bytes 8i ..) and quad i (bytes 16i ..) of a weight.
 uint wword(const uint which, uint i) {
 #ifdef B_W0
+#if WQ_HAS_WORD(W0_TYPE)
     if (which == WQ_W0) return w0[i];
 #endif
+#endif
 #ifdef B_W1
+#if WQ_HAS_WORD(W1_TYPE)
     if (which == WQ_W1) return w1[i];
 #endif
+#endif
 #ifdef B_W2
+#if WQ_HAS_WORD(W2_TYPE)
     if (which == WQ_W2) return w2[i];
 #endif
+#endif
 #ifdef B_NW
+#if WQ_HAS_WORD(NW_TYPE)
     if (which == WQ_NW) return wnw[i];
 #endif
+#endif
 #ifdef B_BIAS
+#if WQ_HAS_WORD(BIAS_TYPE)
     if (which == WQ_BIAS) return wbias[i];
 #endif
+#endif
     return 0u;
+}
+uvec2 wpair(const uint which, uint i) {
+#ifdef B_W0
+#if WQ_HAS_PAIR(W0_TYPE)
+    if (which == WQ_W0) return w0_2[i];
+#endif
+#endif
+#ifdef B_W1
+#if WQ_HAS_PAIR(W1_TYPE)
+    if (which == WQ_W1) return w1_2[i];
+#endif
+#endif
+#ifdef B_W2
+#if WQ_HAS_PAIR(W2_TYPE)
+    if (which == WQ_W2) return w2_2[i];
+#endif
+#endif
+#ifdef B_NW
+#if WQ_HAS_PAIR(NW_TYPE)
+    if (which == WQ_NW) return wnw_2[i];
+#endif
+#endif
+#ifdef B_BIAS
+#if WQ_HAS_PAIR(BIAS_TYPE)
+    if (which == WQ_BIAS) return wbias_2[i];
+#endif
+#endif
+    return uvec2(0u);
+}
+uvec4 wquad(const uint which, uint i) {
+#ifdef B_W0
+#if WQ_HAS_QUAD(W0_TYPE)
+    if (which == WQ_W0) return w0_4[i];
+#endif
+#endif
+#ifdef B_W1
+#if WQ_HAS_QUAD(W1_TYPE)
+    if (which == WQ_W1) return w1_4[i];
+#endif
+#endif
+#ifdef B_W2
+#if WQ_HAS_QUAD(W2_TYPE)
+    if (which == WQ_W2) return w2_4[i];
+#endif
+#endif
+#ifdef B_NW
+#if WQ_HAS_QUAD(NW_TYPE)
+    if (which == WQ_NW) return wnw_4[i];
+#endif
+#endif
+#ifdef B_BIAS
+#if WQ_HAS_QUAD(BIAS_TYPE)
+    if (which == WQ_BIAS) return wbias_4[i];
+#endif
+#endif
+    return uvec4(0u);
 }
 
 // Four bytes at any byte offset. The second word is read only when the
@@ -86,26 +203,24 @@ void k4_scale_min(uint s0, uint s1, uint s2, uint j, out float sc, out float m) 
     m = float(lo ? bj4 & 63u : (bj4 >> 4u) | ((bj >> 6u) << 4u));
 }
 
+// Rows of the float types start 16-byte aligned (K % 8 == 0).
 void dq8_f32(const uint which, uint base, out float v[8]) {
-    uint i0 = base >> 2u;
-    [[unroll]] for (uint i = 0u; i < 8u; i++) v[i] = uintBitsToFloat(wword(which, i0 + i));
+    uvec4 a = wquad(which, base >> 4u), b = wquad(which, (base >> 4u) + 1u);
+    v = float[8](uintBitsToFloat(a.x), uintBitsToFloat(a.y), uintBitsToFloat(a.z), uintBitsToFloat(a.w),
+                 uintBitsToFloat(b.x), uintBitsToFloat(b.y), uintBitsToFloat(b.z), uintBitsToFloat(b.w));
 }
 
 void dq8_f16(const uint which, uint base, out float v[8]) {
-    uint i0 = base >> 2u;
-    [[unroll]] for (uint i = 0u; i < 4u; i++) {
-        vec2 h = unpackHalf2x16(wword(which, i0 + i));
-        v[2u * i] = h.x;
-        v[2u * i + 1u] = h.y;
-    }
+    uvec4 q = wquad(which, base >> 4u);
+    vec2 h0 = unpackHalf2x16(q.x), h1 = unpackHalf2x16(q.y), h2 = unpackHalf2x16(q.z), h3 = unpackHalf2x16(q.w);
+    v = float[8](h0.x, h0.y, h1.x, h1.y, h2.x, h2.y, h3.x, h3.y);
 }
 
 void dq8_bf16(const uint which, uint base, out float v[8]) {
-    uint i0 = base >> 2u;
+    uvec4 q = wquad(which, base >> 4u);
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
-        uint w = wword(which, i0 + i);
-        v[2u * i] = uintBitsToFloat(w << 16u);
-        v[2u * i + 1u] = uintBitsToFloat(w & 0xffff0000u);
+        v[2u * i] = uintBitsToFloat(q[i] << 16u);
+        v[2u * i + 1u] = uintBitsToFloat(q[i] & 0xffff0000u);
     }
 }
 
@@ -123,14 +238,16 @@ void dq8_q8_0(const uint which, uint row_off, uint k0, out float v[8]) {
 // Q4_K: { f16 d, dmin; u8 scales[12]; u8 qs[128] } (144 bytes, word aligned).
 // Sub-blocks 2p and 2p+1 share qs[32p .. 32p+31], low and high nibbles.
 void dq8_q4_K(const uint which, uint row_off, uint k0, out float v[8]) {
-    uint wi = (row_off + (k0 >> 8u) * 144u) >> 2u;
+    uint wi = (row_off + (k0 >> 8u) * 144u) >> 2u; /* blocks are 16-byte aligned */
     uint in_b = k0 & 255u, j = in_b >> 5u;
-    vec2 dm = unpackHalf2x16(wword(which, wi));
+    uvec4 hd = wquad(which, wi >> 2u);
+    vec2 dm = unpackHalf2x16(hd.x);
     float sc, m;
-    k4_scale_min(wword(which, wi + 1u), wword(which, wi + 2u), wword(which, wi + 3u), j, sc, m);
+    k4_scale_min(hd.y, hd.z, hd.w, j, sc, m);
     float d1 = dm.x * sc, m1 = dm.y * m;
     uint qi = wi + 4u + ((32u * (j >> 1u) + (in_b & 31u)) >> 2u), sh = (j & 1u) * 4u;
-    uint q0 = wword(which, qi), q1 = wword(which, qi + 1u);
+    uvec2 qq = wpair(which, qi >> 1u);
+    uint q0 = qq.x, q1 = qq.y;
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
         v[i] = d1 * float((q0 >> (8u * i + sh)) & 0xfu) - m1;
         v[i + 4u] = d1 * float((q1 >> (8u * i + sh)) & 0xfu) - m1;
@@ -140,16 +257,18 @@ void dq8_q4_K(const uint which, uint row_off, uint k0, out float v[8]) {
 // Q5_K: { f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128] } (176 bytes):
 // Q4_K's layout plus a fifth bit, bit j of qh[l] for sub-block j.
 void dq8_q5_K(const uint which, uint row_off, uint k0, out float v[8]) {
-    uint wi = (row_off + (k0 >> 8u) * 176u) >> 2u;
+    uint wi = (row_off + (k0 >> 8u) * 176u) >> 2u; /* blocks are 16-byte aligned */
     uint in_b = k0 & 255u, j = in_b >> 5u, l = in_b & 31u;
-    vec2 dm = unpackHalf2x16(wword(which, wi));
+    uvec4 hd = wquad(which, wi >> 2u);
+    vec2 dm = unpackHalf2x16(hd.x);
     float sc, m;
-    k4_scale_min(wword(which, wi + 1u), wword(which, wi + 2u), wword(which, wi + 3u), j, sc, m);
+    k4_scale_min(hd.y, hd.z, hd.w, j, sc, m);
     float d1 = dm.x * sc, m1 = dm.y * m;
-    uint hi = wi + 4u + (l >> 2u);
-    uint h0 = wword(which, hi), h1 = wword(which, hi + 1u);
+    uvec2 hh = wpair(which, (wi + 4u + (l >> 2u)) >> 1u);
+    uint h0 = hh.x, h1 = hh.y;
     uint qi = wi + 12u + ((32u * (j >> 1u) + l) >> 2u), sh = (j & 1u) * 4u;
-    uint q0 = wword(which, qi), q1 = wword(which, qi + 1u);
+    uvec2 qq = wpair(which, qi >> 1u);
+    uint q0 = qq.x, q1 = qq.y;
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
         uint a = ((q0 >> (8u * i + sh)) & 0xfu) | (((h0 >> (8u * i + j)) & 1u) << 4u);
         uint b = ((q1 >> (8u * i + sh)) & 0xfu) | (((h1 >> (8u * i + j)) & 1u) << 4u);

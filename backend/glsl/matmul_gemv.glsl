@@ -16,12 +16,14 @@
 
 layout(local_size_x = WG) in;
 
-#define UNROLL 4
+#ifndef UNROLL
+#define UNROLL 4u
+#endif
 
 // One 8-element chunk at k0 of row n: a0 += x.W0, a1 += x.W1, ss += x.x.
 void chunk(uint xo, uint n, uint k0, inout float a0, inout float a1, inout float ss) {
     float xv[8], wv[8];
-    [[unroll]] for (uint i = 0u; i < 8u; i++) xv[i] = float(xin[xo + k0 + i]);
+    load_x8(xo + k0, xv);
 #if HAS_NORM
     float nv[8];
     DQ8(WQ_NW, NW_TYPE, 0u, 0u, k0, nv);
@@ -56,12 +58,17 @@ void main() {
         for (; c + (UNROLL - 1u) * S < nch; c += UNROLL * S)
             [[unroll]] for (uint u = 0u; u < UNROLL; u++) chunk(xo, n, (c + u * S) * 8u, a0[u], a1[u], ss[u]);
         for (; c < nch; c += S) chunk(xo, n, c * 8u, a0[0], a1[0], ss[0]);
-        float s0 = subgroupAdd((a0[0] + a0[1]) + (a0[2] + a0[3]));
+        [[unroll]] for (uint u = 1u; u < UNROLL; u++) {
+            a0[0] += a0[u];
+            a1[0] += a1[u];
+            ss[0] += ss[u];
+        }
+        float s0 = subgroupAdd(a0[0]);
 #if GLU
-        float s1 = subgroupAdd((a1[0] + a1[1]) + (a1[2] + a1[3]));
+        float s1 = subgroupAdd(a1[0]);
 #endif
 #if HAS_NORM
-        float sc = inversesqrt(subgroupAdd((ss[0] + ss[1]) + (ss[2] + ss[3])) / float(K) + NORM_EPS);
+        float sc = inversesqrt(subgroupAdd(ss[0]) / float(K) + NORM_EPS);
         s0 *= sc;
 #if GLU
         s1 *= sc;

@@ -12,19 +12,34 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
 layout(std430, binding = B_X) readonly buffer Xb { ACT_T xin[]; };
-layout(std430, binding = B_Y) writeonly buffer Yb { ACT_T yout[]; };
+#ifdef ACT_F16
+layout(std430, binding = B_X) readonly buffer Xb4 { f16vec4 xin4[]; };
+#else
+layout(std430, binding = B_X) readonly buffer Xb4 { vec4 xin4[]; };
+#endif
+
 #if ADD_MODE == 1
 #ifdef R_IS_X
-#define radd xin
+// The residual is x itself: read through the same (vector) view, since
+// llvmpipe was seen to mishandle a buffer read through two views here.
+float radd_at(uint i) { return float(xin4[i >> 2u][i & 3u]); }
 #else
 layout(std430, binding = B_R) readonly buffer Rb { ACT_T radd[]; };
+float radd_at(uint i) { return float(radd[i]); }
 #endif
 #endif
+
+// x[off .. off+7] (off % 8 == 0) in two vector loads.
+void load_x8(uint off, out float xv[8]) {
+    vec4 a = vec4(xin4[off >> 2u]), b = vec4(xin4[(off >> 2u) + 1u]);
+    xv = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
+}
+layout(std430, binding = B_Y) writeonly buffer Yb { ACT_T yout[]; };
 
 // What the epilogue adds to output element (t, n).
 float epilogue(uint t, uint n, float v) {
 #if ADD_MODE == 1
-    v += float(radd[t * uint(N) + n]);
+    v += radd_at(t * uint(N) + n);
 #elif ADD_MODE == 2
     v += DQ1(WQ_BIAS, BIAS_TYPE, n);
 #endif

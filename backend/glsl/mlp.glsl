@@ -12,9 +12,10 @@
 //
 // NSPLIT == 1 (prefill): the accumulator plus the add is the output.
 // NSPLIT > 1 (decode): each workgroup writes its accumulator as a partial
-// sum into the scratch binding; the last one to finish (an atomic counter
-// per token tile, which it resets for the next replay) adds the partials in
-// slice order, so the result does not depend on which one is last.
+// sum into the scratch binding, in RC chunks of the hidden dimension; the
+// last one to bring a chunk (an atomic counter per token tile and chunk,
+// which it resets for the next replay) adds that chunk's partials in slice
+// order, so the result does not depend on which one is last.
 //
 // The norm costs no pass of its own: lanes walking a gate/up row see all of
 // x, so they sum x^2 on the way and scale the finished dot products.
@@ -22,9 +23,9 @@
 // each, neighbouring lanes on neighbouring bytes), finished by shuffles.
 //
 // Defines: H, FF, TT, MB (8 G, G a power of two <= 8), SLICE, NSPLIT, TMAX
-// (token capacity of the scratch), WG, GU (gate/up chunks per trip, each
-// with its own sums so their loads overlap); W0 gate, W1 up, W2 down (types
-// and row bytes); B_SCR.
+// (token capacity of the scratch), RC (reduction chunks, split only), WG,
+// GU (gate/up chunks per trip, each with its own sums so that their loads
+// overlap); W0 gate, W1 up, W2 down (types and row bytes); B_SCR, SCR_CNT.
 
 #extension GL_KHR_shader_subgroup_shuffle : require
 
@@ -37,10 +38,11 @@ shared float act_s[TT * MB]; // [token][block row]
 
 #if NSPLIT > 1
 layout(std430, binding = B_SCR) coherent buffer Sb {
-    uint scnt[SCR_CNT]; // one counter per token tile
+    uint scnt[SCR_CNT]; // [token tile][hidden chunk] arrival counters
     float spart[];      // [slice][token][hidden]
 };
 shared bool last_s;
+#define RC_LEN ((H + RC - 1) / RC)
 #endif
 
 // One 8-element chunk at k0 of gate and up row f, for the tile's tokens.
@@ -54,9 +56,10 @@ void gu_chunk(uint t0, uint nt, uint f, uint k0, inout float ga[TT], inout float
 #endif
     [[unroll]] for (uint t = 0u; t < uint(TT); t++) {
         if (t >= nt) break;
-        uint xo = (t0 + t) * uint(H) + k0;
+        float x8[8];
+        load_x8((t0 + t) * uint(H) + k0, x8);
         [[unroll]] for (uint i = 0u; i < 8u; i++) {
-            float xv = float(xin[xo + i]);
+            float xv = x8[i];
 #if HAS_NORM
             ss[t] += xv * xv;
             xv *= nv[i];
@@ -133,6 +136,49 @@ void down_block(uint nt, uint fb, uint f_hi) {
     }
 }
 
+#if NSPLIT > 1
+// Sum of the NSPLIT partials of element (t, h), in slice order whoever
+// computes it; four independent loads per trip keep the memory busy.
+float sum_partials(uint t, uint h) {
+    float a[4] = float[4](0.0, 0.0, 0.0, 0.0);
+    uint p = 0u, stride = uint(TMAX) * uint(H), o = t * uint(H) + h;
+    for (; p + 3u < uint(NSPLIT); p += 4u)
+        [[unroll]] for (uint j = 0u; j < 4u; j++) a[j] += spart[(p + j) * stride + o];
+    for (; p < uint(NSPLIT); p++) a[0] += spart[p * stride + o];
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+// Writes this workgroup's partial sums chunk by chunk of the hidden
+// dimension, starting at a chunk that depends on the slice, and counts each
+// chunk in: whichever workgroup brings a chunk's last partial reduces that
+// chunk (and resets its counter for the next replay). The rotation spreads
+// the reduction over many workgroups instead of leaving it all to the last.
+void publish(uint s, uint t0, uint nt) {
+    uint tid = gl_LocalInvocationIndex, cb = gl_WorkGroupID.y * uint(RC);
+    for (uint q = 0u; q < uint(RC); q++) {
+        uint c = (s + q) % uint(RC), h_lo = min(c * uint(RC_LEN), uint(H));
+        uint len = min(uint(RC_LEN), uint(H) - h_lo);
+        for (uint i = tid; i < nt * len; i += uint(WG)) {
+            uint t = i / len, h = h_lo + i % len;
+            spart[(s * uint(TMAX) + t0 + t) * uint(H) + h] = acc_s[t * uint(H) + h];
+        }
+        memoryBarrierBuffer();
+        barrier();
+        if (tid == 0u) last_s = atomicAdd(scnt[cb + c], 1u) == uint(NSPLIT) - 1u;
+        barrier();
+        if (last_s) {
+            memoryBarrierBuffer();
+            for (uint i = tid; i < nt * len; i += uint(WG)) {
+                uint t = t0 + i / len, h = h_lo + i % len;
+                yout[t * uint(H) + h] = ACT_T(epilogue(t, h, sum_partials(t, h)));
+            }
+            if (tid == 0u) scnt[cb + c] = 0u;
+        }
+        barrier(); /* last_s is rewritten next round */
+    }
+}
+#endif
+
 void main() {
     uint tid = gl_LocalInvocationIndex, s = gl_WorkGroupID.x;
     uint T = min(step.T, uint(TMAX)), t0 = gl_WorkGroupID.y * uint(TT);
@@ -153,20 +199,6 @@ void main() {
         yout[t * uint(H) + h] = ACT_T(epilogue(t, h, acc_s[i]));
     }
 #else
-    for (uint i = tid; i < nt * uint(H); i += uint(WG))
-        spart[(s * uint(TMAX) + t0) * uint(H) + i] = acc_s[i];
-    memoryBarrierBuffer();
-    barrier();
-    if (tid == 0u) last_s = atomicAdd(scnt[gl_WorkGroupID.y], 1u) == uint(NSPLIT) - 1u;
-    barrier();
-    if (!last_s) return;
-    memoryBarrierBuffer();
-    for (uint i = tid; i < nt * uint(H); i += uint(WG)) {
-        float v = 0.0;
-        for (uint p = 0u; p < uint(NSPLIT); p++) v += spart[(p * uint(TMAX) + t0) * uint(H) + i];
-        uint t = t0 + i / uint(H), h = i % uint(H);
-        yout[t * uint(H) + h] = ACT_T(epilogue(t, h, v));
-    }
-    if (tid == 0u) scnt[gl_WorkGroupID.y] = 0u;
+    publish(s, t0, nt);
 #endif
 }
