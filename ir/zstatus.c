@@ -3,10 +3,19 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A message is one line by contract, and names in it may come from hostile
+ * files (an architecture, a key, a pre-tokenizer): control bytes (a newline,
+ * a terminal escape) become '?' here, whoever formatted the message. */
+static void one_line(char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 zstatus zdiag_vset(zdiag *d, zstatus code, const char *fmt, va_list ap) {
     if (d) {
         d->code = code;
         vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+        one_line(d->msg);
     }
     return code;
 }
@@ -31,6 +40,7 @@ void zdiag_prefix(zdiag *d, const char *fmt, ...) {
     if (n >= sizeof d->msg) n = sizeof d->msg - 1;
     memcpy(d->msg, joined, n);
     d->msg[n] = 0;
+    one_line(d->msg);
 }
 
 static const char *const status_names[ZE_COUNT] = {

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <spirv-tools/libspirv.h>
 #include <string.h>
 
 #include "../frontend/gguf.h"
@@ -27,6 +28,52 @@ static bool host_visible(uint32_t kind) {
     return kind == ZPB_STEP || kind == ZPB_TOKENS || kind == ZPB_LOGITS;
 }
 
+/* A plan's checksums say only that its bytes are what a writer wrote: a
+ * forged plan can carry any SPIR-V words, and drivers need not survive
+ * invalid SPIR-V (llvmpipe crashes on an OpStore of an undefined id). So each
+ * kernel is validated before any driver sees it, by the rules of the Vulkan
+ * version its SPIR-V version implies. Layouts are checked by the most
+ * permissive rules: the aim is a well-formed module; features are checked
+ * against the device separately (check_device). */
+static zstatus check_spirv(const zplan *p, zdiag *d) {
+    for (uint32_t i = 0; i < p->n_kernels; i++) {
+        const zplan_kernel *k = &p->kernels[i];
+        uint32_t ver = p->spirv[k->code + 1];
+        spv_target_env env = ver >= 0x10600   ? SPV_ENV_VULKAN_1_3
+                             : ver >= 0x10400 ? SPV_ENV_VULKAN_1_2
+                             : ver >= 0x10300 ? SPV_ENV_VULKAN_1_1
+                                              : SPV_ENV_VULKAN_1_0;
+        spv_context ctx = spvContextCreate(env);
+        spv_validator_options vo = spvValidatorOptionsCreate();
+        if (!ctx || !vo) {
+            spvValidatorOptionsDestroy(vo);
+            spvContextDestroy(ctx);
+            return zdiag_set(d, ZE_NOMEM, "out of memory validating SPIR-V");
+        }
+        spvValidatorOptionsSetScalarBlockLayout(vo, true);
+        spvValidatorOptionsSetWorkgroupScalarBlockLayout(vo, true);
+        spvValidatorOptionsSetUniformBufferStandardLayout(vo, true);
+        spv_const_binary_t bin = {p->spirv + k->code, k->n_words};
+        spv_diagnostic diag = NULL;
+        spv_result_t res = spvValidateWithOptions(ctx, vo, &bin, &diag);
+        char why[200] = "";
+        for (size_t j = 0;
+             diag && diag->error && diag->error[j] && diag->error[j] != '\n' && j + 1 < sizeof why; j++)
+            why[j] = diag->error[j] >= 0x20 && diag->error[j] < 0x7f ? diag->error[j] : '?';
+        if (!why[0]) snprintf(why, sizeof why, "validator result %d", (int)res);
+        spvDiagnosticDestroy(diag);
+        spvValidatorOptionsDestroy(vo);
+        spvContextDestroy(ctx);
+        if (res != SPV_SUCCESS)
+            return zdiag_set(
+                d, ZE_FORMAT,
+                "kernel %u '%s': invalid SPIR-V: expected a module valid for Vulkan (SPIRV-Tools), "
+                "found: %s",
+                i, zplan_str(p, k->name), why);
+    }
+    return ZOK;
+}
+
 static zstatus check_gguf(zrt *r, const char *path, zdiag *d) {
     const zplan *p = r->plan;
     zstatus s = gguf_open(path, &r->gguf, d);
@@ -41,6 +88,19 @@ static zstatus check_gguf(zrt *r, const char *path, zdiag *d) {
     return ZOK;
 }
 
+/* The first ZPLAN_NEED_* feature the device lacks, or NULL. A plan's bits
+ * may be forged (the checksums only say the writer wrote them), and a
+ * driver handed a kernel that uses a feature it lacks may fail in any way. */
+static const char *missing_feature(const zvk_profile *pr, uint32_t need) {
+    if ((need & ZPLAN_NEED_FP16 && !pr->fp16) || (need & ZPLAN_NEED_STORAGE16 && !pr->storage16))
+        return "16-bit float support";
+    if (need & ZPLAN_NEED_STORAGE8 && !pr->storage8) return "8-bit storage buffers";
+    if (need & ZPLAN_NEED_INT_DOT && !pr->int_dot) return "integer dot products";
+    if (need & ZPLAN_NEED_COOPMAT_NV && !pr->coopmat_nv) return "NV cooperative matrix";
+    if (need & ZPLAN_NEED_COOPMAT_KHR && !pr->coopmat_khr) return "KHR cooperative matrix";
+    return NULL;
+}
+
 static zstatus check_device(zrt *r, const char *request, zdiag *d) {
     uint32_t idx;
     zstatus s = zvk_instance_create(&r->inst, d);
@@ -48,13 +108,18 @@ static zstatus check_device(zrt *r, const char *request, zdiag *d) {
     if (!s) s = zvk_device_create(&r->inst, idx, &r->dev, d);
     if (s) return s;
     const zvk_profile *pr = &r->dev.prof;
-    uint32_t need = r->plan->required;
-    if (((need & ZPLAN_NEED_FP16) && !pr->fp16) || ((need & ZPLAN_NEED_STORAGE16) && !pr->storage16))
-        return zdiag_set(
-            d, ZE_UNSUPPORTED,
-            "device '%s' lacks 16-bit float support, which this plan needs: expected a plan compiled "
-            "for it (zincc MODEL.gguf --target device -o PLAN)",
-            pr->name);
+    const char *missing = missing_feature(pr, r->plan->required);
+    if (missing)
+        return zdiag_set(d, ZE_UNSUPPORTED,
+                         "device '%s' lacks %s, which this plan needs: expected a plan compiled "
+                         "for it (zincc MODEL.gguf --target device -o PLAN)",
+                         pr->name, missing);
+    /* Pipelines are created at the driver's default subgroup size. */
+    if ((r->plan->required & ZPLAN_NEED_SUBGROUP_SIZE) && r->plan->subgroup_size != pr->subgroup_size)
+        return zdiag_set(d, ZE_UNSUPPORTED,
+                         "device '%s' runs subgroups of %u; this plan's kernels assume subgroups of %u: "
+                         "expected a plan compiled for it (zincc MODEL.gguf --target device -o PLAN)",
+                         pr->name, pr->subgroup_size, r->plan->subgroup_size);
     if (r->plan->shared_bytes > pr->max_shared_memory)
         return zdiag_set(
             d, ZE_UNSUPPORTED,
@@ -153,6 +218,7 @@ static zstatus create_pipelines(zrt *r, zdiag *d) {
             b[j] = (zvk_binding){&r->bufs[pb->buffer], pb->offset, pb->range};
         }
         s = zvk_desc_set(&r->dev, r->pool, &r->pipes[dp->kernel], b, dp->n_bindings, &r->sets[i], d);
+        if (s) zdiag_prefix(d, "dispatch %u (%s)", i, zplan_str(p, dp->node));
     }
     return s;
 }
@@ -196,6 +262,7 @@ zstatus zrt_open_plan(zplan *p, const zrt_opts *o, zrt **out, zdiag *d) {
     r->pipes = calloc(p->n_kernels ? p->n_kernels : 1, sizeof *r->pipes);
     r->sets = calloc(p->n_dispatches ? p->n_dispatches : 1, sizeof *r->sets);
     zstatus s = r->bufs && r->pipes && r->sets ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (!s) s = check_spirv(p, d);
     if (!s) s = check_gguf(r, o && o->gguf_path ? o->gguf_path : zplan_str(p, p->gguf_path), d);
     if (!s) s = check_device(r, o ? o->device : NULL, d);
     if (!s) s = check_memory(r, d);
