@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Generates the seed corpora of the fuzz harnesses (nothing is committed):
+#   seeds.sh BUILD_DIR OUT_DIR
+# BUILD_DIR holds the zinc and zincc programs; OUT_DIR gets one folder per
+# harness: gguf/ and frontend/ (tiny models from zinc mkmodel, every
+# architecture and weight type), plan/ (zincc -o plans of two of them), and
+# tokenizer/ (texts and id lists behind the harness's control byte).
+set -euo pipefail
+build=${1:?usage: seeds.sh BUILD_DIR OUT_DIR}
+out=${2:?usage: seeds.sh BUILD_DIR OUT_DIR}
+src=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$out"/{gguf,frontend,plan,tokenizer}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Tiny models: one layer, hidden 32 (a K-quant falls back to q8_0 at this
+# width, as llama-quantize does), so that each seed stays near 35-110 KB.
+tiny="--layers 1 --hidden 32 --ff 64 --heads 2 --kv-heads 1 --head-dim 16 --vocab 270"
+for arch in qwen3 llama qwen2; do
+    for quant in q8_0 f16 q4_k_m; do
+        "$build/zinc" mkmodel --arch "$arch" $tiny --quant "$quant" --seed 1 -o "$tmp/$arch-$quant.gguf" 2>/dev/null
+    done
+done
+"$build/zinc" mkmodel --arch qwen3 $tiny --quant f32 --tied -o "$tmp/qwen3-tied.gguf" 2>/dev/null
+cp "$tmp"/*.gguf "$out/gguf/"
+cp "$tmp"/*.gguf "$out/frontend/"
+
+# Plans for a named profile, so that no Vulkan device is needed.
+for m in qwen3-q8_0 llama-f16; do
+    "$build/zincc" "$tmp/$m.gguf" -o "$out/plan/$m.zplan" --target llvmpipe --ctx 16 --chunk 4 >/dev/null 2>"$tmp/log" ||
+        { cat "$tmp/log" >&2; exit 1; }
+done
+
+# Tokenizer seeds: control byte (see fuzz_tokenizer.c), then the payload.
+n=0
+seed_text() { # control-byte text
+    printf "\\x$1" >"$out/tokenizer/t$n"
+    printf '%s' "$2" >>"$out/tokenizer/t$n"
+    n=$((n + 1))
+}
+texts=("Hello world" "  leading spaces and   runs   of spaces  " "numbers 1234567 3.14159 and 2024-11-30"
+    "<|im_start|>user
+Hi there!<|im_end|>
+<|im_start|>assistant
+" "<|begin_of_text|><|start_header_id|>user<|end_header_id|>" "ünïcödé 中文字符 emoji 😀🎉 ça va?"
+    "tabs	and
+newlines
+" "<tool> <s> </s> <unk>" "don't we'll I'm you're THEY'RE" "a")
+for t in "${texts[@]}"; do
+    for c in 00 01 02 0c 0d 0e; do seed_text "$c" "$t"; done
+done
+# Paragraphs of the project's own documentation.
+for f in "$src"/docs/tokenizer.md "$src"/README.md; do
+    [ -f "$f" ] && head -c 2000 "$f" >"$tmp/doc" && for c in 00 01 02; do seed_text "$c" "$(cat "$tmp/doc")"; done
+done
+# Invalid UTF-8, NULs and stray continuation bytes.
+for c in 00 01 02; do
+    printf "\\x$c\\xff\\xfe a \\xc3 b \\x80\\x80 \\xe4\\xb8 \\x00 end \\xf4\\x90\\x80\\x80" >"$out/tokenizer/t$n"
+    n=$((n + 1))
+done
+# Id lists (two bytes per id) for detokenize (0x20) and the stream (0x30).
+for c in 20 21 22 30 31 32 e0 f0; do
+    printf "\\x$c" >"$out/tokenizer/t$n"
+    head -c 64 /dev/zero | tr '\0' '\001' >>"$out/tokenizer/t$n"
+    printf '\x00\x00\x01\x00\x02\x00\xff\x00\x0a\x01\x30\x01\xff\xff' >>"$out/tokenizer/t$n"
+    n=$((n + 1))
+done
+echo "seeds: $(ls "$out/gguf" | wc -l) GGUF, $(ls "$out/plan" | wc -l) plans, $n tokenizer inputs in $out"
