@@ -32,10 +32,14 @@ static inline int64_t zcg_affine_eval(zcg_affine f, int64_t T) {
     return x <= 0 ? 0 : (x + f.div - 1) / f.div;
 }
 
+/* Bindings that are neither a value nor scratch. */
+enum { ZCG_BIND_TOPK = 1 /* the plan's top-k candidates buffer */ };
+
 typedef struct zcg_binding {
-    const zir_value *value; /* NULL: per-dispatch scratch of scratch_bytes */
+    const zir_value *value; /* NULL: per-dispatch scratch of scratch_bytes, or a special buffer */
     uint64_t scratch_bytes; /* for scratch: bytes, zero-filled once at load */
     bool written;           /* the kernel writes this binding */
+    int special;            /* ZCG_BIND_*, with value NULL (last: positional initializers stay valid) */
 } zcg_binding;
 
 typedef struct zcg_opts {
@@ -65,6 +69,10 @@ zstatus zcg_misc(const zir_graph *g, const zir_node *n, const zcg_opts *o, zaren
                  zdiag *d);
 zstatus zcg_attention(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
                       zdiag *d);
+
+/* The top-k selection over the logits of a step's last row, appended to
+ * each schedule by the lowering (backend/cg_topk.c). */
+zstatus zcg_topk(const zir_graph *g, const zcg_opts *o, zarena *a, zcg_kernel *out, zdiag *d);
 
 /* The text of backend/glsl/<name>.glsl, embedded at build time; NULL if absent. */
 const char *zcg_glsl(const char *name);

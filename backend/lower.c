@@ -258,7 +258,9 @@ static zstatus locate(lw *w, const zir_graph *g, const zcg_binding *b, zplan_bin
     const zir_value *c = v ? cache_of(v) : NULL;
     uint32_t buf = UINT32_MAX;
     uint64_t off = 0, range = 0;
-    if (!v) {
+    if (!v && b->special == ZCG_BIND_TOPK) {
+        buf = w->p->topk_buffer;
+    } else if (!v) {
         buf = add_buffer(w, ZPB_SCRATCH, "scratch", round_up(b->scratch_bytes, 4), 0);
     } else if (v->role == ZR_WEIGHT)
         buf = find_buffer(w, ZPB_WEIGHTS, v->name);
@@ -340,6 +342,9 @@ static zstatus lower_phase(lw *w, const zir_graph *g, zplan_phase ph) {
         s = zcg_node(g, g->nodes[i], &co, w->tmp, &k, w->d);
         if (!s && k.glsl) s = add_dispatch(w, g, g->nodes[i], &k, &open);
     }
+    zcg_kernel k;
+    if (!s) s = zcg_topk(g, &co, w->tmp, &k, w->d);
+    if (!s) s = add_dispatch(w, g, g->logits->producer, &k, &open);
     free(open.a);
     w->p->sched[ph].count = w->p->n_dispatches - w->p->sched[ph].first;
     /* The first dispatch of a phase waits for whatever ran before. */
@@ -379,6 +384,7 @@ static zstatus header(lw *w, const zir_graph *g) {
     p->step_buffer = add_buffer(w, ZPB_STEP, "step", 16, 0);
     p->tokens_buffer = add_buffer(w, ZPB_TOKENS, "tokens", rows * 4, 0);
     p->logits_buffer = add_buffer(w, ZPB_LOGITS, "logits", rows * (uint64_t)g->hp.n_vocab * 4, 0);
+    p->topk_buffer = add_buffer(w, ZPB_TOPK, "topk", ZPLAN_TOPK_BYTES, 0);
     w->act = add_buffer(w, ZPB_ACT, "activations", ALIGN, 0);
     return w->oom ? zdiag_set(w->d, ZE_NOMEM, "out of memory") : ZOK;
 }

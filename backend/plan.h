@@ -27,7 +27,7 @@
 
 #define ZPLAN_MAGIC         "ZINCPLAN" /* 8 bytes */
 #define ZPLAN_VERSION_MAJOR 1
-#define ZPLAN_VERSION_MINOR 0
+#define ZPLAN_VERSION_MINOR 1  /* 1.1: the top-k candidates buffer */
 #define ZPLAN_MAX_BINDINGS  16 /* per dispatch, the step buffer included */
 
 typedef enum zplan_buf_kind {
@@ -38,6 +38,7 @@ typedef enum zplan_buf_kind {
     ZPB_TOKENS,      /* int32 token ids of a step, max_tokens of them */
     ZPB_LOGITS,      /* float logits [max_tokens][n_vocab] or [1][n_vocab] */
     ZPB_SCRATCH,     /* per-kernel scratch (partial sums, counters), zeroed at load */
+    ZPB_TOPK,        /* the step's top candidates: {count, total, (id, logit bits) x ZPLAN_TOPK_CAP} */
     ZPB_KIND_LIMIT
 } zplan_buf_kind;
 
@@ -47,6 +48,14 @@ typedef struct zplan_buffer {
     uint64_t size;       /* bytes */
     uint64_t src_offset; /* ZPB_WEIGHTS: file offset in the GGUF */
 } zplan_buffer;
+
+/* The last dispatch of each schedule selects the largest logits of the
+ * step's last row on the GPU: every logit at least the ZPLAN_TOPK_K-th
+ * largest, at most ZPLAN_TOPK_CAP of them (ties can make more; `total` says
+ * how many there were). Sampling then reads ~0.5 KiB instead of a row. */
+#define ZPLAN_TOPK_K     64
+#define ZPLAN_TOPK_CAP   256
+#define ZPLAN_TOPK_BYTES (8 + 8 * ZPLAN_TOPK_CAP)
 
 /* Features a plan's kernels need from the device (zplan.required). */
 enum {
@@ -115,6 +124,7 @@ typedef struct zplan {
     uint32_t compiler;                    /* string: "zincc 0.1.0, shaderc ..." */
     /* I/O of a step. */
     uint32_t step_buffer, tokens_buffer, logits_buffer;
+    uint32_t topk_buffer; /* a ZPB_TOPK buffer, or 0: none (plans before 1.1; buffer 0 is the step buffer) */
     /* Tables. */
     char *strings;
     uint32_t n_strings_bytes;

@@ -94,7 +94,7 @@ static const field meta_fields[] = {
     F(zplan, step_buffer),
     F(zplan, tokens_buffer),
     F(zplan, logits_buffer),
-    FR(4),
+    F(zplan, topk_buffer), /* reserved (zero) in 1.0 */
     F(zplan, sched[0].first),
     F(zplan, sched[0].count),
     F(zplan, sched[0].max_tokens),
@@ -375,7 +375,7 @@ static zstatus check_schedules(vctx *v) {
 
 static const char *const kind_names[ZPB_KIND_LIMIT] = {
     [ZPB_WEIGHTS] = "weights", [ZPB_ACT] = "act",       [ZPB_KV] = "kv",           [ZPB_STEP] = "step",
-    [ZPB_TOKENS] = "tokens",   [ZPB_LOGITS] = "logits", [ZPB_SCRATCH] = "scratch",
+    [ZPB_TOKENS] = "tokens",   [ZPB_LOGITS] = "logits", [ZPB_SCRATCH] = "scratch", [ZPB_TOPK] = "topk",
 };
 
 static const char *kind_name(uint32_t k) {
@@ -423,7 +423,10 @@ static zstatus check_io(vctx *v) {
     } io[] = {
         {"step buffer", p->step_buffer, ZPB_STEP, 16, "{T, pos, ctx, 0}"},
         {"tokens buffer", p->tokens_buffer, ZPB_TOKENS, 4 * max_t, "int32 x max_tokens"},
-        {"logits buffer", p->logits_buffer, ZPB_LOGITS, 4 * max_rows * p->n_vocab, "float x rows x n_vocab"}};
+        {"logits buffer", p->logits_buffer, ZPB_LOGITS, 4 * max_rows * p->n_vocab, "float x rows x n_vocab"},
+        {"top-k buffer", p->topk_buffer ? p->topk_buffer : p->step_buffer,
+         p->topk_buffer ? ZPB_TOPK : ZPB_STEP, p->topk_buffer ? ZPLAN_TOPK_BYTES : 16,
+         "count, total, candidates"}};
     for (size_t i = 0; i < COUNT(io); i++) {
         if (io[i].index >= p->n_buffers)
             return vfail(v, SEC_META, 0, "%s: buffer index out of range: expected < %u, found %u", io[i].what,

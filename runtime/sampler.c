@@ -300,3 +300,22 @@ int32_t zrt_sample(zrt_sampler *s, const float *logits) {
         c[i].logit /= s->p.temp;
     return draw(s, c, n);
 }
+
+bool zrt_sample_needs_only_top(const zrt_sampler *s, size_t n) {
+    bool no_penalty = !s->last_n || s->p.repeat_penalty == 1.0f;
+    return no_penalty && n > 0 && (s->p.temp <= 0 || (s->p.top_k > 0 && (size_t)s->p.top_k <= n));
+}
+
+int32_t zrt_sample_top(zrt_sampler *s, const zrt_sample_cand *top, size_t n) {
+    zrt_sample_cand *c = s->cand;
+    for (size_t i = 0; i < n; i++)
+        c[i] = (zrt_sample_cand){top[i].id, top[i].logit, 0};
+    sort_cands(c, n); /* the order zrt_sample's top-k leaves */
+    if (s->p.temp <= 0) return c[0].id;
+    n = zrt_sample_top_k(c, n, s->p.top_k);
+    n = zrt_sample_top_p(c, n, s->p.top_p);
+    n = zrt_sample_min_p(c, n, s->p.min_p);
+    for (size_t i = 0; i < n; i++)
+        c[i].logit /= s->p.temp;
+    return draw(s, c, n);
+}

@@ -39,6 +39,12 @@ extern const char zrt_sample_flags_help[];
  * other argument; -1 (with d set) for a bad or missing value. */
 int zrt_sample_parse_arg(zrt_sample_params *p, int argc, char **argv, int *i, zdiag *d);
 
+/* A candidate token: id, logit, and its probability once computed. */
+typedef struct zrt_sample_cand {
+    int32_t id;
+    float logit, p;
+} zrt_sample_cand;
+
 typedef struct zrt_sampler zrt_sampler;
 
 /* A sampler over a vocabulary of n_vocab tokens; ctx resolves
@@ -51,6 +57,13 @@ zstatus zrt_sample_new(const zrt_sample_params *p, uint32_t n_vocab, uint32_t ct
 void zrt_sample_accept(zrt_sampler *s, int32_t token);
 /* Picks a token from logits[n_vocab] (not modified). Does not accept it. */
 int32_t zrt_sample(zrt_sampler *s, const float *logits);
+/* Whether zrt_sample_top gives what zrt_sample would from only the n
+ * largest logits: no repeat penalty (it can lift smaller logits over larger
+ * ones), and greedy or a top-k of at most n. */
+bool zrt_sample_needs_only_top(const zrt_sampler *s, size_t n);
+/* Picks a token from top[0..n): the n largest logits of a row, in any order
+ * (the executor selects them on the GPU). Same draws as zrt_sample. */
+int32_t zrt_sample_top(zrt_sampler *s, const zrt_sample_cand *top, size_t n);
 /* Forgets the history and reseeds the generator. */
 void zrt_sample_reset(zrt_sampler *s);
 
@@ -58,10 +71,6 @@ void zrt_sample_reset(zrt_sampler *s);
  * works on a candidate list (ids and logits, n entries) and returns how many
  * of the first entries remain. top-k (k > 0) and top-p leave the list sorted
  * by logit, descending, ties by id; min-p keeps the order it is given. */
-typedef struct zrt_sample_cand {
-    int32_t id;
-    float logit, p;
-} zrt_sample_cand;
 size_t zrt_sample_top_k(zrt_sample_cand *c, size_t n, int32_t k);
 size_t zrt_sample_top_p(zrt_sample_cand *c, size_t n, float p);
 size_t zrt_sample_min_p(zrt_sample_cand *c, size_t n, float p);

@@ -21,11 +21,12 @@ struct zrt {
     zvk_cmd decode;        /* recorded once, replayed per token */
     bool decode_recorded;
     int64_t pos;
+    int last_T; /* tokens of the last step: its logits rows */
     bool progress;
 };
 
 static bool host_visible(uint32_t kind) {
-    return kind == ZPB_STEP || kind == ZPB_TOKENS || kind == ZPB_LOGITS;
+    return kind == ZPB_STEP || kind == ZPB_TOKENS || kind == ZPB_TOPK;
 }
 
 /* A plan's checksums say only that its bytes are what a writer wrote: a
@@ -320,6 +321,7 @@ int64_t zrt_pos(const zrt *r) {
 }
 void zrt_reset(zrt *r) {
     r->pos = 0;
+    r->last_T = 0;
 }
 
 static zstatus check_step(const zrt *r, zplan_phase ph, const int32_t *tokens, int n, zdiag *d) {
@@ -359,9 +361,13 @@ zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *log
         if (!s) s = zvk_cmd_submit_wait(&r->dev, &c, d);
         zvk_cmd_release(&r->dev, &c);
     }
+    /* Logits stay on the device unless asked for: sampling reads the top-k. */
+    if (!s && logits)
+        s = zvk_download(&r->dev, &r->bufs[p->logits_buffer], 0, logits,
+                         sizeof(float) * (size_t)n * p->n_vocab, d);
     if (s) return s;
-    if (logits) memcpy(logits, r->bufs[p->logits_buffer].map, sizeof(float) * (size_t)n * p->n_vocab);
     r->pos += n;
+    r->last_T = n;
     return ZOK;
 }
 
@@ -377,19 +383,29 @@ zstatus zrt_eval(zrt *r, const int32_t *tokens, int n, float *logits, zdiag *d) 
     return ZOK;
 }
 
-zstatus zrt_eval_last(zrt *r, const int32_t *tokens, int n, float *last, zdiag *d) {
-    if (n == 1 && r->plan->sched[ZPLAN_DECODE].count) return zrt_run(r, ZPLAN_DECODE, tokens, 1, last, d);
-    int chunk = (int)r->plan->sched[ZPLAN_PREFILL].max_tokens;
-    for (int i = 0; i < n; i += chunk) {
-        int m = n - i < chunk ? n - i : chunk;
-        zstatus s = zrt_run(r, ZPLAN_PREFILL, tokens + i, m, NULL, d);
-        if (s) return s;
-        if (i + m == n && last) {
-            const zplan *p = r->plan;
-            memcpy(last, (const float *)r->bufs[p->logits_buffer].map + (size_t)(m - 1) * p->n_vocab,
-                   sizeof(float) * p->n_vocab);
-        }
+zstatus zrt_last_logits(zrt *r, float *last, zdiag *d) {
+    const zplan *p = r->plan;
+    if (!r->last_T) return zdiag_set(d, ZE_INVALID, "no step has run: there are no logits to read");
+    uint64_t row = sizeof(float) * p->n_vocab;
+    return zvk_download(&r->dev, &r->bufs[p->logits_buffer], row * (uint64_t)(r->last_T - 1), last, row, d);
+}
+
+zstatus zrt_top(const zrt *r, zrt_sample_cand *top, size_t *n, zdiag *d) {
+    const zplan *p = r->plan;
+    if (!p->topk_buffer)
+        return zdiag_set(d, ZE_UNSUPPORTED, "the plan selects no top-k (compiled before plan 1.1)");
+    const uint32_t *t = r->bufs[p->topk_buffer].map;
+    if (t[1] > t[0] || t[0] > ZPLAN_TOPK_CAP)
+        return zdiag_set(d, ZE_UNSUPPORTED, "%u logits tie at the top-k threshold: more than the %d kept",
+                         t[1], ZPLAN_TOPK_CAP);
+    for (uint32_t i = 0; i < t[0]; i++) {
+        uint32_t id = t[2 + 2 * i], bits = t[3 + 2 * i];
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        if (id >= p->n_vocab) return zdiag_set(d, ZE_INTERNAL, "top-k candidate %u out of range", id);
+        top[i] = (zrt_sample_cand){(int32_t)id, f, 0};
     }
+    *n = t[0];
     return ZOK;
 }
 

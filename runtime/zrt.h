@@ -11,6 +11,7 @@
 #include "../backend/plan.h"
 #include "../backend/vk.h"
 #include "../frontend/gguf.h"
+#include "sampler.h"
 #include "../ir/zstatus.h"
 
 typedef struct zrt zrt;
@@ -38,6 +39,12 @@ void zrt_reset(zrt *r); /* forget the KV cache: the next token is at position 0 
  * receives [n][n_vocab]. */
 zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *logits, zdiag *d);
 
+/* The largest logits of the last step's last row, as the GPU selected them
+ * (at least ZPLAN_TOPK_K of them, unordered; top holds ZPLAN_TOPK_CAP).
+ * ZE_UNSUPPORTED when the plan has no top-k or ties overflowed it: read
+ * the row instead (zrt_last_logits). */
+zstatus zrt_top(const zrt *r, zrt_sample_cand *top, size_t *n, zdiag *d);
+
 /* Runs one step like zrt_run, with a GPU timestamp after every dispatch, and
  * stores each dispatch's time (ns[0 .. schedule count)); the position does
  * not advance. For profiles, not for speed: timestamps serialize the work. */
@@ -45,7 +52,8 @@ zstatus zrt_profile(zrt *r, zplan_phase ph, const int32_t *tokens, int n, double
 
 /* Runs any number of tokens: prefill in chunks, or decode when n == 1. */
 zstatus zrt_eval(zrt *r, const int32_t *tokens, int n, float *logits, zdiag *d);
-/* The same, keeping only the logits of the last token (last: [n_vocab]). */
-zstatus zrt_eval_last(zrt *r, const int32_t *tokens, int n, float *last, zdiag *d);
+/* The logits of the last token of the last step (last: [n_vocab]), read
+ * back from the device. */
+zstatus zrt_last_logits(zrt *r, float *last, zdiag *d);
 
 #endif

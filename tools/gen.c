@@ -112,6 +112,22 @@ static bool emit(holdback *h, const char *text, size_t len, const gen_opts *o, F
     return false;
 }
 
+/* The next token: from the GPU's top-k candidates when the sampler needs no
+ * more, else from the whole row of logits (read back only then). */
+static zstatus pick(gen_ctx *g, int32_t *id, zdiag *d) {
+    zrt_sample_cand top[ZPLAN_TOPK_CAP];
+    size_t n = 0;
+    zdiag ignore = {0};
+    if (zrt_sample_needs_only_top(g->smp, ZPLAN_TOPK_K) && !zrt_top(g->r, top, &n, &ignore) &&
+        n >= ZPLAN_TOPK_K) {
+        *id = zrt_sample_top(g->smp, top, n);
+        return ZOK;
+    }
+    zstatus s = zrt_last_logits(g->r, g->logits, d);
+    if (!s) *id = zrt_sample(g->smp, g->logits);
+    return s;
+}
+
 /* Samples and feeds tokens until something ends the generation. */
 static zstatus generate(gen_ctx *g, const gen_opts *o, FILE *out, gen_stats *st, zdiag *d) {
     const zplan *p = zrt_plan(g->r);
@@ -129,7 +145,8 @@ static zstatus generate(gen_ctx *g, const gen_opts *o, FILE *out, gen_stats *st,
             st->why = "token limit";
             break;
         }
-        int32_t id = zrt_sample(g->smp, g->logits);
+        int32_t id;
+        if ((s = pick(g, &id, d))) break;
         if (zrt_tok_is_eog(g->tok, id)) {
             st->why = "end of text";
             break;
@@ -146,7 +163,7 @@ static zstatus generate(gen_ctx *g, const gen_opts *o, FILE *out, gen_stats *st,
             st->why = "context full";
             break;
         }
-        s = zrt_eval_last(g->r, &id, 1, g->logits, d);
+        s = zrt_eval(g->r, &id, 1, NULL, d);
     }
     size_t len;
     const char *rest = ts ? zrt_tok_stream_flush(ts, &len) : NULL;
@@ -170,7 +187,7 @@ zstatus gen_run(gen_ctx *g, const int32_t *prompt, size_t n, const gen_opts *o, 
     for (size_t i = 0; i < n; i++)
         zrt_sample_accept(g->smp, prompt[i]);
     double t0 = now_s();
-    zstatus s = n ? zrt_eval_last(g->r, prompt, (int)n, g->logits, d) : ZOK;
+    zstatus s = n ? zrt_eval(g->r, prompt, (int)n, NULL, d) : ZOK;
     st->prompt_s = now_s() - t0;
     st->n_prompt = (int64_t)n;
     return s ? s : generate(g, o, out, st, d);

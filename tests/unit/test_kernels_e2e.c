@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/lower.h"
 #include "frontend/arch.h"
@@ -12,6 +13,11 @@
 #include "ir/interp.h"
 #include "runtime/zrt.h"
 #include "testutil.h"
+
+static int cmp_float_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x > y ? -1 : x < y;
+}
 
 typedef struct fixture {
     gguf_file *f;
@@ -89,6 +95,32 @@ static double compare(const float *got, const float *want, int n, int V, double 
     return worst;
 }
 
+/* The GPU's top-k of the last step against its own row of logits: at least
+ * ZPLAN_TOPK_K candidates, each logit as stated, every one at or above the
+ * K-th largest, and none of the larger ones missing. */
+static void check_top(zrt *rt, const float *row, int V) {
+    zrt_sample_cand top[ZPLAN_TOPK_CAP];
+    size_t n = 0;
+    zdiag d = {0};
+    cr_assert_eq(zrt_top(rt, top, &n, &d), ZOK, "%s", d.msg);
+    float *sorted = malloc(sizeof(float) * V);
+    memcpy(sorted, row, sizeof(float) * V);
+    qsort(sorted, V, sizeof(float), cmp_float_desc);
+    float kth = sorted[ZPLAN_TOPK_K - 1];
+    int above = 0;
+    for (int i = 0; i < V; i++)
+        above += row[i] >= kth;
+    cr_assert_eq((int)n, above, "top-k kept %zu candidates, %d logits are >= the %d-th largest", n, above,
+                 ZPLAN_TOPK_K);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert(top[i].id >= 0 && top[i].id < V);
+        cr_assert_eq(top[i].logit, row[top[i].id], "candidate %d: logit %g, row says %g", top[i].id,
+                     top[i].logit, row[top[i].id]);
+        cr_assert(top[i].logit >= kth);
+    }
+    free(sorted);
+}
+
 static void run_model(zmk_arch arch, zmk_quant q, const char *target, const char *pipeline,
                       const char *name) {
     fixture x = {0};
@@ -116,12 +148,14 @@ static void run_model(zmk_arch arch, zmk_quant q, const char *target, const char
      * exp/rsqrt differ in the last bits: 1e-3 of the RMS is far below what a
      * wrong kernel gives (O(1)) and above accumulated fp32 rounding. */
     double e1 = compare(got, want, N, V, 1e-3, "prefill");
+    check_top(rt, got + (size_t)(N - 1) * V, V);
     zrt_reset(rt);
     for (int i = 0; i < N * V; i++)
         got[i] = NAN;
     for (int t = 0; t < N; t++)
         cr_assert_eq(zrt_run(rt, ZPLAN_DECODE, &tok[t], 1, got + t * V, &d), ZOK, "%s", d.msg);
     double e2 = compare(got, want, N, V, 1e-3, "decode");
+    check_top(rt, got + (size_t)(N - 1) * V, V);
     cr_log_info("%s on %s (%s): prefill %.2g, decode %.2g of RMS", name, target,
                 pipeline ? pipeline : "default", e1, e2);
     zrt_close(rt);

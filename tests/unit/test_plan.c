@@ -618,8 +618,8 @@ Test(plan_header, newer_minor_is_accepted) {
     zplan_free(p), zplan_free(q), free(b);
 }
 
-/* A newer minor may grow the header and the records; a 1.0 reader reads the
- * fields it knows. The same growth with minor 0 is an error. */
+/* A newer minor may grow the header and the records; this reader reads the
+ * fields it knows. The same growth at the current minor is an error. */
 Test(plan_header, newer_minor_with_larger_header_and_records) {
     size_t n, m;
     uint8_t *b = plan_bytes(&n);
@@ -635,11 +635,11 @@ Test(plan_header, newer_minor_with_larger_header_and_records) {
         memset(big + 8 + 32 * i + 24, 0xab, 8); /* a field this reader does not know */
     }
     s[S_BUFFERS - 1] = (tsec){S_BUFFERS, 0, big, big_n};
-    uint8_t *c = rebuild(s, ns, 72, 1, &m);
+    uint8_t *c = rebuild(s, ns, 72, ZPLAN_VERSION_MINOR + 1, &m);
     zplan *p = expect_ok(c, m), *q = make_plan();
     expect_same(q, p);
     free(c);
-    c = rebuild(s, ns, 64, 0, &m);
+    c = rebuild(s, ns, 64, ZPLAN_VERSION_MINOR, &m);
     expect_fail(c, m, ZE_FORMAT, (int64_t)record_at(c, S_BUFFERS, 0) - 4, "record size: expected 24 bytes");
     zplan_free(p), zplan_free(q), free(c), free(big), free(b);
 }
@@ -786,13 +786,13 @@ Test(plan_sections, record_counts_and_sizes) {
         b, n, ZE_FORMAT, (int64_t)at,
         "record count does not match the section size: expected 24 (576 bytes of 24-byte records), found 25");
     wr32(b + at, rd32(b + at) - 1);
-    wr32(b + at + 4, 25); /* a 1.1 record size; 576 bytes are not a whole number of them */
-    b[10] = 1;
+    wr32(b + at + 4, 25); /* a newer minor's record size; 576 bytes are not a whole number of them */
+    b[10] = ZPLAN_VERSION_MINOR + 1;
     fix_checksums(b, n);
     expect_fail(b, n, ZE_FORMAT, (int64_t)at,
                 "size: expected 8 + a multiple of the 25-byte record size, found 584");
     wr32(b + at + 4, 16);
-    b[10] = 0;
+    b[10] = ZPLAN_VERSION_MINOR;
     fix_checksums(b, n);
     expect_fail(b, n, ZE_FORMAT, (int64_t)at + 4, "record size");
     free(b);
@@ -809,7 +809,7 @@ Test(plan_sections, record_counts_and_sizes) {
     expect_fail(c, m, ZE_FORMAT, (int64_t)record_at(c, S_META, 0) - 8, "record count: expected 1, found 2");
     s[0] = (tsec){S_META, 0, meta2, 4};
     free(c);
-    c = rebuild(s, ns, 64, 0, &m);
+    c = rebuild(s, ns, 64, ZPLAN_VERSION_MINOR, &m);
     expect_fail(c, m, ZE_FORMAT, (int64_t)rd64(c + entry_of(c, S_META) + 8), "too small");
     free(c), free(b);
 }
@@ -875,7 +875,7 @@ SEMANTIC(subgroup_not_power_of_two, ZE_INVALID, "subgroup size", p->subgroup_siz
 SEMANTIC(subgroup_required_but_zero, ZE_INVALID, "name a subgroup size", p->subgroup_size = 0)
 SEMANTIC(unknown_required_feature, ZE_UNSUPPORTED, "required device features unknown",
          p->required |= 1u << 31)
-SEMANTIC(unknown_buffer_kind, ZE_INVALID, "buffer 6 'cache_k.0': unknown kind: expected 1..7, found 9",
+SEMANTIC(unknown_buffer_kind, ZE_INVALID, "buffer 6 'cache_k.0': unknown kind: expected 1..8, found 9",
          p->buffers[6].kind = 9)
 SEMANTIC(zero_size_buffer, ZE_INVALID, "buffer 7 'scratch': size", p->buffers[7].size = 0)
 SEMANTIC(weights_outside_gguf, ZE_INVALID, "outside the GGUF", p->buffers[4].src_offset = p->gguf_size - 100)
@@ -954,7 +954,7 @@ Test(plan_print, summary_and_verbose) {
     zplan_print(p, f, true);
     fclose(f);
     cr_log_info("%s", text);
-    const char *want[] = {"zinc plan 1.0",
+    const char *want[] = {"zinc plan 1.1",
                           "identity fedcba9876543210",
                           "qwen3, 1 layers, n_embd 16",
                           "device 'NVIDIA H200'",
@@ -992,7 +992,7 @@ Test(plan_print, zinc_info) {
     char *out = NULL;
     int rc = tu_run(&out, "%s/zinc info %s", ZINC_BINARY_DIR, path);
     cr_expect_eq(rc, 0, "%s", out);
-    cr_expect(strstr(out, "format:    zinc plan 1.0") && strstr(out, "cache_k.0") && strstr(out, "scale") &&
+    cr_expect(strstr(out, "format:    zinc plan 1.1") && strstr(out, "cache_k.0") && strstr(out, "scale") &&
                   !strstr(out, "bindings:"),
               "%s", out);
     free(out);
@@ -1049,7 +1049,7 @@ Test(plan_print, plan_from_zincc, .timeout = 600) {
     cr_expect_eq(sb.st_mode & 0777, 0644, "mode %o", sb.st_mode & 0777);
     rc = tu_run(&out, "%s/zinc info %s", ZINC_BINARY_DIR, plan);
     cr_expect_eq(rc, 0, "%s", out);
-    cr_expect(strstr(out, "zinc plan 1.0") && strstr(out, "decode:") && strstr(out, "token_embd.weight"),
+    cr_expect(strstr(out, "zinc plan 1.1") && strstr(out, "decode:") && strstr(out, "token_embd.weight"),
               "%s", out);
     free(out);
 }

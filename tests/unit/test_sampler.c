@@ -276,3 +276,50 @@ Test(sampler, bad_params) {
     cr_expect_null(s);
     zarena_free(a);
 }
+
+static int cmp_desc(const void *a, const void *b) {
+    const zrt_sample_cand *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* zrt_sample_top on the 64 largest logits (in any order) draws exactly what
+ * zrt_sample draws from the whole row, whenever the sampler says it may. */
+Test(sampler, top_candidates_draw_like_the_full_row) {
+    enum { V = 5000, K = 64 };
+    static float logits[V];
+    static zrt_sample_cand top[V];
+    tu_rng r = tu_rng_seed(99);
+    zrt_sample_params p;
+    zrt_sample_defaults(&p);
+    p.seed = 1234;
+    zarena *a = zarena_new();
+    zrt_sampler *full, *part;
+    zdiag d = {0};
+    cr_assert_eq(zrt_sample_new(&p, V, 512, a, &full, &d), ZOK);
+    cr_assert_eq(zrt_sample_new(&p, V, 512, a, &part, &d), ZOK);
+    cr_assert(zrt_sample_needs_only_top(part, K));
+    for (int step = 0; step < 300; step++) {
+        for (int i = 0; i < V; i++)
+            logits[i] = 3.0f * tu_normal(&r);
+        if (step % 7 == 0) logits[step % V] = logits[(step + 1) % V]; /* a tie now and then */
+        for (int i = 0; i < V; i++)
+            top[i] = (zrt_sample_cand){i, logits[i], 0};
+        qsort(top, V, sizeof *top, cmp_desc); /* the K largest, then shuffled */
+        for (int i = K - 1; i > 0; i--) {
+            int j = (int)(tu_next(&r) % (uint64_t)(i + 1));
+            zrt_sample_cand t = top[i];
+            top[i] = top[j], top[j] = t;
+        }
+        int32_t x = zrt_sample(full, logits), y = zrt_sample_top(part, top, K);
+        cr_assert_eq(x, y, "step %d: full row drew %d, top-%d drew %d", step, x, K, y);
+    }
+    p.repeat_penalty = 1.1f;
+    zrt_sampler *pen;
+    cr_assert_eq(zrt_sample_new(&p, V, 512, a, &pen, &d), ZOK);
+    cr_expect_not(zrt_sample_needs_only_top(pen, K), "a repeat penalty needs the whole row");
+    p.repeat_penalty = 1.0f, p.top_k = 100;
+    cr_assert_eq(zrt_sample_new(&p, V, 512, a, &pen, &d), ZOK);
+    cr_expect_not(zrt_sample_needs_only_top(pen, K), "top-k 100 needs more than 64 candidates");
+    zarena_free(a);
+}
