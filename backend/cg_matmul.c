@@ -381,7 +381,7 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, kbuild *b, zdiag *
  * cut into NSPLIT slices of SLICE rows. */
 typedef struct mlp_cfg {
     int64_t tt, nsplit, slice, tmax, cnt, mb, rc;
-    int wg, gu;
+    int wg, gu, du;
 } mlp_cfg;
 
 /* Shared memory of mlp.glsl: the TT x H accumulator, the TT x MB block of
@@ -402,16 +402,17 @@ static zstatus mlp_layout(const zir_node *n, const zcg_opts *o, int64_t H, int64
     int64_t maxt = o->max_tokens > 0 ? o->max_tokens : 1;
     c->tmax = c->nsplit > 1 ? (maxt + c->tt - 1) / c->tt * c->tt : 0x7fffffff;
     /* The split reduction runs in chunks of at least 64 hidden columns, at
-     * most 32 of them: one counter per token tile and chunk. */
-    c->rc = H / 64 < 1 ? 1 : H / 64 > 32 ? 32 : H / 64;
+     * most 8 of them (each costs every workgroup a round trip to an atomic
+     * counter): one counter per token tile and chunk. */
+    c->rc = H / 64 < 1 ? 1 : H / 64 > 8 ? 8 : H / 64;
     c->cnt = c->nsplit > 1 ? (c->tmax / c->tt * c->rc + 3) / 4 * 4 : 0;
     /* Decode runs about one workgroup per compute unit (split = n_cu): it
      * takes the largest workgroup, so that enough loads are in flight, and
-     * four gate/up chunks per lane and trip. A prefill tile already has
-     * tile-many sums per lane. */
+     * four gate/up chunks and four down rows per lane and trip. A prefill
+     * tile already has tile-many sums per lane. */
     int sg = t->subgroup > 0 ? t->subgroup : 32, w = (c->tt == 1 ? 32 : 8) * sg;
     c->wg = w < 64 ? 64 : w > (c->tt == 1 ? 1024 : 256) ? (c->tt == 1 ? 1024 : 256) : w;
-    c->gu = c->tt == 1 ? 4 : 1;
+    c->gu = c->du = c->tt == 1 ? 4 : 1;
     c->mb = c->tt == 1 ? MLP_MB_DECODE : MLP_MB_PREFILL;
     uint64_t need = mlp_smem(c->tt, H, c->mb);
     if (need > t->smem_bytes)
@@ -439,8 +440,9 @@ static zstatus gen_mlp(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d
         def_i(b, "SCR_CNT", c.cnt);
         def_i(b, "RC", c.rc);
     }
-    const int64_t v[] = {H, H, H, FF, c.tt, c.mb, c.slice, c.nsplit, c.tmax, c.wg, c.gu};
-    const char *const names[] = {"N", "K", "H", "FF", "TT", "MB", "SLICE", "NSPLIT", "TMAX", "WG", "GU"};
+    const int64_t v[] = {H, H, H, FF, c.tt, c.mb, c.slice, c.nsplit, c.tmax, c.wg, c.gu, c.du};
+    const char *const names[] = {"N",     "K",      "H",    "FF", "TT", "MB",
+                                 "SLICE", "NSPLIT", "TMAX", "WG", "GU", "DU"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         def_i(b, names[i], v[i]);
     b->k->groups[0] = konst(c.nsplit, 1);

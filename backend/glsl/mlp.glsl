@@ -24,7 +24,7 @@
 //
 // Defines: H, FF, TT, MB (8 G, G a power of two <= 8), SLICE, NSPLIT, TMAX
 // (token capacity of the scratch), RC (reduction chunks, split only), WG,
-// GU (gate/up chunks per trip, each with its own sums so that their loads
+// DU (down rows per trip), GU (gate/up chunks per trip, each with its own sums so that their loads
 // overlap); W0 gate, W1 up, W2 down (types and row bytes); B_SCR, SCR_CNT.
 
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -108,31 +108,35 @@ void gate_up_block(uint t0, uint nt, uint fb, uint f_hi) {
 }
 
 // acc[t][h] += sum over the block of act[t][f] * down[h][f]: a group of G
-// lanes per row h, lane g on elements 8g .. 8g+7 of the block.
+// lanes per row h, lane g on elements 8g .. 8g+7 of the block; DU rows per
+// trip, their loads issued together.
 void down_block(uint nt, uint fb, uint f_hi) {
     uint S = gl_SubgroupSize, g = gl_SubgroupInvocationID % uint(G);
     uint grp = gl_SubgroupID * (S / uint(G)) + gl_SubgroupInvocationID / uint(G);
     uint ngrp = gl_NumSubgroups * (S / uint(G)), fc = fb + g * 8u;
-    for (uint h0 = 0u; h0 < uint(H); h0 += ngrp) {
-        uint h = h0 + grp;
-        bool ok = h < uint(H) && fc < f_hi;
-        float v[8];
-        if (ok) DQ8(WQ_W2, W2_TYPE, W2_ROWB, h, fc, v);
-        else [[unroll]] for (uint i = 0u; i < 8u; i++) v[i] = 0.0;
-        [[unroll]] for (uint t = 0u; t < uint(TT); t++) {
-            float a = 0.0;
-            [[unroll]] for (uint i = 0u; i < 8u; i++) a += act_s[t * uint(MB) + g * 8u + i] * v[i];
+    for (uint h0 = 0u; h0 < uint(H); h0 += uint(DU) * ngrp) {
+        float v[DU][8];
+        [[unroll]] for (uint u = 0u; u < uint(DU); u++) {
+            uint h = h0 + u * ngrp + grp;
+            if (h < uint(H) && fc < f_hi) DQ8(WQ_W2, W2_TYPE, W2_ROWB, h, fc, v[u]);
+            else [[unroll]] for (uint i = 0u; i < 8u; i++) v[u][i] = 0.0;
+        }
+        [[unroll]] for (uint t = 0u; t < uint(TT); t++)
+            [[unroll]] for (uint u = 0u; u < uint(DU); u++) {
+                uint h = h0 + u * ngrp + grp;
+                float a = 0.0;
+                [[unroll]] for (uint i = 0u; i < 8u; i++) a += act_s[t * uint(MB) + g * 8u + i] * v[u][i];
 #if G > 1
-            a += subgroupShuffleXor(a, 1u);
+                a += subgroupShuffleXor(a, 1u);
 #endif
 #if G > 2
-            a += subgroupShuffleXor(a, 2u);
+                a += subgroupShuffleXor(a, 2u);
 #endif
 #if G > 4
-            a += subgroupShuffleXor(a, 4u);
+                a += subgroupShuffleXor(a, 4u);
 #endif
-            if (g == 0u && h < uint(H) && t < nt) acc_s[t * uint(H) + h] += a;
-        }
+                if (g == 0u && h < uint(H) && t < nt) acc_s[t * uint(H) + h] += a;
+            }
     }
 }
 
