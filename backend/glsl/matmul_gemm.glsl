@@ -40,7 +40,7 @@ void load_tiles(uint m0, uint n0, uint k0, uint T) {
         uint m = i / uint(BK), k = i % uint(BK), t = m0 + m, kk = k0 + k;
         float v = 0.0;
         if (t < T && kk < uint(K)) {
-            v = float(xin[t * uint(K) + kk]);
+            v = x_at(t * uint(K) + kk);
 #if HAS_NORM
             v = v * sc_s[m] * DQ1(WQ_NW, NW_TYPE, kk);
 #endif

@@ -4,9 +4,11 @@
 //
 // A subgroup owns one output row at a time: its lanes walk K in 8-element
 // chunks (consecutive lanes read consecutive bytes of the row), and a
-// subgroupAdd finishes the dot product. Each lane works on four chunks per
-// trip with separate sums, so that their loads are in flight together: a
-// GEMV is bound by memory latency long before arithmetic. The norm needs no
+// subgroupAdd finishes the dot product. Each lane works on UNROLL chunks
+// per trip with separate sums, so that their loads can be in flight
+// together (on the H200, with x and weights read as vectors, 1, 2 and 4
+// measured the same; more helps where fewer warps are resident). x and the
+// weights are read with vector loads (load_x8, dequant.glsl). The norm needs no
 // extra pass: the lanes sum x^2 over the same chunks, since together they
 // cover the row, and the scale multiplies the finished dot product,
 // (x . (w * nw)) * s.

@@ -11,18 +11,20 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
-layout(std430, binding = B_X) readonly buffer Xb { ACT_T xin[]; };
+// x is declared once, as vectors (K % 8 == 0): llvmpipe was seen to
+// mishandle one buffer read through two declarations in a kernel.
 #ifdef ACT_F16
 layout(std430, binding = B_X) readonly buffer Xb4 { f16vec4 xin4[]; };
 #else
 layout(std430, binding = B_X) readonly buffer Xb4 { vec4 xin4[]; };
 #endif
 
+// Element i of x.
+float x_at(uint i) { return float(xin4[i >> 2u][i & 3u]); }
+
 #if ADD_MODE == 1
 #ifdef R_IS_X
-// The residual is x itself: read through the same (vector) view, since
-// llvmpipe was seen to mishandle a buffer read through two views here.
-float radd_at(uint i) { return float(xin4[i >> 2u][i & 3u]); }
+float radd_at(uint i) { return x_at(i); }
 #else
 layout(std430, binding = B_R) readonly buffer Rb { ACT_T radd[]; };
 float radd_at(uint i) { return float(radd[i]); }
@@ -51,7 +53,7 @@ float epilogue(uint t, uint n, float v) {
 float subgroup_inv_rms(uint row_off, uint len, float eps) {
     float ss = 0.0;
     for (uint k = gl_SubgroupInvocationID; k < len; k += gl_SubgroupSize) {
-        float v = float(xin[row_off + k]);
+        float v = x_at(row_off + k);
         ss += v * v;
     }
     ss = subgroupAdd(ss);

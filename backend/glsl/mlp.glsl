@@ -24,8 +24,9 @@
 //
 // Defines: H, FF, TT, MB (8 G, G a power of two <= 8), SLICE, NSPLIT, TMAX
 // (token capacity of the scratch), RC (reduction chunks, split only), WG,
-// DU (down rows per trip), GU (gate/up chunks per trip, each with its own sums so that their loads
-// overlap); W0 gate, W1 up, W2 down (types and row bytes); B_SCR, SCR_CNT.
+// DU (down rows per trip), GU (gate/up chunks per trip, each with its own
+// sums so that their loads overlap); W0 gate, W1 up, W2 down (types and row
+// bytes); B_SCR, SCR_CNT.
 
 #extension GL_KHR_shader_subgroup_shuffle : require
 
