@@ -2,10 +2,12 @@
  * gate+up+SwiGLU, the fused MLP) on a real Vulkan device (llvmpipe in CI),
  * every element against the reference interpreter.
  *
- * One small model per weight type (f32, f16, bf16, q8_0, q4_K_M = q4_K +
- * q6_K, q5_K; the last two rows of attn_output are 288 wide, which K-quants
- * cannot hold, so q8_0 joins them), compiled with the default pipeline for
- * llvmpipe and h200 in both phases: together these graphs hold every
+ * One small one-layer model per weight type (f32, f16, bf16, q8_0, q4_K_M =
+ * q4_K + q6_K, q5_K): hidden 512, ff 1536, vocab 600. Llama and qwen3 get
+ * 6 heads of 48: q (288 rows), k and v (96) and the logits (600) are not
+ * multiples of the 64-row tiles, and attn_output's rows of 288 are not a
+ * multiple of the K-quants' 256 (q8_0 takes them). Each model is compiled with the
+ * default pipeline for llvmpipe and h200 in both phases: these graphs hold every
  * template (a census checks it). The interpreter runs steps of T tokens at
  * pos 0 and pos > 0 (prefill: 5 then 17; decode: 1, 3, 1) and after each
  * checked step kh_check_node runs every node of the family.
