@@ -792,3 +792,24 @@ Test(hostile, unwritable_or_missing_paths) {
     expect_error("zinc tokenize --file missing", dir, "zinc tokenize", "/nonexistent/t.txt",
                  ZINC " tokenize %s --file /nonexistent/t.txt", m);
 }
+
+/* What fuzz_gguf found first: a key holding a newline, read with a getter of
+ * the wrong type, put the raw key into the message. */
+Test(hostile, getter_message_with_hostile_key) {
+    static const char key[] = "evil\nkey\x1b[2J";
+    const char *path = tu_tmp("evil-key.gguf");
+    gguf_writer *w = gguf_writer_new();
+    gguf_set_u32(w, key, 7);
+    zdiag d = {0};
+    zstatus s = gguf_writer_write(w, path, &d);
+    gguf_writer_free(w);
+    cr_assert_eq(s, ZOK, "%s", d.msg);
+    gguf_file *f;
+    cr_assert_eq(gguf_open(path, &f, &d), ZOK, "%s", d.msg);
+    float v;
+    cr_expect_eq(gguf_get_f32(f, key, &v, &d), ZE_FORMAT);
+    cr_expect(strstr(d.msg, "key 'evil?key?[2J' has the wrong type: expected f32 or f64, found u32"), "%s",
+              d.msg);
+    gguf_close(f);
+    remove(path);
+}
