@@ -29,6 +29,18 @@ static bool host_visible(uint32_t kind) {
     return kind == ZPB_STEP || kind == ZPB_TOKENS || kind == ZPB_TOPK;
 }
 
+/* Whether a validated module has the entry point the executor calls: a
+ * GLCompute OpEntryPoint named "main". A driver asked for an entry point the
+ * module lacks may do anything (llvmpipe fails and leaks). */
+static bool has_main(const uint32_t *w, uint32_t n) {
+    enum { OP_ENTRY_POINT = 15, GL_COMPUTE = 5 };
+    for (uint32_t j = 5, wc; j < n && (wc = w[j] >> 16) != 0; j += wc)
+        if ((w[j] & 0xffff) == OP_ENTRY_POINT && wc >= 4 && j + wc <= n && w[j + 1] == GL_COMPUTE &&
+            !strncmp((const char *)&w[j + 3], "main", 4 * (wc - 3)))
+            return true;
+    return false;
+}
+
 /* A plan's checksums say only that its bytes are what a writer wrote: a
  * forged plan can carry any SPIR-V words, and drivers need not survive
  * invalid SPIR-V (llvmpipe crashes on an OpStore of an undefined id). So each
@@ -71,6 +83,11 @@ static zstatus check_spirv(const zplan *p, zdiag *d) {
                 "kernel %u '%s': invalid SPIR-V: expected a module valid for Vulkan (SPIRV-Tools), "
                 "found: %s",
                 i, zplan_str(p, k->name), why);
+        if (!has_main(p->spirv + k->code, k->n_words))
+            return zdiag_set(d, ZE_FORMAT,
+                             "kernel %u '%s': SPIR-V entry point: expected a GLCompute entry point named "
+                             "'main', found none",
+                             i, zplan_str(p, k->name));
     }
     return ZOK;
 }

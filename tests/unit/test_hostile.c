@@ -632,6 +632,16 @@ static void spirv_undefined_id(zplan *p) {
             }
     }
 }
+/* Every kernel's entry point is renamed "mbin": still valid SPIR-V, but the
+ * executor asks for "main", and llvmpipe then fails and leaks. */
+static void spirv_no_main(zplan *p) {
+    enum { OP_ENTRY_POINT = 15 };
+    for (uint32_t i = 0; i < p->n_kernels; i++) {
+        uint32_t *w = p->spirv + p->kernels[i].code, n = p->kernels[i].n_words;
+        for (uint32_t j = 5; j < n && w[j] >> 16; j += w[j] >> 16)
+            if ((w[j] & 0xffff) == OP_ENTRY_POINT) ((char *)&w[j + 3])[1] = 'b';
+    }
+}
 /* The last dispatch binds its last buffer 1 byte in: inside the buffer (the
  * plan is valid), but not at a multiple of any device's
  * minStorageBufferOffsetAlignment. Found when the descriptor sets are made,
@@ -680,6 +690,8 @@ static const plan_case plan_cases[] = {
     {"SPIR-V header only", spirv_header_only, "kernel 0|invalid SPIR-V|expected a module valid for Vulkan"},
     {"SPIR-V with flipped bits", spirv_flipped, "invalid SPIR-V|expected"},
     {"SPIR-V storing an undefined id", spirv_undefined_id, "kernel 0|invalid SPIR-V|has not been defined"},
+    {"SPIR-V without the entry point main", spirv_no_main,
+     "kernel 0|expected a GLCompute entry point named 'main', found none"},
     {"binding offset misaligned", binding_misaligned, "dispatch|binding|not a multiple of"},
     {"recorded GGUF missing", gguf_elsewhere, "/nonexistent/zinc-hostile/model.gguf"},
 };
