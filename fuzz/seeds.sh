@@ -3,8 +3,9 @@
 #   seeds.sh BUILD_DIR OUT_DIR
 # BUILD_DIR holds the zinc and zincc programs; OUT_DIR gets one folder per
 # harness: gguf/ and frontend/ (tiny models from zinc mkmodel, every
-# architecture and weight type), plan/ (zincc -o plans of two of them), and
-# tokenizer/ (texts and id lists behind the harness's control byte).
+# architecture and weight type; frontend/ also model recipes), plan/ (zincc
+# -o plans of two of them), and tokenizer/ (texts and id lists behind the
+# harness's control byte).
 set -euo pipefail
 build=${1:?usage: seeds.sh BUILD_DIR OUT_DIR}
 out=${2:?usage: seeds.sh BUILD_DIR OUT_DIR}
@@ -24,6 +25,14 @@ done
 "$build/zinc" mkmodel --arch qwen3 $tiny --quant f32 --tied -o "$tmp/qwen3-tied.gguf" 2>/dev/null
 cp "$tmp"/*.gguf "$out/gguf/"
 cp "$tmp"/*.gguf "$out/frontend/"
+
+# Recipes for fuzz_frontend (inputs under 64 bytes describe a model; see
+# fuzz_frontend.c): 16 fixed 33-byte patterns.
+for i in $(seq 0 15); do
+    bytes=""
+    for j in $(seq 0 32); do bytes+=$(printf '\\%03o' $(((i * 37 + j * 11 + i * j) % 256))); done
+    printf "$bytes" >"$out/frontend/recipe-$i"
+done
 
 # Plans for a named profile, so that no Vulkan device is needed.
 for m in qwen3-q8_0 llama-f16; do
@@ -65,4 +74,5 @@ for c in 20 21 22 30 31 32 e0 f0; do
     printf '\x00\x00\x01\x00\x02\x00\xff\x00\x0a\x01\x30\x01\xff\xff' >>"$out/tokenizer/t$n"
     n=$((n + 1))
 done
-echo "seeds: $(ls "$out/gguf" | wc -l) GGUF, $(ls "$out/plan" | wc -l) plans, $n tokenizer inputs in $out"
+echo "seeds: $(ls "$out/gguf" | wc -l) GGUF, $(ls "$out/frontend" | grep -c recipe) recipes," \
+    "$(ls "$out/plan" | wc -l) plans, $n tokenizer inputs in $out"
