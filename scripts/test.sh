@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: the Criterion suite
-# in a plain build and under ASan+UBSan, then the llama.cpp oracle.
+# in a plain build and under ASan+UBSan, a bounded run of each fuzzer, then
+# the llama.cpp oracle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -16,6 +17,9 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DZINC_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   LSAN_OPTIONS=suppressions="$PWD/../tests/lsan.supp" ctest --output-on-failure -j1)
+
+echo "== fuzzing (libFuzzer + ASan/UBSan, ${FUZZ_SECONDS:-60} s per harness)"
+bash scripts/fuzz.sh
 
 echo "== external oracle: llama.cpp (logits and token ids)"
 bash tests/llamacpp/compare.sh build
