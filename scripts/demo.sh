@@ -15,17 +15,22 @@ build/zinc mkmodel --arch qwen3 --layers 2 --hidden 256 --ff 768 --heads 4 --kv-
   --vocab 512 --quant q4_k_m --seed 1 -o out/demo.gguf
 
 step "its tensor IR, as built from the GGUF (first lines)"
-build/zincc out/demo.gguf --dump-ir | head -n 24
+build/zincc out/demo.gguf --dump-ir > out/demo.zir   # (files, not pipes into head: pipefail)
+head -n 24 out/demo.zir
 
 step "compile it for the default Vulkan device, with the fusion report"
-build/zincc out/demo.gguf -o out/demo.zplan --ctx 256 --report | head -n 40
-build/zinc info out/demo.zplan | head -n 12
+build/zincc out/demo.gguf -o out/demo.zplan --ctx 256 --report > out/report.txt
+cat out/report.txt
+build/zinc info out/demo.zplan > out/info.txt
+head -n 12 out/info.txt
 
-step "run it: the GPU's logits against the CPU reference interpreter"
+step "run it on the device, and the CPU reference interpreter on the same tokens"
 toks=1,17,33,250,7,99,301,5
-build/zinc ref out/demo.gguf --tokens $toks --logits-out out/ref.f32
+build/zinc ref out/demo.gguf --tokens $toks --logits-out out/ref.f32 --top 1
 build/zinc run out/demo.zplan --tokens $toks --logits-out out/gpu.f32
 build/zinc run out/demo.zplan --tokens $toks --logits-out out/gpu-decode.f32 --mode decode
+build/zinc compare out/gpu.f32 out/ref.f32 --vocab 512         # prefill schedule vs reference
+build/zinc compare out/gpu-decode.f32 out/ref.f32 --vocab 512  # recorded decode step vs reference
 
 step "generate text (random weights: the words are noise, the pipeline is real)"
 build/zinc run out/demo.zplan -p "The quick brown fox" -n 24 --temp 0.7 --seed 1

@@ -80,6 +80,10 @@ static void logits_match(const char *arch, const char *quant) {
     cr_expect(e1 < 1e-3 && e2 < 1e-3, "%s %s: prefill error %.3g, decode error %.3g of RMS", arch, quant, e1,
               e2);
     cr_log_info("%s %s: prefill %.2g, decode %.2g of RMS", arch, quant, e1, e2);
+    char *cmp = NULL; /* the same verdict from zinc compare */
+    cr_expect_eq(tu_run(&cmp, ZINC " compare %s %s --vocab 400", dec, ref), 0, "%s", cmp);
+    cr_expect(strstr(cmp, "match: 20 rows") && strstr(cmp, "top-1 20/20"), "%s", cmp);
+    free(cmp);
     free(r), free(p), free(q);
 }
 
