@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "version.h"
+
 #define ZCMD(name, summary) int cmd_##name(int argc, char **argv);
 #include "commands.def"
 #undef ZCMD
@@ -36,7 +38,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("zinc 0.1.0\n");
+        printf("zinc %s\n", ZINC_VERSION);
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -11,15 +11,18 @@
 #include "../ir/fileio.h"
 #include "../passes/report.h"
 #include "cli.h"
+#include "version.h"
 #include "zincc_plan.h"
 
 static const char *const usage =
-    "usage: zincc MODEL.gguf -o MODEL.zplan [options]\n"
+    "usage: zincc MODEL.gguf [-o MODEL.zplan] [options]\n"
     "\n"
     "zincc compiles a GGUF model into a plan for one Vulkan device. The model is\n"
-    "compiled twice, for prefill (token tiles) and for decode (one token).\n"
+    "compiled twice, for prefill (token tiles) and for decode (one token). Without\n"
+    "-o the plan goes beside the GGUF (model.gguf -> model.zplan), unless a view is\n"
+    "asked for (--dump-ir, --report, --emit, --phase, --print-after, --list-passes).\n"
     "\n"
-    "  -o FILE                write the plan (run it with: zinc run FILE)\n"
+    "  -o FILE                write the plan here (run it with: zinc run FILE)\n"
     "  --device N             with --target device: the Vulkan device to compile for (see zinc devices)\n"
     "  --chunk N              most tokens in one prefill step (default: 512, at most the context)\n"
     "  --dump-ir              print the tensor IR as built from the GGUF, before any pass, and stop\n"
@@ -40,6 +43,7 @@ static const char *const usage =
     "  --emit-out FILE        write the drawing to FILE instead of stdout\n"
     "  --dot-weights          draw weights too (one box each: large graphs)\n"
     "  --list-passes          list the registered passes\n"
+    "  --version              print zincc's version and the plan format it writes\n"
     "  --help                 this text\n"
     "\n"
     "Supported architectures: qwen3, qwen2, llama. Weights: f32, f16, bf16, q8_0, q4_K, q5_K, q6_K.\n";
@@ -107,6 +111,9 @@ static int parse(int argc, char **argv, zincc_opts *o) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
             exit(0);
+        } else if (!strcmp(argv[i], "--version")) {
+            printf("zincc %s (plan format %d.%d)\n", ZINC_VERSION, ZPLAN_VERSION_MAJOR, ZPLAN_VERSION_MINOR);
+            exit(0);
         } else if (!strcmp(argv[i], "--dump-ir"))
             o->dump_ir = true;
         else if (!strcmp(argv[i], "--verify-each"))
@@ -131,6 +138,20 @@ static int parse(int argc, char **argv, zincc_opts *o) {
     if (o->out && (o->phase || o->dump_ir))
         return cli_usage_error("zincc", "-o compiles both phases: drop --phase and --dump-ir");
     return 0;
+}
+
+/* Without -o and without a view, the plan goes beside the GGUF, as
+ * model.zplan: the invocation the design shows (zincc model.gguf). */
+static bool is_view(const zincc_opts *o) {
+    return o->dump_ir || o->report || o->emit || o->phase || o->print_after || o->list;
+}
+
+static char *default_out(const char *model) {
+    size_t n = strlen(model);
+    if (n > 5 && !strcmp(model + n - 5, ".gguf")) n -= 5;
+    char *out = malloc(n + 7);
+    if (out) memcpy(out, model, n), strcpy(out + n, ".zplan");
+    return out;
 }
 
 static void list_passes(void) {
@@ -266,6 +287,9 @@ int main(int argc, char **argv) {
         list_passes();
         return 0;
     }
+    char *out = NULL;
+    if (!z.out && !is_view(&z) && !(z.out = out = default_out(z.model)))
+        return fprintf(stderr, "zincc: error: out of memory\n"), zstatus_exit_code(ZE_NOMEM);
     zdiag d = {0};
     gguf_file *f = NULL;
     phase_out ph[ZPH_COUNT] = {0};
@@ -295,5 +319,6 @@ int main(int argc, char **argv) {
     }
     zarena_free(rep.arena);
     gguf_close(f);
+    free(out);
     return s ? cli_fail("zincc", &d) : 0;
 }

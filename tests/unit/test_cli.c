@@ -204,3 +204,22 @@ Test(cli, chat_in_a_terminal_with_ctrl_c) {
     close(t.fd);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zinc chat exit status %d: %s", st, t.buf);
 }
+
+/* zincc MODEL.gguf with no -o writes MODEL.zplan beside the GGUF (a view such
+ * as --dump-ir writes nothing); --version answers. */
+Test(cli, zincc_without_o_writes_beside_the_gguf) {
+    const char *gguf = model("qwen3", "f32", 5, "beside.gguf");
+    const char *plan = tu_tmp("beside.zplan");
+    char *out = NULL;
+    cr_assert_eq(tu_run(&out, ZINCC " %s --dump-ir >/dev/null", gguf), 0, "%s", out);
+    cr_expect_neq(access(plan, F_OK), 0, "--dump-ir wrote a plan");
+    free(out);
+    cr_assert_eq(tu_run(&out, ZINCC " %s --ctx 32 --chunk 8", gguf), 0, "%s", out);
+    cr_expect(strstr(out, "wrote") && strstr(out, "beside.zplan"), "%s", out);
+    free(out);
+    cr_assert_eq(tu_run(&out, ZINC " info %s", plan), 0, "no usable plan beside the GGUF: %s", out);
+    free(out);
+    cr_assert_eq(tu_run(&out, ZINCC " --version"), 0, "%s", out);
+    cr_expect(!strncmp(out, "zincc 0.", 8) && strstr(out, "plan format"), "%s", out);
+    free(out);
+}
