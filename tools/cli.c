@@ -19,7 +19,7 @@ int cli_usage_error(const char *prog, const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, " (try --help)\n");
     va_end(ap);
-    return 2;
+    return CLI_EXIT_USAGE;
 }
 
 bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val, bool *missing) {
@@ -98,4 +98,34 @@ bool cli_parse_int_list(const char *s, int32_t **out, int *n) {
 
 bool cli_stderr_tty(void) {
     return isatty(2) != 0;
+}
+
+zstatus cli_read_all(const char *path, char **buf, size_t *len, zdiag *d) {
+    bool in = !strcmp(path, "-");
+    FILE *f = in ? stdin : fopen(path, "rb");
+    if (!f) return zdiag_set(d, ZE_IO, "cannot open %s: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    zstatus s = b ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory reading %s", path);
+    for (size_t got = 1; !s && got;) {
+        if (n + 1 == cap) {
+            char *nb = realloc(b, cap *= 2);
+            if (!nb)
+                s = zdiag_set(d, ZE_NOMEM, "out of memory reading %s", in ? "standard input" : path);
+            else
+                b = nb;
+        }
+        if (!s) n += got = fread(b + n, 1, cap - 1 - n, f);
+    }
+    if (!s && ferror(f))
+        s = zdiag_set(d, ZE_IO, "cannot read %s: %s", in ? "standard input" : path, strerror(errno));
+    if (!in) fclose(f);
+    if (s) {
+        free(b);
+        return s;
+    }
+    b[n] = 0;
+    *buf = b;
+    *len = n;
+    return ZOK;
 }

@@ -4,6 +4,7 @@
 #define ZINC_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../ir/zstatus.h"
@@ -24,6 +25,14 @@ bool cli_parse_f32(const char *s, float *out);
 
 /* Parses "1,2,3" into a malloc'd array of int32; false on a malformed list. */
 bool cli_parse_int_list(const char *s, int32_t **out, int *n);
+
+/* Reads a whole file ("-": standard input) into a malloc'd, NUL-terminated
+ * buffer of *len bytes; ZE_IO names the file and the reason. */
+zstatus cli_read_all(const char *path, char **buf, size_t *len, zdiag *d);
+
+/* Exit status of a usage error (a bad flag or value): EX_USAGE of
+ * sysexits.h, apart from every zstatus_exit_code (1 + the zstatus). */
+#define CLI_EXIT_USAGE 64
 
 /* Whether stderr is a terminal (progress bars are drawn only then). */
 bool cli_stderr_tty(void);

@@ -8,6 +8,7 @@
 
 #include "../runtime/zrt.h"
 #include "cli.h"
+#include "model.h"
 
 static const char *const usage =
     "usage: zinc bench PLAN.zplan [-p 512] [-n 128] [-r 5] [--profile] [--device N] [--gguf MODEL.gguf]\n"
@@ -21,7 +22,7 @@ static const char *const usage =
     "              the GPU (timestamps) and print each kernel's share of the phase\n";
 
 typedef struct bench_opts {
-    const char *plan, *device, *gguf;
+    model_opts m;
     int64_t p, n, r;
     bool profile;
 } bench_opts;
@@ -55,17 +56,17 @@ static int parse(int argc, char **argv, bench_opts *o) {
                 return cli_usage_error("zinc bench", "-r expects 1..1000");
         } else if (!strcmp(argv[i], "--profile")) {
             o->profile = true;
-        } else if (cli_opt(argc, argv, &i, "--device", &v, &miss))
-            o->device = v;
-        else if (cli_opt(argc, argv, &i, "--gguf", &v, &miss))
-            o->gguf = v;
-        else if (argv[i][0] == '-' || o->plan)
-            return cli_usage_error("zinc bench", "unexpected argument '%s'", argv[i]);
-        else
-            o->plan = argv[i];
+        } else {
+            zdiag d = {0};
+            int g = model_parse_arg(&o->m, argc, argv, &i, &d);
+            if (g < 0) return cli_usage_error("zinc bench", "%s", d.msg);
+            if (g == 0 && (argv[i][0] == '-' || o->m.path))
+                return cli_usage_error("zinc bench", "unexpected argument '%s'", argv[i]);
+            if (g == 0) o->m.path = argv[i];
+        }
         if (miss) return cli_usage_error("zinc bench", "%s needs a value", argv[i]);
     }
-    return o->plan ? 0 : cli_usage_error("zinc bench", "no plan given");
+    return o->m.path ? 0 : cli_usage_error("zinc bench", "no model given (a MODEL.gguf or a PLAN.zplan)");
 }
 
 /* One repetition: seconds for a prefill of p tokens, or for n decode steps
@@ -165,8 +166,7 @@ int cmd_bench(int argc, char **argv) {
     if (rc) return rc;
     zdiag d = {0};
     zrt *r = NULL;
-    zrt_opts ro = {.gguf_path = o.gguf, .device = o.device, .progress = cli_stderr_tty()};
-    zstatus s = zrt_open(o.plan, &ro, &r, &d);
+    zstatus s = model_open("zinc bench", &o.m, &r, &d);
     const zplan *p = s ? NULL : zrt_plan(r);
     if (p && o.p + o.n + 1 > p->ctx)
         s = zdiag_set(&d, ZE_INVALID,

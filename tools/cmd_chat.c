@@ -9,9 +9,10 @@
 
 #include "cli.h"
 #include "gen.h"
+#include "model.h"
 
 static const char *const usage_head =
-    "usage: zinc chat PLAN.zplan [--system TEXT] [--template chatml|llama3] [generation options]\n"
+    "usage: zinc chat MODEL.gguf|PLAN.zplan [--system TEXT] [--template chatml|llama3] [options]\n"
     "\n"
     "Chats with the model: type a message and press Enter; an empty line does nothing,\n"
     "/exit or end of input (Ctrl-D) quits, Ctrl-C stops a reply. The conversation stays\n"
@@ -19,13 +20,12 @@ static const char *const usage_head =
     "\n"
     "  --system TEXT        a system message before the first turn\n"
     "  --template NAME      chat template (default: from the model's metadata)\n"
-    "  --device N           Vulkan device index (see 'zinc devices')\n"
-    "  --gguf FILE          the model's GGUF, when it moved since compilation\n"
     "\n"
-    "generation:\n";
+    "model:\n";
 
 typedef struct chat_opts {
-    const char *plan, *system, *tmpl, *device, *gguf;
+    model_opts m;
+    const char *system, *tmpl;
     gen_opts g;
 } chat_opts;
 
@@ -36,6 +36,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
         zdiag d = {0};
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage_head, stdout);
+            fputs(model_flags_help, stdout);
+            fputs("\ngeneration:\n", stdout);
             fputs(gen_flags_help, stdout);
             fputs(zrt_sample_flags_help, stdout);
             exit(0);
@@ -44,20 +46,17 @@ static int parse(int argc, char **argv, chat_opts *o) {
             o->system = v;
         else if (cli_opt(argc, argv, &i, "--template", &v, &miss))
             o->tmpl = v;
-        else if (cli_opt(argc, argv, &i, "--device", &v, &miss))
-            o->device = v;
-        else if (cli_opt(argc, argv, &i, "--gguf", &v, &miss))
-            o->gguf = v;
         else {
-            int g = gen_parse_arg(&o->g, argc, argv, &i, &d);
+            int g = model_parse_arg(&o->m, argc, argv, &i, &d);
+            if (!g) g = gen_parse_arg(&o->g, argc, argv, &i, &d);
             if (g < 0) return cli_usage_error("zinc chat", "%s", d.msg);
-            if (g == 0 && (argv[i][0] == '-' || o->plan))
+            if (g == 0 && (argv[i][0] == '-' || o->m.path))
                 return cli_usage_error("zinc chat", "unexpected argument '%s'", argv[i]);
-            if (g == 0) o->plan = argv[i];
+            if (g == 0) o->m.path = argv[i];
         }
         if (miss) return cli_usage_error("zinc chat", "%s needs a value", argv[i]);
     }
-    return o->plan ? 0 : cli_usage_error("zinc chat", "no plan given");
+    return o->m.path ? 0 : cli_usage_error("zinc chat", "no model given (a MODEL.gguf or a PLAN.zplan)");
 }
 
 #define SENTINEL "\x01zinc-reply\x01"
@@ -129,7 +128,7 @@ static zstatus converse(zrt *r, const chat_opts *o, zdiag *d) {
     zstatus s = a ? gen_open(&g, r, &o->g, a, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
     if (!s) s = zrt_chat_for_gguf(zrt_gguf(r), o->tmpl, &f, d);
     if (!s)
-        fprintf(stderr, "zinc chat: %s on %s, %s template; /exit or Ctrl-D to quit\n", o->plan,
+        fprintf(stderr, "zinc chat: %s on %s, %s template; /exit or Ctrl-D to quit\n", o->m.path,
                 zrt_device(r)->name, zrt_chat_name(f));
     gen_install_sigint();
     for (bool first = true; !s;) {
@@ -157,8 +156,7 @@ int cmd_chat(int argc, char **argv) {
     if (rc) return rc;
     zdiag d = {0};
     zrt *r = NULL;
-    zrt_opts ro = {.gguf_path = o.gguf, .device = o.device, .progress = cli_stderr_tty()};
-    zstatus s = zrt_open(o.plan, &ro, &r, &d);
+    zstatus s = model_open("zinc chat", &o.m, &r, &d);
     if (!s) s = converse(r, &o, &d);
     zrt_close(r);
     return s ? cli_fail("zinc chat", &d) : 0;

@@ -69,7 +69,7 @@ static int parse_args(int argc, char **argv, zmk_opts *o, const char **out) {
         for (size_t k = 0; k < sizeof nums / sizeof nums[0] && !done; k++) {
             if (!cli_opt(argc, argv, &i, nums[k].name, &val, &missing)) continue;
             if (missing) return cli_usage_error(prog, "%s needs a value", nums[k].name);
-            if (parse_num(prog, nums[k].name, val, nums[k].dst)) return 2;
+            if (parse_num(prog, nums[k].name, val, nums[k].dst)) return CLI_EXIT_USAGE;
             done = true;
         }
         if (done) continue;

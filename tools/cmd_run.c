@@ -10,12 +10,14 @@
 #include "../ir/fileio.h"
 #include "cli.h"
 #include "gen.h"
+#include "model.h"
 
 static const char *const usage_head =
-    "usage: zinc run PLAN.zplan -p TEXT [--chat] [generation options]\n"
-    "       zinc run PLAN.zplan --tokens 1,2,3 [--logits-out FILE] [--mode prefill|decode]\n"
+    "usage: zinc run MODEL.gguf|PLAN.zplan -p TEXT [--chat] [generation options]\n"
+    "       zinc run MODEL.gguf|PLAN.zplan --tokens 1,2,3 [--logits-out FILE] [--mode prefill|decode]\n"
     "\n"
-    "Runs a plan compiled by zincc on a Vulkan device.\n"
+    "Runs a model on a Vulkan device: a plan compiled by zincc, or a GGUF (compiled for\n"
+    "the device on first use and kept in the plan cache).\n"
     "\n"
     "  -p, --prompt TEXT    generate a continuation of TEXT, streamed to stdout\n"
     "  --chat               wrap the prompt in the model's chat template (as the user's turn)\n"
@@ -26,14 +28,12 @@ static const char *const usage_head =
     "  --logits-out FILE    with --tokens: write float32 logits, row-major [n_tokens][n_vocab]\n"
     "  --mode prefill       with --tokens: run them through the prefill schedule, in chunks (default)\n"
     "  --mode decode        with --tokens: one at a time through the recorded decode step\n"
-    "  --device N           Vulkan device index (see 'zinc devices'; default: $ZINC_DEVICE, else the\n"
-    "                       first discrete GPU, else integrated, else CPU)\n"
-    "  --gguf FILE          the model's GGUF, when it moved since compilation\n"
     "\n"
-    "generation:\n";
+    "model:\n";
 
 typedef struct run_opts {
-    const char *plan, *out, *mode, *device, *gguf, *prompt, *system, *tmpl;
+    model_opts m;
+    const char *out, *mode, *prompt, *system, *tmpl;
     bool chat, special;
     int32_t *tokens;
     int n;
@@ -42,6 +42,8 @@ typedef struct run_opts {
 
 static void print_usage(void) {
     fputs(usage_head, stdout);
+    fputs(model_flags_help, stdout);
+    fputs("\ngeneration:\n", stdout);
     fputs(gen_flags_help, stdout);
     fputs(zrt_sample_flags_help, stdout);
 }
@@ -58,11 +60,7 @@ static int parse_flag(int argc, char **argv, int *i, run_opts *o) {
         if (!miss && strcmp(v, "prefill") && strcmp(v, "decode"))
             return cli_usage_error("zinc run", "--mode expects prefill or decode");
         o->mode = v;
-    } else if (cli_opt(argc, argv, i, "--device", &v, &miss))
-        o->device = v;
-    else if (cli_opt(argc, argv, i, "--gguf", &v, &miss))
-        o->gguf = v;
-    else if (cli_opt(argc, argv, i, "-p", &v, &miss) || cli_opt(argc, argv, i, "--prompt", &v, &miss))
+    } else if (cli_opt(argc, argv, i, "-p", &v, &miss) || cli_opt(argc, argv, i, "--prompt", &v, &miss))
         o->prompt = v;
     else if (cli_opt(argc, argv, i, "--system", &v, &miss))
         o->system = v;
@@ -87,14 +85,15 @@ static int parse(int argc, char **argv, run_opts *o) {
         if (rc > 0) return rc;
         if (rc == 0) continue;
         zdiag d = {0};
-        int g = gen_parse_arg(&o->g, argc, argv, &i, &d);
+        int g = model_parse_arg(&o->m, argc, argv, &i, &d);
+        if (!g) g = gen_parse_arg(&o->g, argc, argv, &i, &d);
         if (g < 0) return cli_usage_error("zinc run", "%s", d.msg);
         if (g > 0) continue;
-        if (argv[i][0] == '-' || o->plan)
+        if (argv[i][0] == '-' || o->m.path)
             return cli_usage_error("zinc run", "unexpected argument '%s'", argv[i]);
-        o->plan = argv[i];
+        o->m.path = argv[i];
     }
-    if (!o->plan) return cli_usage_error("zinc run", "no plan given");
+    if (!o->m.path) return cli_usage_error("zinc run", "no model given (a MODEL.gguf or a PLAN.zplan)");
     if (!o->tokens == !o->prompt) return cli_usage_error("zinc run", "give either -p TEXT or --tokens IDS");
     if ((o->chat || o->system || o->tmpl) && !o->prompt)
         return cli_usage_error("zinc run", "--chat, --system and --template go with -p");
@@ -163,8 +162,7 @@ int cmd_run(int argc, char **argv) {
     if (rc) return rc;
     zdiag d = {0};
     zrt *r = NULL;
-    zrt_opts ro = {.gguf_path = o.gguf, .device = o.device, .progress = cli_stderr_tty()};
-    zstatus s = zrt_open(o.plan, &ro, &r, &d);
+    zstatus s = model_open("zinc run", &o.m, &r, &d);
     if (!s) s = o.tokens ? eval_tokens(r, &o, &d) : generate(r, &o, &d);
     free(o.tokens);
     zrt_close(r);

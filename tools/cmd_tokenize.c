@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../backend/plan.h"
 #include "../runtime/tokenizer.h"
 #include "cli.h"
+#include "model.h"
 
 static const char *const usage =
     "usage: zinc tokenize MODEL.gguf|PLAN [--special] TEXT\n"
@@ -22,10 +22,11 @@ static const char *const usage =
     "                 without it, such text is tokenized as ordinary characters.\n"
     "                 With --detok: render special tokens as their text (else as nothing).\n"
     "  --file PATH    tokenize the bytes of a file instead of TEXT\n"
-    "  --detok LIST   print the text of comma-separated token ids instead\n";
+    "  --detok LIST   print the text of comma-separated token ids instead\n"
+    "  --gguf FILE    with a plan: the model's GGUF, when it moved since compilation\n";
 
 typedef struct tok_opts {
-    const char *model, *text, *file, *detok;
+    const char *model, *text, *file, *detok, *gguf;
     bool special;
 } tok_opts;
 
@@ -44,6 +45,9 @@ static int parse(int argc, char **argv, tok_opts *o) {
         } else if (cli_opt(argc, argv, &i, "--detok", &v, &miss)) {
             if (miss) return cli_usage_error("zinc tokenize", "--detok expects ids like 1,2,3");
             o->detok = v;
+        } else if (cli_opt(argc, argv, &i, "--gguf", &v, &miss)) {
+            if (miss) return cli_usage_error("zinc tokenize", "--gguf expects a path");
+            o->gguf = v;
         } else if (!strcmp(argv[i], "--")) {
             if (i + 2 != argc || o->text)
                 return cli_usage_error("zinc tokenize", "expected one TEXT after --");
@@ -63,23 +67,6 @@ static int parse(int argc, char **argv, tok_opts *o) {
     if (!!o->text + !!o->file + !!o->detok != 1)
         return cli_usage_error("zinc tokenize", "expected exactly one of TEXT, --file or --detok");
     return 0;
-}
-
-/* A GGUF directly, or the GGUF a plan records. */
-static zstatus open_tokenizer(const char *path, zrt_tok **t, zdiag *d) {
-    char magic[4] = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) return zdiag_set(d, ZE_IO, "%s: cannot open", path);
-    size_t got = fread(magic, 1, 4, f);
-    fclose(f);
-    if (got == 4 && !memcmp(magic, "GGUF", 4)) return zrt_tok_open(path, t, d);
-    zplan *p;
-    zstatus s = zplan_read(path, &p, d);
-    if (s) return zdiag_prefix(d, "not a GGUF, and not a plan either"), s;
-    s = zrt_tok_open(zplan_str(p, p->gguf_path), t, d);
-    if (s) zdiag_prefix(d, "the GGUF plan %s was compiled from", path);
-    zplan_free(p);
-    return s;
 }
 
 static int print_ids(const zrt_tok *t, const char *text, size_t len, bool special) {
@@ -126,22 +113,15 @@ int cmd_tokenize(int argc, char **argv) {
     if (rc) return rc;
     zdiag d = {0};
     zrt_tok *t;
-    if (open_tokenizer(o.model, &t, &d)) return cli_fail("zinc tokenize", &d);
+    model_opts m = {.path = o.model, .gguf = o.gguf};
+    if (model_tokenizer(&m, &t, &d)) return cli_fail("zinc tokenize", &d);
     if (o.detok) {
         rc = print_text(t, o.detok, o.special);
     } else if (o.file) {
         size_t len = 0;
         char *buf = NULL;
-        FILE *f = fopen(o.file, "rb");
-        if (f && !fseek(f, 0, SEEK_END)) {
-            long end = ftell(f);
-            buf = end >= 0 ? malloc((size_t)end + 1) : NULL;
-            if (buf && (fseek(f, 0, SEEK_SET) || (len = fread(buf, 1, (size_t)end, f)) != (size_t)end))
-                free(buf), buf = NULL;
-        }
-        if (f) fclose(f);
-        rc = buf ? print_ids(t, buf, len, o.special)
-                 : (zdiag_set(&d, ZE_IO, "%s: cannot read", o.file), cli_fail("zinc tokenize", &d));
+        rc = cli_read_all(o.file, &buf, &len, &d) ? cli_fail("zinc tokenize", &d)
+                                                  : print_ids(t, buf, len, o.special);
         free(buf);
     } else {
         rc = print_ids(t, o.text, strlen(o.text), o.special);

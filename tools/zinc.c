@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "version.h"
 
 #define ZCMD(name, summary) int cmd_##name(int argc, char **argv);
@@ -31,7 +32,7 @@ static void usage(FILE *to) {
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
-        return 2;
+        return CLI_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
@@ -44,5 +45,5 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "zinc: unknown command '%s' (try 'zinc --help')\n", argv[1]);
-    return 2;
+    return CLI_EXIT_USAGE;
 }

@@ -257,14 +257,6 @@ static zstatus resolve_target(const zincc_opts *z, ztarget *t, zvk_profile *prof
     return ZOK;
 }
 
-/* The context: --ctx, else 4096 capped by what the model was trained for. */
-static int64_t default_ctx(const gguf_file *f) {
-    zir_hparams hp;
-    zdiag ignore = {0};
-    if (zir_read_hparams(f, &hp, &ignore) || hp.n_ctx_train <= 0) return 4096;
-    return hp.n_ctx_train < 4096 ? hp.n_ctx_train : 4096;
-}
-
 static zstatus emit_plan(const zincc_opts *z, const gguf_file *f, phase_out *ph, const ztarget *t,
                          const zvk_profile *prof, zdiag *d) {
     zir_graph *g[ZPLAN_PHASES] = {ph[ZPH_PREFILL].fused, ph[ZPH_DECODE].fused};
@@ -272,7 +264,7 @@ static zstatus emit_plan(const zincc_opts *z, const gguf_file *f, phase_out *ph,
     zincc_plan_opts o = {.target = t,
                          .device = prof,
                          .ctx = ctx,
-                         .chunk = z->chunk ? z->chunk : 512,
+                         .chunk = z->chunk ? z->chunk : zincc_default_chunk(ctx),
                          .out = z->out,
                          .progress = cli_stderr_tty()};
     if (o.chunk > ctx) o.chunk = ctx;
@@ -299,7 +291,7 @@ int main(int argc, char **argv) {
     bool live = false;
     char tname[300];
     zstatus s = rep.arena ? gguf_open(z.model, &f, &d) : zdiag_set(&d, ZE_NOMEM, "out of memory");
-    if (!s && !z.ctx) z.ctx = default_ctx(f);
+    if (!s && !z.ctx) z.ctx = zincc_default_ctx(f);
     if (!s && z.dump_ir) {
         s = zir_build_from_gguf(f, &ph[0].fused, &d);
         if (!s) zir_print(ph[0].fused, stdout);

@@ -4,13 +4,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../frontend/arch.h"
+#include "../passes/pass.h"
+
 static void progress(void *ctx, int done, int total) {
     (void)ctx, (void)total;
     fprintf(stderr, "\rzincc: compiled %d kernels", done);
 }
 
-zstatus zincc_write_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], const zincc_plan_opts *o,
-                         zdiag *d) {
+int64_t zincc_default_ctx(const gguf_file *f) {
+    zir_hparams hp;
+    zdiag ignore = {0};
+    if (zir_read_hparams(f, &hp, &ignore) || hp.n_ctx_train <= 0) return 4096;
+    return hp.n_ctx_train < 4096 ? hp.n_ctx_train : 4096;
+}
+
+int64_t zincc_default_chunk(int64_t ctx) {
+    return ctx < 512 ? ctx : 512;
+}
+
+zstatus zincc_lower_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], const zincc_plan_opts *o,
+                         zplan **out, zdiag *d) {
     /* The executor finds the weights from any directory: record an absolute path. */
     char abs[PATH_MAX];
     const char *path = realpath(f->path, abs) ? abs : f->path;
@@ -26,13 +40,43 @@ zstatus zincc_write_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], c
                       .vendor_id = o->device ? o->device->vendor_id : 0,
                       .device_id = o->device ? o->device->device_id : 0,
                       .progress = o->progress ? progress : NULL};
-    zplan *p = NULL;
-    zstatus s = zlower(g, &lo, &p, d);
+    *out = NULL;
+    zstatus s = zlower(g, &lo, out, d);
     if (o->progress) fputc('\n', stderr);
+    return s;
+}
+
+void zincc_print_summary(const char *prog, const char *verb, const char *path, const zplan *p) {
+    fprintf(stderr, "%s: %s %s: %u kernels, %u + %u dispatches (prefill + decode), ctx %u\n", prog, verb,
+            path, p->n_kernels, p->sched[ZPLAN_PREFILL].count, p->sched[ZPLAN_DECODE].count, p->ctx);
+}
+
+zstatus zincc_write_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], const zincc_plan_opts *o,
+                         zdiag *d) {
+    zplan *p = NULL;
+    zstatus s = zincc_lower_plan(f, g, o, &p, d);
     if (!s) s = zplan_write(p, o->out, d);
-    if (!s)
-        fprintf(stderr, "zincc: wrote %s: %u kernels, %u + %u dispatches (prefill + decode), ctx %u\n",
-                o->out, p->n_kernels, p->sched[ZPLAN_PREFILL].count, p->sched[ZPLAN_DECODE].count, p->ctx);
+    if (!s) zincc_print_summary(o->prog ? o->prog : "zincc", "wrote", o->out, p);
     zplan_free(p);
+    return s;
+}
+
+zstatus zincc_compile(const gguf_file *f, const zincc_plan_opts *o, zplan **out, zdiag *d) {
+    zir_graph *g[ZPLAN_PHASES] = {0};
+    const zpass_phase phase[ZPLAN_PHASES] = {[ZPLAN_PREFILL] = ZPH_PREFILL, [ZPLAN_DECODE] = ZPH_DECODE};
+    zstatus s = ZOK;
+    for (int i = 0; i < ZPLAN_PHASES && !s; i++) {
+        zpass_opts po = {.target = o->target,
+                         .phase = phase[i],
+                         .token_tile = o->target->prefill_tile,
+                         .ctx = o->ctx,
+                         .fuse_threshold = o->target->fuse_threshold,
+                         .print_to = stderr};
+        s = zir_build_from_gguf(f, &g[i], d);
+        if (!s) s = zpass_run_pipeline(g[i], NULL, NULL, &po, d);
+    }
+    if (!s) s = zincc_lower_plan(f, g, o, out, d);
+    for (int i = 0; i < ZPLAN_PHASES; i++)
+        zir_graph_free(g[i]);
     return s;
 }

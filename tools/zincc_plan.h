@@ -1,4 +1,5 @@
-/* zincc's last step: lowering the compiled graphs to a plan file. */
+/* zincc's compile path, shared by zincc and by zinc (which compiles a GGUF
+ * it is given directly, into its plan cache: tools/plan_cache.c). */
 #ifndef ZINC_ZINCC_PLAN_H
 #define ZINC_ZINCC_PLAN_H
 
@@ -10,13 +11,27 @@ typedef struct zincc_plan_opts {
     const ztarget *target;
     const zvk_profile *device; /* the live device compiled for, or NULL for a named profile */
     int64_t ctx, chunk;        /* KV capacity and prefill chunk */
-    const char *out;
+    const char *out;           /* zincc_write_plan: where the plan goes */
     bool progress;
+    const char *prog; /* who says what was written: "zincc" when NULL */
 } zincc_plan_opts;
 
-/* Lowers g[prefill], g[decode] and writes the plan; prints one summary line
- * to stderr. */
+/* The context when none is asked for: 4096, or the model's training context
+ * if smaller. */
+int64_t zincc_default_ctx(const gguf_file *f);
+/* The prefill chunk when none is asked for: 512, at most the context. */
+int64_t zincc_default_chunk(int64_t ctx);
+
+/* Lowers g[prefill], g[decode] into a plan (*out, the caller frees it). */
+zstatus zincc_lower_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], const zincc_plan_opts *o,
+                         zplan **out, zdiag *d);
+/* Lowers and writes the plan to o->out; prints one summary line to stderr. */
 zstatus zincc_write_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], const zincc_plan_opts *o,
                          zdiag *d);
+/* The whole compile with the default pipeline: builds both phases from f,
+ * runs the passes for o->target and lowers them (*out, the caller frees it). */
+zstatus zincc_compile(const gguf_file *f, const zincc_plan_opts *o, zplan **out, zdiag *d);
+/* "wrote PATH: 24 kernels, 29 + 29 dispatches (prefill + decode), ctx 96" */
+void zincc_print_summary(const char *prog, const char *verb, const char *path, const zplan *p);
 
 #endif

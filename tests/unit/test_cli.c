@@ -130,9 +130,10 @@ Test(cli, bad_input_gets_one_clear_line) {
     cr_expect_neq(tu_run(&out, ZINC " run %s --tokens 1,400", plan), 0);
     cr_expect(strstr(out, "token 400"), "%s", out);
     free(out);
-    cr_expect_neq(tu_run(&out, ZINC " run %s --tokens 1", g1), 0); /* a GGUF is not a plan */
-    cr_expect(strstr(out, "zinc run: error:") && !strchr(strchr(out, '\n') + 1, '\n'), "not one line: %s",
-              out);
+    cr_expect_neq(tu_run(&out, ZINC " run %s --tokens 1", ZINC_SOURCE_DIR "/README.md"), 0);
+    cr_expect(strstr(out, "zinc run: error:") && strstr(out, "neither a plan nor a GGUF") &&
+                  !strchr(strchr(out, '\n') + 1, '\n'),
+              "not one line: %s", out);
     free(out);
     cr_expect_neq(tu_run(&out, ZINCC " %s -o /nonexistent/dir/x.zplan", g1), 0);
     cr_expect(strstr(out, "/nonexistent/dir/x.zplan"), "%s", out);
@@ -221,5 +222,101 @@ Test(cli, zincc_without_o_writes_beside_the_gguf) {
     free(out);
     cr_assert_eq(tu_run(&out, ZINCC " --version"), 0, "%s", out);
     cr_expect(!strncmp(out, "zincc 0.", 8) && strstr(out, "plan format"), "%s", out);
+    free(out);
+}
+
+/* ---- a GGUF run directly, through the plan cache ------------------------ */
+
+/* The environment of a command that uses its own plan cache: XDG_CACHE_HOME
+ * moves Mesa's shader cache too, so that one is kept where it was (a cold
+ * llvmpipe cache costs seconds per run). */
+#define CACHE_ENV(dir)                                                                                       \
+    "MESA_SHADER_CACHE_DIR=\"${MESA_SHADER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}}\" XDG_CACHE_HOME=" dir \
+    " "
+
+static bool same_file(const char *a, const char *b) {
+    size_t na, nb;
+    char *x = tu_read_file(a, &na), *y = tu_read_file(b, &nb);
+    bool same = x && y && na == nb && !memcmp(x, y, na);
+    free(x), free(y);
+    return same;
+}
+
+/* The entry the first run reports: "cached the plan in PATH: ...". */
+static char *cached_path(const char *out) {
+    const char *at = strstr(out, "cached the plan in ");
+    cr_assert(at, "no cache entry reported: %s", out);
+    at += strlen("cached the plan in ");
+    return strndup(at, strcspn(at, ":"));
+}
+
+Test(cli, gguf_runs_directly_through_the_plan_cache) {
+    const char *gguf = model("qwen3", "q8_0", 6, "direct.gguf"), *cache = tu_tmp("cache");
+    const char *l1 = tu_tmp("l1.f32"), *l2 = tu_tmp("l2.f32"), *l3 = tu_tmp("l3.f32");
+    char *out = NULL;
+    const char *run = "{ " CACHE_ENV("%s") ZINC " run %s --tokens 1,2,3,4 -c 48 --logits-out %s; }";
+    cr_assert_eq(tu_run(&out, run, cache, gguf, l1), 0, "%s", out);
+    cr_expect(strstr(out, "compiling"), "the first run says it compiles: %s", out);
+    char *entry = cached_path(out);
+    cr_expect(!strncmp(entry, cache, strlen(cache)), "the entry %s is not under %s", entry, cache);
+    free(out);
+    cr_assert_eq(tu_run(&out, run, cache, gguf, l2), 0, "%s", out);
+    cr_expect(!strstr(out, "compiling") && !strstr(out, "cached"), "the second run compiled: %s", out);
+    cr_expect(same_file(l1, l2), "the cached plan computes other logits");
+    free(out);
+    cr_assert_eq(tu_write_file(entry, "not a plan at all", 17), 0);
+    cr_assert_eq(tu_run(&out, run, cache, gguf, l3), 0, "%s", out);
+    cr_expect(strstr(out, "unusable") && strstr(out, "compiling"), "a corrupt entry was trusted: %s", out);
+    cr_expect(same_file(l1, l3), "the rebuilt plan computes other logits");
+    free(out);
+    cr_assert_eq(tu_run(&out, ZINC " info %s", entry), 0, "the entry was not rebuilt: %s", out);
+    free(out);
+    /* A valid plan that is not the one the key names (another context) is stale. */
+    cr_assert_eq(tu_run(&out, ZINCC " %s -o %s --ctx 32", gguf, entry), 0, "%s", out);
+    free(out);
+    cr_assert_eq(tu_run(&out, run, cache, gguf, l3), 0, "%s", out);
+    cr_expect(strstr(out, "stale") && strstr(out, "compiling"), "a stale entry was trusted: %s",
+              out);
+    cr_expect(same_file(l1, l3), "the rebuilt plan computes other logits");
+    free(out);
+    free(entry);
+}
+
+Test(cli, no_cache_compiles_in_memory) {
+    const char *gguf = model("qwen3", "f32", 7, "nocache.gguf"), *cache = tu_tmp("nocache");
+    char *out = NULL;
+    cr_assert_eq(tu_run(&out, "{ " CACHE_ENV("%s") ZINC " run %s --tokens 1,2 -c 16 --no-cache; }", cache, gguf),
+                 0, "%s", out);
+    cr_expect(strstr(out, "not kept"), "%s", out);
+    cr_expect_neq(access(tu_tmp("nocache/zinc"), F_OK), 0, "--no-cache touched the cache");
+    free(out);
+}
+
+/* A plan whose GGUF moved names it as the plan's recorded GGUF and suggests
+ * --gguf, in every command that loads a plan; an I/O failure and a usage
+ * error have distinct exit statuses (docs/security.md). */
+Test(cli, moved_gguf_and_exit_statuses) {
+    const char *gguf = model("qwen3", "f32", 8, "moving.gguf"), *moved = tu_tmp("moved.gguf");
+    const char *plan = plan_for(gguf, "moving.zplan");
+    cr_assert_eq(rename(gguf, moved), 0);
+    char *out = NULL;
+    const char *cmds[] = {"run %s --tokens 1,2", "bench %s -p 4 -n 2 -r 1", "tokenize %s hello"};
+    for (int i = 0; i < 3; i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, cmds[i], plan);
+        cr_expect_eq(tu_run(&out, ZINC " %s", cmd), 2, "zinc %s: %s", cmd, out);
+        cr_expect(strstr(out, "the GGUF this plan was compiled from") && strstr(out, "--gguf") &&
+                      strstr(out, "No such file"),
+                  "zinc %s: %s", cmd, out);
+        free(out);
+    }
+    cr_expect_eq(tu_run(&out, ZINC " tokenize %s --gguf %s hello", plan, moved), 0, "%s", out);
+    free(out);
+    cr_expect_eq(tu_run(&out, ZINC " run %s --gguf %s --tokens 1,2", plan, moved), 0, "%s", out);
+    free(out);
+    cr_expect_eq(tu_run(&out, ZINC " run %s --tokens 1 --bogus", plan), 64, "%s", out);
+    free(out);
+    cr_expect_eq(tu_run(&out, ZINC " tokenize %s --file /nonexistent/t.txt", moved), 2, "%s", out);
+    cr_expect(strstr(out, "cannot open /nonexistent/t.txt: No such file"), "%s", out);
     free(out);
 }
