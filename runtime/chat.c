@@ -12,6 +12,11 @@ const char *zrt_chat_name(zrt_chat_format f) {
     return (unsigned)f < ZRT_CHAT_COUNT ? NAMES[f] : "?";
 }
 
+const char *zrt_chat_marker(zrt_chat_format f) {
+    static const char *const MARKERS[ZRT_CHAT_COUNT] = {"<|im_start|>", "<|start_header_id|>"};
+    return (unsigned)f < ZRT_CHAT_COUNT ? MARKERS[f] : "";
+}
+
 zstatus zrt_chat_parse(const char *name, zrt_chat_format *out, zdiag *d) {
     for (int f = 0; f < ZRT_CHAT_COUNT; f++)
         if (!strcmp(name, NAMES[f])) {
@@ -154,6 +159,12 @@ static void put_trimmed(sbuf *b, const char *s) {
 
 zstatus zrt_chat_render(zrt_chat_format f, const zrt_chat_msg *msgs, size_t n, bool add_generation_prompt,
                         zarena *a, char **text, size_t *len, zdiag *d) {
+    return zrt_chat_render_spans(f, msgs, n, add_generation_prompt, a, text, len, NULL, d);
+}
+
+zstatus zrt_chat_render_spans(zrt_chat_format f, const zrt_chat_msg *msgs, size_t n,
+                              bool add_generation_prompt, zarena *a, char **text, size_t *len,
+                              zrt_tok_span *content, zdiag *d) {
     *text = NULL, *len = 0;
     if ((unsigned)f >= ZRT_CHAT_COUNT) return zdiag_set(d, ZE_INVALID, "chat: unknown format %d", (int)f);
     sbuf b = {.a = a};
@@ -162,13 +173,18 @@ zstatus zrt_chat_render(zrt_chat_format f, const zrt_chat_msg *msgs, size_t n, b
         if (!msgs[i].role || !msgs[i].content)
             return zdiag_set(d, ZE_INVALID, "chat: message %zu has no %s", i,
                              msgs[i].role ? "content" : "role");
+        size_t at;
         if (f == ZRT_CHAT_CHATML) {
             puts_(&b, "<|im_start|>"), puts_(&b, msgs[i].role), puts_(&b, "\n");
-            puts_(&b, msgs[i].content), puts_(&b, "<|im_end|>\n");
+            at = b.n;
+            puts_(&b, msgs[i].content);
         } else {
             puts_(&b, "<|start_header_id|>"), puts_(&b, msgs[i].role), puts_(&b, "<|end_header_id|>\n\n");
-            put_trimmed(&b, msgs[i].content), puts_(&b, "<|eot_id|>");
+            at = b.n;
+            put_trimmed(&b, msgs[i].content);
         }
+        if (content) content[i] = (zrt_tok_span){at, b.n - at};
+        puts_(&b, f == ZRT_CHAT_CHATML ? "<|im_end|>\n" : "<|eot_id|>");
     }
     if (add_generation_prompt)
         puts_(&b, f == ZRT_CHAT_CHATML ? "<|im_start|>assistant\n"

@@ -18,6 +18,7 @@
 #include "../frontend/gguf.h"
 #include "../ir/arena.h"
 #include "../ir/zstatus.h"
+#include "tokenizer.h"
 
 typedef enum zrt_chat_format { ZRT_CHAT_CHATML, ZRT_CHAT_LLAMA3, ZRT_CHAT_COUNT } zrt_chat_format;
 
@@ -27,6 +28,9 @@ typedef struct zrt_chat_msg {
 } zrt_chat_msg;
 
 const char *zrt_chat_name(zrt_chat_format f);
+/* The marker that opens a turn ("<|im_start|>"): a model trained with the
+ * format has it as a special token of its vocabulary. */
+const char *zrt_chat_marker(zrt_chat_format f);
 /* "chatml" / "llama3" (the --template values); ZE_INVALID naming them otherwise. */
 zstatus zrt_chat_parse(const char *name, zrt_chat_format *out, zdiag *d);
 /* Recognises a Jinja template (or a bare format name, as llama.cpp accepts). */
@@ -39,5 +43,11 @@ zstatus zrt_chat_for_gguf(const gguf_file *f, const char *override, zrt_chat_for
  * assistant's turn. The text (NUL-terminated, *len bytes) is allocated in a. */
 zstatus zrt_chat_render(zrt_chat_format f, const zrt_chat_msg *msgs, size_t n, bool add_generation_prompt,
                         zarena *a, char **text, size_t *len, zdiag *d);
+/* The same, and where each message's content lies in the text (content[i],
+ * n entries; may be NULL): for zrt_tok_encode_guarded, so that what a user
+ * typed cannot become a control token of the template. */
+zstatus zrt_chat_render_spans(zrt_chat_format f, const zrt_chat_msg *msgs, size_t n,
+                              bool add_generation_prompt, zarena *a, char **text, size_t *len,
+                              zrt_tok_span *content, zdiag *d);
 
 #endif

@@ -29,14 +29,18 @@ void zrt_sample_defaults(zrt_sample_params *p) {
 }
 
 const char zrt_sample_flags_help[] =
-    "  --temp T             temperature; 0 picks the most likely token (greedy) (0.8)\n"
-    "  --top-k K            keep the K most likely tokens; 0 keeps all (40)\n"
-    "  --top-p P            keep the most likely tokens up to probability mass P; 1 keeps all (0.95)\n"
-    "  --min-p P            drop tokens less likely than P times the most likely; 0 keeps all (0.05)\n"
-    "  --repeat-penalty R   divide (or multiply, if negative) the logits of recent tokens by R; 1 is off "
-    "(1.0)\n"
-    "  --repeat-last-n N    how many recent tokens the penalty looks at; 0 off, -1 the context (64)\n"
-    "  --seed S             seed of the random draws; the same seed gives the same tokens (0)\n";
+    "  --temp T             temperature, any number; 0 or less picks the most likely token (greedy) (0.8)\n"
+    "  --top-k K            keep the K most likely tokens, any integer; 0 or less keeps all (40)\n"
+    "  --top-p P            keep the most likely tokens up to probability mass P, 0 or more; 1 or more\n"
+    "                       keeps all (0.95)\n"
+    "  --min-p P            drop tokens less likely than P times the most likely, at most 1; 0 or less\n"
+    "                       keeps all (0.05)\n"
+    "  --repeat-penalty R   more than 0; the logit of a recent token is divided by R when positive and\n"
+    "                       multiplied by R when not, so R > 1 discourages repeats; 1 is off (1.0)\n"
+    "  --repeat-last-n N    how many recent tokens the penalty looks at, -1 or more; 0 off, -1 the\n"
+    "                       context (64)\n"
+    "  --seed S             seed of the random draws, 0..9223372036854775807; the same seed gives the\n"
+    "                       same tokens; -1 draws a seed and prints it (-1)\n";
 
 /* ---- flags -------------------------------------------------------------- */
 
@@ -82,13 +86,24 @@ static bool parse_flag(int k, const char *v, zrt_sample_params *q) {
     case 3: return parse_f(v, &q->min_p) && q->min_p <= 1;
     case 4: return parse_f(v, &q->repeat_penalty) && q->repeat_penalty > 0;
     case 5: return parse_i(v, -1, INT32_MAX, &n) && (q->repeat_last_n = (int32_t)n, true);
-    default: return parse_i(v, 0, INT64_MAX, &n) && (q->seed = (uint64_t)n, true);
+    default:
+        if (!parse_i(v, -1, INT64_MAX, &n)) return false;
+        q->seed = n < 0 ? ZRT_SAMPLE_SEED_RANDOM : (uint64_t)n;
+        return true;
     }
 }
 
 int zrt_sample_parse_arg(zrt_sample_params *p, int argc, char **argv, int *i, zdiag *d) {
     static const char *const FLAGS[] = {"--temp",           "--top-k",         "--top-p", "--min-p",
                                         "--repeat-penalty", "--repeat-last-n", "--seed"};
+    /* The ranges of the help text, for the error. */
+    static const char *const RANGE[] = {"a number",
+                                        "an integer",
+                                        "a number, 0 or more",
+                                        "a number, at most 1",
+                                        "a number above 0",
+                                        "an integer, -1 or more",
+                                        "-1 (random) or 0..9223372036854775807"};
     for (int k = 0; k < (int)(sizeof FLAGS / sizeof FLAGS[0]); k++) {
         bool missing;
         const char *v = flag_value(argc, argv, i, FLAGS[k], &missing);
@@ -96,8 +111,8 @@ int zrt_sample_parse_arg(zrt_sample_params *p, int argc, char **argv, int *i, zd
         if (!v) continue;
         zrt_sample_params q = *p; /* p is left as it was on a bad value */
         if (!parse_flag(k, v, &q))
-            return zdiag_set(d, ZE_INVALID, "%s: '%s' is not a valid value (see --help for the ranges)",
-                             FLAGS[k], v),
+            return zdiag_set(d, ZE_INVALID, "%s: '%s' is not a valid value: expected %s", FLAGS[k], v,
+                             RANGE[k]),
                    -1;
         *p = q;
         return 1;

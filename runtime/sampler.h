@@ -24,11 +24,15 @@ typedef struct zrt_sample_params {
     float min_p;           /* --min-p: <= 0 keeps all (0.05) */
     float repeat_penalty;  /* --repeat-penalty: 1 is off (1.0) */
     int32_t repeat_last_n; /* --repeat-last-n: tokens of history penalised; 0 off, -1 = ctx (64) */
-    uint64_t seed;         /* --seed */
+    uint64_t seed;         /* --seed; ZRT_SAMPLE_SEED_RANDOM for -1 */
 } zrt_sample_params;
 
+/* --seed -1: the caller draws a seed (and says which), as llama.cpp does.
+ * The sampler itself takes any value as a seed. */
+#define ZRT_SAMPLE_SEED_RANDOM UINT64_MAX
+
 /* llama.cpp's defaults (listed above); the seed is 0 here: callers that want
- * llama.cpp's "random unless given" pick one themselves. */
+ * llama.cpp's "random unless given" set ZRT_SAMPLE_SEED_RANDOM and draw one. */
 void zrt_sample_defaults(zrt_sample_params *p);
 
 /* The flags, for --help texts. */

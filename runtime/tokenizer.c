@@ -755,20 +755,47 @@ static const char *find_bytes(const char *hay, size_t n, const char *needle, siz
     return NULL;
 }
 
-static size_t count_hits(const char *text, const frag *f, const char *tok, size_t tl) {
-    size_t hits = 0;
+/* Where control tokens may be recognised: anywhere with parse_special,
+ * except inside the literal spans (a chat's user messages); nowhere without. */
+typedef struct special_scope {
+    bool parse_special;
+    const zrt_tok_span *lit;
+    size_t n_lit;
+} special_scope;
+
+static bool may_match(const zrt_tok *t, const special_scope *sc, int32_t id, size_t at, size_t tl) {
+    if (!(t->attr[id] & (ZRT_TOK_ATTR_CONTROL | ZRT_TOK_ATTR_UNKNOWN))) return true; /* user-defined */
+    if (!sc->parse_special) return false;
+    for (size_t i = 0; i < sc->n_lit; i++)
+        if (at < sc->lit[i].at + sc->lit[i].len && sc->lit[i].at < at + tl) return false;
+    return true;
+}
+
+/* The next occurrence of token id in [from, end) that may be matched. */
+static const char *next_hit(const zrt_tok *t, const special_scope *sc, const char *text, size_t from,
+                            size_t end, int32_t id) {
+    const char *tok = t->text[id];
+    size_t tl = t->text_len[id];
+    for (const char *p; (p = find_bytes(text + from, end - from, tok, tl)); from = (size_t)(p - text) + 1)
+        if (may_match(t, sc, id, (size_t)(p - text), tl)) return p;
+    return NULL;
+}
+
+static size_t count_hits(const zrt_tok *t, const special_scope *sc, const char *text, const frag *f,
+                         int32_t id) {
+    size_t hits = 0, end = f->off + f->len;
     if (f->id != ZRT_TOK_NULL) return 0;
-    for (const char *p = text + f->off, *e = p + f->len; (p = find_bytes(p, (size_t)(e - p), tok, tl));
-         p += tl)
+    for (const char *p = text + f->off; (p = next_hit(t, sc, text, (size_t)(p - text), end, id));
+         p += t->text_len[id])
         hits++;
     return hits;
 }
 
 /* Splits raw fragment f at each occurrence of token id into next[*m..]. */
-static void split_frag(const char *text, const frag *f, int32_t id, const char *tok, size_t tl, frag *next,
-                       size_t *m) {
-    size_t at = f->off, end = f->off + f->len;
-    for (const char *p; (p = find_bytes(text + at, end - at, tok, tl)); at = (size_t)(p - text) + tl) {
+static void split_frag(const zrt_tok *t, const special_scope *sc, const char *text, const frag *f, int32_t id,
+                       frag *next, size_t *m) {
+    size_t at = f->off, end = f->off + f->len, tl = t->text_len[id];
+    for (const char *p; (p = next_hit(t, sc, text, at, end, id)); at = (size_t)(p - text) + tl) {
         if ((size_t)(p - text) > at) next[(*m)++] = (frag){ZRT_TOK_NULL, at, (size_t)(p - text) - at};
         next[(*m)++] = (frag){id, 0, 0};
     }
@@ -777,7 +804,7 @@ static void split_frag(const char *text, const frag *f, int32_t id, const char *
 
 /* Splits the raw fragments at every occurrence of each special token,
  * longest tokens first, as llama.cpp's tokenizer_st_partition. */
-static frag *partition(const zrt_tok *t, const char *text, size_t len, bool parse_special, zarena *a,
+static frag *partition(const zrt_tok *t, const char *text, size_t len, const special_scope *sc, zarena *a,
                        size_t *n) {
     frag *cur = zarena_array(a, 1, sizeof *cur);
     if (!cur) return NULL;
@@ -785,11 +812,10 @@ static frag *partition(const zrt_tok *t, const char *text, size_t len, bool pars
     if (len) cur[(*n)++] = (frag){ZRT_TOK_NULL, 0, len};
     for (uint32_t k = 0; k < t->n_specials && *n; k++) {
         int32_t id = t->specials[k];
-        if (!parse_special && (t->attr[id] & (ZRT_TOK_ATTR_CONTROL | ZRT_TOK_ATTR_UNKNOWN))) continue;
-        const char *tok = t->text[id];
-        size_t tl = t->text_len[id], hits = 0;
+        if (!sc->parse_special && (t->attr[id] & (ZRT_TOK_ATTR_CONTROL | ZRT_TOK_ATTR_UNKNOWN))) continue;
+        size_t hits = 0;
         for (size_t i = 0; i < *n; i++)
-            hits += count_hits(text, &cur[i], tok, tl);
+            hits += count_hits(t, sc, text, &cur[i], id);
         if (!hits) continue;
         frag *next = zarena_array(a, *n + 2 * hits, sizeof *next);
         if (!next) return NULL;
@@ -798,7 +824,7 @@ static frag *partition(const zrt_tok *t, const char *text, size_t len, bool pars
             if (cur[i].id != ZRT_TOK_NULL)
                 next[m++] = cur[i];
             else
-                split_frag(text, &cur[i], id, tok, tl, next, &m);
+                split_frag(t, sc, text, &cur[i], id, next, &m);
         }
         cur = next, *n = m;
     }
@@ -825,14 +851,21 @@ static zstatus encode_frags(const zrt_tok *t, const char *text, const frag *fr, 
 
 zstatus zrt_tok_encode(const zrt_tok *t, const char *text, size_t len, unsigned flags, zarena *a,
                        int32_t **ids, size_t *n_ids, zdiag *d) {
+    return zrt_tok_encode_guarded(t, text, len, flags, NULL, 0, a, ids, n_ids, d);
+}
+
+zstatus zrt_tok_encode_guarded(const zrt_tok *t, const char *text, size_t len, unsigned flags,
+                               const zrt_tok_span *lit, size_t n_lit, zarena *a, int32_t **ids, size_t *n_ids,
+                               zdiag *d) {
     *ids = NULL, *n_ids = 0;
+    special_scope sc = {.parse_special = flags & ZRT_TOK_PARSE_SPECIAL, .lit = lit, .n_lit = n_lit};
     zarena *scratch = zarena_new();
     if (!scratch) return zdiag_set(d, ZE_NOMEM, "tokenizer: out of memory");
     ivec out = {.a = scratch};
     bool add = flags & ZRT_TOK_ADD_SPECIAL;
     if (add && t->add_bos) ivec_push(&out, t->bos);
     size_t n;
-    frag *fr = partition(t, text, len, flags & ZRT_TOK_PARSE_SPECIAL, scratch, &n);
+    frag *fr = partition(t, text, len, &sc, scratch, &n);
     zstatus s =
         fr ? encode_frags(t, text, fr, n, &out, d) : zdiag_set(d, ZE_NOMEM, "tokenizer: out of memory");
     if (!s && add && t->add_eos) ivec_push(&out, t->eos);

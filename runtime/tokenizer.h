@@ -84,6 +84,20 @@ int32_t zrt_tok_find(const zrt_tok *t, const char *text, size_t len);
 zstatus zrt_tok_encode(const zrt_tok *t, const char *text, size_t len, unsigned flags, zarena *a,
                        int32_t **ids, size_t *n_ids, zdiag *d);
 
+/* A byte range of a text. */
+typedef struct zrt_tok_span {
+    size_t at, len;
+} zrt_tok_span;
+
+/* zrt_tok_encode, except that with ZRT_TOK_PARSE_SPECIAL the text of control
+ * tokens is not recognised where it overlaps one of lit[0..n_lit): a chat
+ * prompt's user messages. The template's markers become tokens, the user's
+ * text stays text, and everything else tokenizes exactly as the whole text
+ * does. */
+zstatus zrt_tok_encode_guarded(const zrt_tok *t, const char *text, size_t len, unsigned flags,
+                               const zrt_tok_span *lit, size_t n_lit, zarena *a, int32_t **ids, size_t *n_ids,
+                               zdiag *d);
+
 /* The bytes one token stands for (not NUL-terminated; may hold a NUL or an
  * incomplete UTF-8 sequence); empty for control tokens unless special.
  * Returns the length and sets *piece; an id out of range is empty. */

@@ -129,3 +129,29 @@ zstatus cli_read_all(const char *path, char **buf, size_t *len, zdiag *d) {
     *len = n;
     return ZOK;
 }
+
+/* llama.cpp's flags that mean nothing here, with what to say instead. */
+static const struct {
+    const char *names[4], *why;
+} FOREIGN[] = {
+    {{"-ngl", "--n-gpu-layers", "--gpu-layers"}, "every layer runs on the GPU in zinc"},
+    {{"-t", "--threads", "-tb", "--threads-batch"}, "zinc computes on the GPU: CPU threads do not apply"},
+    {{"-fa", "--flash-attn"},
+     "zincc fuses attention itself where its cost model says it pays (zincc --report)"},
+};
+
+int cli_foreign_flag(const char *prog, const char *arg) {
+    size_t n = strcspn(arg, "=");
+    for (size_t i = 0; i < sizeof FOREIGN / sizeof FOREIGN[0]; i++)
+        for (int k = 0; k < 4 && FOREIGN[i].names[k]; k++)
+            if (strlen(FOREIGN[i].names[k]) == n && !strncmp(arg, FOREIGN[i].names[k], n)) {
+                fprintf(stderr, "%s: %.*s is llama.cpp's: %s; drop it\n", prog, (int)n, arg, FOREIGN[i].why);
+                return CLI_EXIT_USAGE;
+            }
+    return 0;
+}
+
+int cli_unexpected(const char *prog, const char *arg) {
+    int rc = cli_foreign_flag(prog, arg);
+    return rc ? rc : cli_usage_error(prog, "unexpected argument '%s'", arg);
+}

@@ -34,6 +34,11 @@ zstatus cli_read_all(const char *path, char **buf, size_t *len, zdiag *d);
  * sysexits.h, apart from every zstatus_exit_code (1 + the zstatus). */
 #define CLI_EXIT_USAGE 64
 
+/* For an argument no option matched: a llama.cpp flag that does not apply
+ * here (-ngl, -t, -fa) gets a one-line hint, anything else "unexpected
+ * argument". Returns CLI_EXIT_USAGE. */
+int cli_unexpected(const char *prog, const char *arg);
+
 /* Whether stderr is a terminal (progress bars are drawn only then). */
 bool cli_stderr_tty(void);
 

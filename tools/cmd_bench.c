@@ -60,8 +60,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
             zdiag d = {0};
             int g = model_parse_arg(&o->m, argc, argv, &i, &d);
             if (g < 0) return cli_usage_error("zinc bench", "%s", d.msg);
-            if (g == 0 && (argv[i][0] == '-' || o->m.path))
-                return cli_usage_error("zinc bench", "unexpected argument '%s'", argv[i]);
+            if (g == 0 && (argv[i][0] == '-' || o->m.path)) return cli_unexpected("zinc bench", argv[i]);
             if (g == 0) o->m.path = argv[i];
         }
         if (miss) return cli_usage_error("zinc bench", "%s needs a value", argv[i]);

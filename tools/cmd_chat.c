@@ -18,14 +18,18 @@ static const char *const usage_head =
     "/exit or end of input (Ctrl-D) quits, Ctrl-C stops a reply. The conversation stays\n"
     "in the KV cache, so each turn only processes the new message.\n"
     "\n"
-    "  --system TEXT        a system message before the first turn\n"
-    "  --template NAME      chat template (default: from the model's metadata)\n"
+    "  -sys, --system TEXT  a system message before the first turn\n"
+    "  --template NAME      chat template: chatml or llama3 (default: from the model's metadata)\n"
+    "  --special            the text of control tokens (<|im_end|> ...) in messages becomes those\n"
+    "                       tokens; without it, what is typed cannot forge them\n"
+    "  --quiet              no statistics line after each reply\n"
     "\n"
     "model:\n";
 
 typedef struct chat_opts {
     model_opts m;
     const char *system, *tmpl;
+    bool special;
     gen_opts g;
 } chat_opts;
 
@@ -42,16 +46,20 @@ static int parse(int argc, char **argv, chat_opts *o) {
             fputs(zrt_sample_flags_help, stdout);
             exit(0);
         }
-        if (cli_opt(argc, argv, &i, "--system", &v, &miss))
+        if (cli_opt(argc, argv, &i, "--system", &v, &miss) || cli_opt(argc, argv, &i, "-sys", &v, &miss) ||
+            cli_opt(argc, argv, &i, "--system-prompt", &v, &miss))
             o->system = v;
+        else if (!strcmp(argv[i], "--special"))
+            o->special = true;
+        else if (!strcmp(argv[i], "--quiet"))
+            o->g.quiet = true;
         else if (cli_opt(argc, argv, &i, "--template", &v, &miss))
             o->tmpl = v;
         else {
             int g = model_parse_arg(&o->m, argc, argv, &i, &d);
             if (!g) g = gen_parse_arg(&o->g, argc, argv, &i, &d);
             if (g < 0) return cli_usage_error("zinc chat", "%s", d.msg);
-            if (g == 0 && (argv[i][0] == '-' || o->m.path))
-                return cli_usage_error("zinc chat", "unexpected argument '%s'", argv[i]);
+            if (g == 0 && (argv[i][0] == '-' || o->m.path)) return cli_unexpected("zinc chat", argv[i]);
             if (g == 0) o->m.path = argv[i];
         }
         if (miss) return cli_usage_error("zinc chat", "%s needs a value", argv[i]);
@@ -61,12 +69,12 @@ static int parse(int argc, char **argv, chat_opts *o) {
 
 #define SENTINEL "\x01zinc-reply\x01"
 
-/* The text a turn adds to the conversation. The first turn is the whole
+/* The tokens a turn adds to the conversation. The first turn is the whole
  * rendering (system, user, the assistant's opening); a later one is what the
  * template puts after an assistant reply: found by rendering a reply made of
  * a sentinel and keeping what follows it. */
-static zstatus turn_text(zrt_chat_format f, const chat_opts *o, bool first, const char *msg, zarena *a,
-                         char **text, size_t *len, zdiag *d) {
+static zstatus turn_ids(const gen_ctx *g, zrt_chat_format f, const chat_opts *o, bool first, const char *msg,
+                        zarena *a, int32_t **ids, size_t *n, zdiag *d) {
     zrt_chat_msg m[3];
     size_t k = 0;
     if (first && o->system) m[k++] = (zrt_chat_msg){"system", o->system};
@@ -75,31 +83,22 @@ static zstatus turn_text(zrt_chat_format f, const chat_opts *o, bool first, cons
         m[k++] = (zrt_chat_msg){"assistant", SENTINEL};
     }
     m[k++] = (zrt_chat_msg){"user", msg};
-    zstatus s = zrt_chat_render(f, m, k, true, a, text, len, d);
-    if (s || first) return s;
-    char *at = strstr(*text, SENTINEL);
-    if (!at) return zdiag_set(d, ZE_INTERNAL, "chat template %s lost the reply", zrt_chat_name(f));
-    at += strlen(SENTINEL);
-    *len -= (size_t)(at - *text);
-    *text = at;
-    return ZOK;
+    unsigned flags = (first ? ZRT_TOK_ADD_SPECIAL : 0) | (o->special ? ZRT_TOK_PARSE_SPECIAL : 0);
+    return gen_chat_encode(g, f, m, k, first ? NULL : SENTINEL, flags, a, ids, n, d);
 }
 
 static zstatus one_turn(gen_ctx *g, zrt_chat_format f, const chat_opts *o, bool first, const char *msg,
                         zdiag *d) {
     zarena *a = zarena_new();
-    char *text;
-    size_t len, n;
+    size_t n;
     int32_t *ids;
     gen_stats st;
-    unsigned flags = ZRT_TOK_PARSE_SPECIAL | (first ? ZRT_TOK_ADD_SPECIAL : 0);
-    zstatus s = a ? turn_text(f, o, first, msg, a, &text, &len, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
-    if (!s) s = zrt_tok_encode(g->tok, text, len, flags, a, &ids, &n, d);
+    zstatus s = a ? turn_ids(g, f, o, first, msg, a, &ids, &n, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
     gen_interrupted = 0;
     if (!s) s = gen_run(g, ids, n, &o->g, stdout, &st, d);
     if (!s) {
         fputc('\n', stdout);
-        gen_print_stats(&st, g->r, stderr);
+        if (!o->g.quiet) gen_print_stats(&st, g->r, stderr);
     }
     zarena_free(a);
     return s;
@@ -127,9 +126,11 @@ static zstatus converse(zrt *r, const chat_opts *o, zdiag *d) {
     zrt_chat_format f;
     zstatus s = a ? gen_open(&g, r, &o->g, a, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
     if (!s) s = zrt_chat_for_gguf(zrt_gguf(r), o->tmpl, &f, d);
-    if (!s)
+    if (!s) {
+        gen_check_template(&g, f, "zinc chat");
         fprintf(stderr, "zinc chat: %s on %s, %s template; /exit or Ctrl-D to quit\n", o->m.path,
                 zrt_device(r)->name, zrt_chat_name(f));
+    }
     gen_install_sigint();
     for (bool first = true; !s;) {
         gen_interrupted = 0;
@@ -157,6 +158,7 @@ int cmd_chat(int argc, char **argv) {
     zdiag d = {0};
     zrt *r = NULL;
     zstatus s = model_open("zinc chat", &o.m, &r, &d);
+    if (!s) o.g.n_ctx = model_ctx(&o.m, r);
     if (!s) s = converse(r, &o, &d);
     zrt_close(r);
     return s ? cli_fail("zinc chat", &d) : 0;

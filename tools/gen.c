@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -27,22 +28,23 @@ static double now_s(void) {
 }
 
 const char gen_flags_help[] =
-    "  -n N                 most tokens to generate (default 256; -1: until the context is full)\n"
+    "  -n N                 most tokens to generate, -1..16777216 (default 256; -1: until the context\n"
+    "                       is full)\n"
     "  --stop TEXT          stop when the output ends with TEXT (repeatable, up to 8)\n";
 
 void gen_defaults(gen_opts *o) {
     memset(o, 0, sizeof *o);
     zrt_sample_defaults(&o->sp);
-    o->sp.seed = (uint64_t)time(NULL);
+    o->sp.seed = ZRT_SAMPLE_SEED_RANDOM; /* as llama.cpp: random unless given */
     o->n_predict = 256;
 }
 
-int gen_parse_arg(gen_opts *o, int argc, char **argv, int *i, zdiag *d) {
+static int parse_one(gen_opts *o, int argc, char **argv, int *i, zdiag *d) {
     const char *v = NULL;
     bool miss = false;
     if (cli_opt(argc, argv, i, "-n", &v, &miss) || cli_opt(argc, argv, i, "--n-predict", &v, &miss)) {
         if (miss || !cli_parse_i64(v, -1, 1 << 24, &o->n_predict))
-            return zdiag_set(d, ZE_INVALID, "-n expects -1 or a number of tokens"), -1;
+            return zdiag_set(d, ZE_INVALID, "-n expects -1..16777216 tokens"), -1;
         return 1;
     }
     if (cli_opt(argc, argv, i, "--stop", &v, &miss)) {
@@ -55,15 +57,40 @@ int gen_parse_arg(gen_opts *o, int argc, char **argv, int *i, zdiag *d) {
     return zrt_sample_parse_arg(&o->sp, argc, argv, i, d);
 }
 
+int gen_parse_arg(gen_opts *o, int argc, char **argv, int *i, zdiag *d) {
+    const char *flag = argv[*i];
+    int r = parse_one(o, argc, argv, i, d);
+    if (r > 0 && !o->given) o->given = flag;
+    return r;
+}
+
+/* A seed for --seed -1: a different one each run, printed so that the run
+ * can be repeated. */
+static uint64_t draw_seed(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 32;
+    return x & INT64_MAX; /* a value --seed accepts */
+}
+
 zstatus gen_open(gen_ctx *g, zrt *r, const gen_opts *o, zarena *a, zdiag *d) {
     memset(g, 0, sizeof *g);
     g->r = r;
     const zplan *p = zrt_plan(r);
+    g->ctx = o->n_ctx && o->n_ctx < p->ctx ? o->n_ctx : p->ctx;
+    zrt_sample_params sp = o->sp;
+    if (sp.seed == ZRT_SAMPLE_SEED_RANDOM) {
+        sp.seed = draw_seed();
+        if (sp.temp > 0)
+            fprintf(stderr, "zinc: seed %llu (--seed %llu repeats it)\n", (unsigned long long)sp.seed,
+                    (unsigned long long)sp.seed);
+    }
+    g->seed = sp.seed;
     zstatus s = zrt_tok_load(zrt_gguf(r), &g->tok, d);
     if (!s && zrt_tok_n_vocab(g->tok) > p->n_vocab)
         s = zdiag_set(d, ZE_INVALID, "the tokenizer has %u tokens but the model's output has %u",
                       zrt_tok_n_vocab(g->tok), p->n_vocab);
-    if (!s) s = zrt_sample_new(&o->sp, p->n_vocab, p->ctx, a, &g->smp, d);
+    if (!s) s = zrt_sample_new(&sp, p->n_vocab, g->ctx, a, &g->smp, d);
     if (!s && !(g->logits = zarena_array(a, p->n_vocab, sizeof(float))))
         s = zdiag_set(d, ZE_NOMEM, "out of memory");
     return s;
@@ -130,7 +157,6 @@ static zstatus pick(gen_ctx *g, int32_t *id, zdiag *d) {
 
 /* Samples and feeds tokens until something ends the generation. */
 static zstatus generate(gen_ctx *g, const gen_opts *o, FILE *out, gen_stats *st, zdiag *d) {
-    const zplan *p = zrt_plan(g->r);
     zarena *a = zarena_new();
     zrt_tok_stream *ts = a ? zrt_tok_stream_new(g->tok, 0, a) : NULL;
     holdback h = {.len = 0};
@@ -159,7 +185,7 @@ static zstatus generate(gen_ctx *g, const gen_opts *o, FILE *out, gen_stats *st,
             st->why = "stop string";
             break;
         }
-        if ((uint64_t)zrt_pos(g->r) + 1 > p->ctx) {
+        if ((uint64_t)zrt_pos(g->r) + 1 > g->ctx) {
             st->why = "context full";
             break;
         }
@@ -177,13 +203,12 @@ static zstatus generate(gen_ctx *g, const gen_opts *o, FILE *out, gen_stats *st,
 
 zstatus gen_run(gen_ctx *g, const int32_t *prompt, size_t n, const gen_opts *o, FILE *out, gen_stats *st,
                 zdiag *d) {
-    const zplan *p = zrt_plan(g->r);
     memset(st, 0, sizeof *st);
-    if ((uint64_t)zrt_pos(g->r) + n + 1 > p->ctx)
+    if ((uint64_t)zrt_pos(g->r) + n + 1 > g->ctx)
         return zdiag_set(d, ZE_INVALID,
                          "the prompt of %zu tokens does not fit: %lld of the context of %u are used "
-                         "(compile with a larger --ctx)",
-                         n, (long long)zrt_pos(g->r), p->ctx);
+                         "(give a larger -c)",
+                         n, (long long)zrt_pos(g->r), g->ctx);
     for (size_t i = 0; i < n; i++)
         zrt_sample_accept(g->smp, prompt[i]);
     double t0 = now_s();
@@ -199,4 +224,42 @@ void gen_print_stats(const gen_stats *st, const zrt *r, FILE *to) {
         "\nzinc: prompt %lld tokens, %.1f tok/s | generation %lld tokens, %.1f tok/s | %s | stopped: %s\n",
         (long long)st->n_prompt, st->prompt_s > 0 ? st->n_prompt / st->prompt_s : 0.0, (long long)st->n_gen,
         st->gen_s > 0 ? st->n_gen / st->gen_s : 0.0, zrt_device(r)->name, st->why ? st->why : "error");
+}
+
+void gen_check_template(const gen_ctx *g, zrt_chat_format f, const char *prog) {
+    const char *m = zrt_chat_marker(f);
+    int32_t id = zrt_tok_find(g->tok, m, strlen(m));
+    if (id == ZRT_TOK_NULL ||
+        !(zrt_tok_attr(g->tok, id) & (ZRT_TOK_ATTR_CONTROL | ZRT_TOK_ATTR_USER_DEFINED)))
+        fprintf(stderr,
+                "%s: warning: %s is not a special token of this model's vocabulary, so the %s template is "
+                "probably not the one it was trained with (see --template)\n",
+                prog, m, zrt_chat_name(f));
+}
+
+zstatus gen_chat_encode(const gen_ctx *g, zrt_chat_format f, const zrt_chat_msg *m, size_t n,
+                        const char *after, unsigned flags, zarena *a, int32_t **ids, size_t *n_ids,
+                        zdiag *d) {
+    zrt_tok_span *sp = zarena_array(a, n ? n : 1, sizeof *sp);
+    char *text;
+    size_t len, off = 0, k = 0;
+    zstatus s = sp ? zrt_chat_render_spans(f, m, n, true, a, &text, &len, sp, d)
+                   : zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (s) return s;
+    if (after) {
+        const char *at = strstr(text, after);
+        if (!at) return zdiag_set(d, ZE_INTERNAL, "chat template %s lost the reply", zrt_chat_name(f));
+        off = (size_t)(at - text) + strlen(after);
+    }
+    for (size_t i = 0; i < n; i++) /* the contents after the cut, moved with it */
+        if (sp[i].at >= off) sp[k++] = (zrt_tok_span){sp[i].at - off, sp[i].len};
+    bool special = flags & ZRT_TOK_PARSE_SPECIAL;
+    return zrt_tok_encode_guarded(g->tok, text + off, len - off,
+                                  (flags & ZRT_TOK_ADD_SPECIAL) | ZRT_TOK_PARSE_SPECIAL, special ? NULL : sp,
+                                  special ? 0 : k, a, ids, n_ids, d);
+}
+
+void gen_end_text(FILE *out) {
+    if (isatty(fileno(out))) fputc('\n', out); /* the shell's prompt starts on a line of its own */
+    fflush(out);
 }

@@ -155,6 +155,7 @@ zstatus plan_cache_get(const char *prog, const gguf_file *f, const plan_cache_op
     *out = NULL;
     zstatus s = zvk_target_from_device(o->device, &t, &prof, tname, sizeof tname, d);
     if (s) return s;
+    if (o->ctx) zincc_check_ctx(prog, f, o->ctx);
     int64_t ctx = o->ctx ? o->ctx : zincc_default_ctx(f);
     cache_key k = {.gguf_size = f->size,
                    .gguf_hash = gguf_identity_hash(f),

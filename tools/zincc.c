@@ -291,6 +291,7 @@ int main(int argc, char **argv) {
     bool live = false;
     char tname[300];
     zstatus s = rep.arena ? gguf_open(z.model, &f, &d) : zdiag_set(&d, ZE_NOMEM, "out of memory");
+    if (!s && z.ctx) zincc_check_ctx("zincc", f, z.ctx);
     if (!s && !z.ctx) z.ctx = zincc_default_ctx(f);
     if (!s && z.dump_ir) {
         s = zir_build_from_gguf(f, &ph[0].fused, &d);

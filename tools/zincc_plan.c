@@ -19,6 +19,16 @@ int64_t zincc_default_ctx(const gguf_file *f) {
     return hp.n_ctx_train < 4096 ? hp.n_ctx_train : 4096;
 }
 
+void zincc_check_ctx(const char *prog, const gguf_file *f, int64_t ctx) {
+    zir_hparams hp;
+    zdiag ignore = {0};
+    if (zir_read_hparams(f, &hp, &ignore) || hp.n_ctx_train <= 0 || ctx <= hp.n_ctx_train) return;
+    fprintf(stderr,
+            "%s: warning: a context of %lld tokens is more than the %lld the model was trained for; "
+            "expect worse text past it\n",
+            prog, (long long)ctx, (long long)hp.n_ctx_train);
+}
+
 int64_t zincc_default_chunk(int64_t ctx) {
     return ctx < 512 ? ctx : 512;
 }

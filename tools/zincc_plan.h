@@ -19,6 +19,8 @@ typedef struct zincc_plan_opts {
 /* The context when none is asked for: 4096, or the model's training context
  * if smaller. */
 int64_t zincc_default_ctx(const gguf_file *f);
+/* Warns on stderr when ctx is more than the model's training context. */
+void zincc_check_ctx(const char *prog, const gguf_file *f, int64_t ctx);
 /* The prefill chunk when none is asked for: 512, at most the context. */
 int64_t zincc_default_chunk(int64_t ctx);
 

@@ -234,18 +234,34 @@ Test(sampler, repeat_penalty_frequencies) {
 Test(sampler, flags) {
     zrt_sample_params p;
     zrt_sample_defaults(&p);
-    char *argv[] = {
-        "run",        "--temp",           "0.3", "--top-k=7",       "--top-p", "0.5",    "--min-p",
-        "0.1",        "--repeat-penalty", "1.1", "--repeat-last-n", "-1",      "--seed", "42",
-        "model.gguf", "--top-p"};
+    char *argv[] = {"run",
+                    "--temp",
+                    "0.3",
+                    "--top-k=7",
+                    "--top-p",
+                    "0.5",
+                    "--min-p",
+                    "0.1",
+                    "--repeat-penalty",
+                    "1.1",
+                    "--repeat-last-n",
+                    "-1",
+                    "--seed",
+                    "-1",
+                    "--seed",
+                    "42",
+                    "model.gguf",
+                    "--top-p"};
     int argc = (int)(sizeof argv / sizeof argv[0]), consumed = 0, other = 0;
     zdiag d = {0};
     for (int i = 1; i < argc - 1; i++) {
         int r = zrt_sample_parse_arg(&p, argc - 1, argv, &i, &d);
         cr_assert_geq(r, 0, "%s", d.msg);
         consumed += r, other += !r;
+        if (r && !strcmp(argv[i - 1], "--seed") && !strcmp(argv[i], "-1"))
+            cr_expect_eq(p.seed, ZRT_SAMPLE_SEED_RANDOM, "--seed -1 asks for a random seed");
     }
-    cr_expect(consumed == 7 && other == 1);
+    cr_expect(consumed == 8 && other == 1);
     cr_expect(p.temp == 0.3f && p.top_k == 7 && p.top_p == 0.5f && p.min_p == 0.1f);
     cr_expect(p.repeat_penalty == 1.1f && p.repeat_last_n == -1 && p.seed == 42);
     int i = argc - 1;
@@ -257,11 +273,16 @@ Test(sampler, flags) {
         char *av[] = {"run", bad[k][0], bad[k][1]};
         i = 1;
         cr_expect_eq(zrt_sample_parse_arg(&p, 3, av, &i, &d), -1, "%s %s", bad[k][0], bad[k][1]);
-        cr_expect(strstr(d.msg, bad[k][0]) && strstr(d.msg, bad[k][1]), "%s", d.msg);
+        cr_expect(strstr(d.msg, bad[k][0]) && strstr(d.msg, bad[k][1]) && strstr(d.msg, "expected"), "%s",
+                  d.msg);
     }
     cr_expect(p.temp == 0.3f && p.top_k == 7 && p.seed == 42 && p.repeat_last_n == -1,
               "a bad value leaves the parameters as they were");
     cr_expect(strstr(zrt_sample_flags_help, "--repeat-last-n"));
+    /* The help states each range that an error names. */
+    cr_expect(strstr(zrt_sample_flags_help, "0..9223372036854775807") &&
+              strstr(zrt_sample_flags_help, "-1 or more") && strstr(zrt_sample_flags_help, "at most 1") &&
+              strstr(zrt_sample_flags_help, "more than 0"));
 }
 
 Test(sampler, bad_params) {

@@ -394,8 +394,9 @@ Test(cli, plan_argument) {
     cr_assert_eq(remove(fixture_path(FX_QWEN3, false)), 0);
     rc = tu_run(&out, "%s/zinc tokenize %s x", ZINC_BINARY_DIR, plan);
     cr_expect_neq(rc, 0);
-    cr_expect(strstr(out, "the GGUF plan") && strstr(out, "cannot open") && strstr(out, "qwen3.gguf"), "%s",
-              out);
+    cr_expect(strstr(out, "the GGUF this plan was compiled from") && strstr(out, "cannot open") &&
+                  strstr(out, "qwen3.gguf") && strstr(out, "--gguf"),
+              "%s", out);
     free(out);
     zarena_free(x.a);
     zrt_tok_free(t);
@@ -411,7 +412,7 @@ Test(cli, errors) {
         {"%s --detok 1,x", "--detok expects ids"},
         {"%s --detok 99999", "detokenize: token 99999 at position 0: expected 0..1023"},
         {"%s --bogus x", "unknown option '--bogus'"},
-        {"/nonexistent.gguf x", "/nonexistent.gguf: cannot open"},
+        {"/nonexistent.gguf x", "cannot open /nonexistent.gguf: No such file"},
     };
     const char *m = fixture_path(FX_QWEN3, true);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -428,7 +429,7 @@ Test(cli, errors) {
     char *out = NULL;
     int rc = tu_run(&out, "%s/zinc tokenize %s x", ZINC_BINARY_DIR, junk);
     cr_expect_neq(rc, 0);
-    cr_expect(strstr(out, "not a GGUF, and not a plan either"), "%s", out);
+    cr_expect(strstr(out, "neither a plan nor a GGUF"), "%s", out);
     free(out);
 }
 
@@ -642,6 +643,33 @@ Test(encode, special_tokens) {
     cr_expect_eq(found, 1u, "user-defined tokens are split out even without PARSE_SPECIAL");
     zarena_free(a.a), zarena_free(b.a), zarena_free(c.a);
     zrt_tok_free(q), zrt_tok_free(s);
+}
+
+/* A chat prompt: the template's markers become control tokens, the text a
+ * user typed (a guarded span) stays text even where it spells a marker. */
+Test(encode, guarded_spans) {
+    zrt_tok *q = load(FX_QWEN3, true);
+    int32_t start = id_of(q, "<|im_start|>"), end = id_of(q, "<|im_end|>");
+    const char *text = "<|im_start|>user\nhi<|im_end|>x<|im_end|>\n";
+    zrt_tok_span user = {strlen("<|im_start|>user\n"), strlen("hi<|im_end|>x")};
+    ids g = {.a = zarena_new()};
+    zdiag d = {0};
+    cr_assert_eq(
+        zrt_tok_encode_guarded(q, text, strlen(text), ZRT_TOK_PARSE_SPECIAL, &user, 1, g.a, &g.v, &g.n, &d),
+        ZOK, "%s", d.msg);
+    size_t starts = 0, ends = 0;
+    for (size_t i = 0; i < g.n; i++)
+        starts += g.v[i] == start, ends += g.v[i] == end;
+    cr_expect(starts == 1 && ends == 1 && g.v[0] == start && g.v[g.n - 2] == end,
+              "the user's <|im_end|> became a control token (%zu, %zu)", starts, ends);
+    /* The same ids as the pieces between the markers, tokenized as text. */
+    ids mid = enc_s(q, "user\nhi<|im_end|>x", 0), nl = enc_s(q, "\n", 0);
+    cr_assert_eq(g.n, mid.n + nl.n + 2);
+    cr_expect(!memcmp(g.v + 1, mid.v, mid.n * sizeof *g.v) &&
+                  !memcmp(g.v + 2 + mid.n, nl.v, nl.n * sizeof *g.v),
+              "the guarded text tokenizes as plain text");
+    zarena_free(g.a), zarena_free(mid.a), zarena_free(nl.a);
+    zrt_tok_free(q);
 }
 
 /* End of generation: EOS, EOT and the ends llama.cpp knows by their text. */
