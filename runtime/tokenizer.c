@@ -63,6 +63,7 @@ struct zrt_tok {
     uint32_t n_merges;
     itab by_pair;
     int32_t bos, eos, eot, eom, unk;
+    int32_t fim[6];    /* FIM prefix, suffix, middle, pad, repo, file separator */
     int32_t *specials; /* CONTROL / USER_DEFINED / UNKNOWN ids, longest text first */
     uint32_t n_specials;
     uint8_t *eog;          /* per id: ends generation */
@@ -330,9 +331,13 @@ static zstatus load_specials(zrt_tok *t, const gguf_file *f, zdiag *d) {
     return ZOK;
 }
 
-/* Tokens llama.cpp recognises by their text (convert scripts do not record
- * them): end of turn, end of message, and other ends of generation. Each is
- * made a control token if it is not one. EOT takes the first one present. */
+/* Tokens llama.cpp finds by their text when the metadata does not name
+ * them (llama-vocab.cpp, "auto-detect special tokens by text"): per role, the
+ * first text of its list present in the vocabulary. A token found so is made
+ * a control token whatever type the GGUF records ("control-looking token ...
+ * its type will be overridden"), so that user text cannot produce it. */
+#define DEEPSEEK(s) "<\xef\xbd\x9c" s "\xef\xbd\x9c>" /* <｜...｜> */
+#define SPM_SPACE   "\xe2\x96\x81"                    /* ▁ */
 static const char *const EOT_TEXTS[] = {"<|eot_id|>",
                                         "<|im_end|>",
                                         "<|end|>",
@@ -342,32 +347,128 @@ static const char *const EOT_TEXTS[] = {"<|eot_id|>",
                                         "<EOT>",
                                         "_<EOT>",
                                         "[EOT]",
-                                        "<\xef\xbd\x9c"
-                                        "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                        DEEPSEEK("end" SPM_SPACE "of" SPM_SPACE "sentence"),
                                         "<end_of_utterance>",
                                         NULL};
-static const char *const EOG_TEXTS[] = {"<|eom_id|>",   "<|return|>",  "<|call|>",     "</s>",
-                                        "[EOS]",        "<|fim_pad|>", "<|fim_repo|>", "<|repo_name|>",
-                                        "<|file_sep|>", NULL};
+static const char *const EOM_TEXTS[] = {"<|eom_id|>", NULL};
+static const char *const FIM_PRE[] = {"<|fim_prefix|>",
+                                      "<fim-prefix>",
+                                      "<fim_prefix>",
+                                      DEEPSEEK("fim" SPM_SPACE "begin"),
+                                      "<PRE>",
+                                      SPM_SPACE "<PRE>",
+                                      "<|code_prefix|>",
+                                      "<|prefix|>",
+                                      NULL};
+static const char *const FIM_SUF[] = {"<|fim_suffix|>",
+                                      "<fim-suffix>",
+                                      "<fim_suffix>",
+                                      DEEPSEEK("fim" SPM_SPACE "hole"),
+                                      "<SUF>",
+                                      SPM_SPACE "<SUF>",
+                                      "<|code_suffix|>",
+                                      "<|suffix|>",
+                                      NULL};
+static const char *const FIM_MID[] = {"<|fim_middle|>",
+                                      "<fim-middle>",
+                                      "<fim_middle>",
+                                      DEEPSEEK("fim" SPM_SPACE "end"),
+                                      "<MID>",
+                                      SPM_SPACE "<MID>",
+                                      "<|code_middle|>",
+                                      "<|middle|>",
+                                      NULL};
+static const char *const FIM_PAD[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL};
+static const char *const FIM_REP[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+                                      "<REPO>",       "<reponame>",    NULL};
+static const char *const FIM_SEP[] = {"<|file_sep|>", NULL};
 
-static void mark_eog(zrt_tok *t, const char *const *texts, bool set_eot) {
-    for (; *texts; texts++) {
-        int32_t id = zrt_tok_find(t, *texts, strlen(*texts));
-        if (id == ZRT_TOK_NULL) continue;
-        if (set_eot && t->eot == ZRT_TOK_NULL) t->eot = id;
-        if (!strcmp(*texts, "<|eom_id|>") && t->eom == ZRT_TOK_NULL) t->eom = id;
-        t->attr[id] |= ZRT_TOK_ATTR_CONTROL;
-        /* SentencePiece's </s> is the EOS already; llama.cpp also counts it. */
-        t->eog[id] = 1;
+/* Every token of these texts ends generation (and is made a control token). */
+static const char *const EOG_TEXTS[] = {"<|eot_id|>",
+                                        "<|im_end|>",
+                                        "<|end|>",
+                                        "<|return|>",
+                                        "<|call|>",
+                                        "<|flush|>",
+                                        "<|calls|>",
+                                        "<end_of_turn>",
+                                        "<|endoftext|>",
+                                        "</s>",
+                                        "<|eom_id|>",
+                                        "<EOT>",
+                                        "_<EOT>",
+                                        "[EOT]",
+                                        "[EOS]",
+                                        "<|end_of_text|>",
+                                        "<end_of_utterance>",
+                                        "<eos>",
+                                        "<turn|>",
+                                        "<|tool_response>",
+                                        DEEPSEEK("end" SPM_SPACE "of" SPM_SPACE "sentence"),
+                                        "[e~[",
+                                        NULL};
+
+static const char *const FIM_KEYS[6][2] = {
+    {"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"},
+    {"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"},
+    {"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"},
+    {"tokenizer.ggml.fim_pad_token_id", NULL},
+    {"tokenizer.ggml.fim_rep_token_id", NULL},
+    {"tokenizer.ggml.fim_sep_token_id", NULL}};
+
+static zstatus load_fim(zrt_tok *t, const gguf_file *f, zdiag *d) {
+    zstatus s = ZOK;
+    for (int i = 0; i < 6 && !s; i++) {
+        t->fim[i] = ZRT_TOK_NULL;
+        for (int k = 0; k < 2 && !s && FIM_KEYS[i][k]; k++) /* the deprecated key wins, as in llama.cpp */
+            s = load_id(t, f, FIM_KEYS[i][k], &t->fim[i], d);
     }
+    return s;
+}
+
+/* The role's token by text when the metadata gave none, made a control token. */
+static void find_role(zrt_tok *t, int32_t *id, const char *const *texts) {
+    for (; *id == ZRT_TOK_NULL && *texts; texts++)
+        if ((*id = zrt_tok_find(t, *texts, strlen(*texts))) != ZRT_TOK_NULL)
+            t->attr[*id] |= ZRT_TOK_ATTR_CONTROL;
+}
+
+/* llama.cpp's exceptions: with <|return|> and <|call|> (or <|calls|> and
+ * <|flush|>) present, <|end|> ends a message, not the generation, and is
+ * rendered; with <|tool_response>, </s> is ordinary text. */
+static void eog_exceptions(zrt_tok *t) {
+    int32_t end = zrt_tok_find(t, "<|end|>", 7), s = zrt_tok_find(t, "</s>", 4);
+#define EOG_HAS(x) (zrt_tok_find(t, x, strlen(x)) != ZRT_TOK_NULL)
+    bool call = EOG_HAS("<|call|>") || EOG_HAS("<|calls|>");
+    if (end != ZRT_TOK_NULL && ((EOG_HAS("<|return|>") && call) || (call && EOG_HAS("<|flush|>")))) {
+        t->eog[end] = 0;
+        t->attr[end] = ZRT_TOK_ATTR_USER_DEFINED;
+    }
+    if (s != ZRT_TOK_NULL && EOG_HAS("<|tool_response>")) {
+        t->eog[s] = 0;
+        t->attr[s] = ZRT_TOK_ATTR_NORMAL;
+    }
+#undef EOG_HAS
 }
 
 static void find_eog(zrt_tok *t) {
-    mark_eog(t, EOT_TEXTS, true);
-    mark_eog(t, EOG_TEXTS, false);
+    static const char *const *const FIM_TEXTS[6] = {FIM_PRE, FIM_SUF, FIM_MID, FIM_PAD, FIM_REP, FIM_SEP};
+    find_role(t, &t->eot, EOT_TEXTS);
+    find_role(t, &t->eom, EOM_TEXTS);
+    for (int i = 0; i < 6; i++)
+        find_role(t, &t->fim[i], FIM_TEXTS[i]);
+    for (int i = 3; i < 6; i++) /* FIM pad, repo and file separator end generation */
+        if (t->fim[i] != ZRT_TOK_NULL) t->eog[t->fim[i]] = 1;
+    for (const char *const *x = EOG_TEXTS; *x; x++) {
+        int32_t id = zrt_tok_find(t, *x, strlen(*x));
+        if (id == ZRT_TOK_NULL) continue;
+        t->attr[id] |= ZRT_TOK_ATTR_CONTROL;
+        t->eog[id] = 1;
+    }
     if (t->eos != ZRT_TOK_NULL) t->eog[t->eos] = 1;
     if (t->eot != ZRT_TOK_NULL) t->eog[t->eot] = 1;
     if (t->eom != ZRT_TOK_NULL) t->eog[t->eom] = 1;
+    eog_exceptions(t);
 }
 
 static _Thread_local const zrt_tok *g_sort_tok; /* qsort has no context argument in C11 */
@@ -421,6 +522,7 @@ zstatus zrt_tok_load(const gguf_file *f, zrt_tok **out, zdiag *d) {
     if (!s) s = load_tokens(t, f, d);
     if (!s && t->model == ZRT_TOK_BPE) s = load_merges(t, f, d);
     if (!s) s = load_specials(t, f, d);
+    if (!s) s = load_fim(t, f, d);
     if (!s) {
         build_alphabet(t);
         find_eog(t);

@@ -672,6 +672,48 @@ Test(encode, guarded_spans) {
     zrt_tok_free(q);
 }
 
+/* llama.cpp's load-time overrides: a FIM token the GGUF types as
+ * user-defined is a control token (not split without PARSE_SPECIAL), FIM
+ * pad / repo / file separator end generation, so does <eos>. */
+static void fim_tokens(gguf_writer *w) {
+    static const char *const extra[] = {"<|fim_prefix|>", "<|fim_pad|>", "<|file_sep|>", "<eos>"};
+    gguf_file *f;
+    zdiag d = {0};
+    cr_assert_eq(gguf_open(fixture_path(FX_QWEN3, true), &f, &d), ZOK, "%s", d.msg);
+    const gguf_value *tv, *yv;
+    cr_assert_eq(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STRING, &tv, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_I32, &yv, &d), ZOK, "%s", d.msg);
+    size_t n = tv->arr.n;
+    const char **tok = malloc(n * sizeof *tok);
+    int32_t *type = malloc(n * sizeof *type);
+    for (size_t i = 0; i < n; i++)
+        tok[i] = tv->arr.items[i].s.ptr, type[i] = (int32_t)yv->arr.items[i].i;
+    size_t k = 0; /* in place of the last padding tokens */
+    for (size_t i = n; i-- > 0 && k < 4;)
+        if (type[i] == ZMK_TOK_UNUSED) tok[i] = extra[k++], type[i] = 4; /* llama_token_type USER_DEFINED */
+    cr_assert_eq(k, 4u, "the fixture should have padding");
+    gguf_set_arr_str(w, "tokenizer.ggml.tokens", tok, n);
+    gguf_set_arr_i32(w, "tokenizer.ggml.token_type", type, n);
+    free(tok), free(type);
+    gguf_close(f);
+}
+
+Test(encode, control_looking_overrides) {
+    zrt_tok *t;
+    zdiag d = {0};
+    cr_assert_eq(zrt_tok_open(variant(FX_QWEN3, "fim.gguf", fim_tokens), &t, &d), ZOK, "%s", d.msg);
+    int32_t pre = id_of(t, "<|fim_prefix|>"), pad = id_of(t, "<|fim_pad|>"), sep = id_of(t, "<|file_sep|>");
+    cr_expect(zrt_tok_attr(t, pre) & ZRT_TOK_ATTR_CONTROL, "<|fim_prefix|> is a control token");
+    ids a = enc_s(t, "a<|fim_prefix|>b", 0), b = enc_s(t, "a<|fim_prefix|>b", ZRT_TOK_PARSE_SPECIAL);
+    for (size_t i = 0; i < a.n; i++)
+        cr_expect_neq(a.v[i], pre, "split on <|fim_prefix|> without PARSE_SPECIAL");
+    cr_expect(b.n == 3 && b.v[1] == pre, "not split on <|fim_prefix|> with PARSE_SPECIAL");
+    cr_expect(zrt_tok_is_eog(t, pad) && zrt_tok_is_eog(t, sep) && zrt_tok_is_eog(t, id_of(t, "<eos>")));
+    cr_expect(!zrt_tok_is_eog(t, pre));
+    zarena_free(a.a), zarena_free(b.a);
+    zrt_tok_free(t);
+}
+
 /* End of generation: EOS, EOT and the ends llama.cpp knows by their text. */
 Test(encode, end_of_generation) {
     zrt_tok *q = load(FX_QWEN3, true), *l = load(FX_LLAMA, true);
