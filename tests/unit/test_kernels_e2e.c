@@ -1,16 +1,21 @@
 /* Whole models on the Vulkan device (llvmpipe in CI) against the CPU
  * reference interpreter: compile with the passes for a target, lower to a
  * plan, execute it with the runtime, and compare the logits of every
- * position, in prefill (chunked) and in decode (the recorded step replayed). */
+ * position, in prefill (chunked) and in decode (the recorded step replayed);
+ * then the plan's top-k kernel alone, on rows made to be hard. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/codegen.h"
 #include "backend/lower.h"
+#include "backend/plan.h"
+#include "backend/shaderc.h"
 #include "frontend/arch.h"
 #include "frontend/mkmodel.h"
 #include "ir/interp.h"
+#include "kernel_harness.h"
 #include "runtime/zrt.h"
 #include "testutil.h"
 
@@ -184,4 +189,223 @@ Test(e2e, qwen2_q4_k_m_fused) {
 }
 Test(e2e, qwen2_f32_unfused) {
     run_model(ZMK_QWEN2, ZMK_F32, "llvmpipe", "shape,width", "e2e-qwen2u.gguf");
+}
+
+/* ---- the top-k kernel alone, on rows made to be hard ---------------------
+ *
+ * The plan's top-k dispatch (backend/glsl/topk.glsl) on the device, with
+ * rows no model gives: vocabularies smaller than K, smaller than a slice and
+ * not a multiple of it; every logit equal; hundreds of ties at the K-th
+ * place, spread over the slices or all in one (whose list then overflows);
+ * NaN, infinities, signed zeros, all-negative and sorted rows. Each result
+ * is checked exactly: `total` is the number of logits at or above the K-th
+ * largest, `count` is min(total, cap), and the candidates are distinct
+ * logits of the row at or above it (all of them when total <= cap). */
+
+/* The kernel's order: larger float, larger key; NaN above +inf, -NaN below -inf. */
+static uint32_t order_key(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (u & 0x80000000u) ? ~u : u | 0x80000000u;
+}
+
+static int cmp_u32_desc(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x > y ? -1 : x < y;
+}
+
+static void check_topk_exact(const uint32_t *t, const float *row, int V, const char *what) {
+    uint32_t *keys = malloc(sizeof(uint32_t) * (size_t)V);
+    for (int i = 0; i < V; i++)
+        keys[i] = order_key(row[i]);
+    qsort(keys, (size_t)V, sizeof *keys, cmp_u32_desc);
+    uint32_t kth = V >= ZPLAN_TOPK_K ? keys[ZPLAN_TOPK_K - 1] : 0;
+    uint32_t total = 0;
+    for (int i = 0; i < V; i++)
+        total += keys[i] >= kth;
+    uint32_t count = total < ZPLAN_TOPK_CAP ? total : ZPLAN_TOPK_CAP;
+    cr_assert_eq(t[1], total, "%s: total %u, %u logits are >= the %d-th largest", what, t[1], total,
+                 ZPLAN_TOPK_K);
+    cr_assert_eq(t[0], count, "%s: count %u, expected %u (total %u)", what, t[0], count, total);
+    char *seen = calloc((size_t)V, 1);
+    for (uint32_t i = 0; i < t[0]; i++) {
+        uint32_t id = t[2 + 2 * i], bits = t[3 + 2 * i], want;
+        cr_assert_lt(id, (uint32_t)V, "%s: candidate %u: id %u", what, i, id);
+        memcpy(&want, &row[id], 4);
+        cr_assert_eq(bits, want, "%s: candidate %u (id %u): bits %08x, row has %08x", what, i, id, bits,
+                     want);
+        cr_assert_geq(order_key(row[id]), kth, "%s: candidate %u (id %u) is below the threshold", what, i,
+                      id);
+        cr_assert_not(seen[id], "%s: id %u listed twice", what, id);
+        seen[id] = 1;
+    }
+    free(seen);
+    free(keys);
+}
+
+/* The top-k kernel compiled for vocabulary V, its buffers and pipeline. The
+ * step has T = 2 rows: the kernel must read the last one (row 0 holds 1e30
+ * everywhere, which would show). */
+typedef struct topk_rig {
+    kh_ctx k;
+    zarena *a;
+    zcg_kernel kn;
+    zvk_buffer step, logits, top, scratch;
+    zvk_pipeline p;
+    VkDescriptorPool pool;
+    VkDescriptorSet set;
+    int V;
+} topk_rig;
+
+static void topk_open(topk_rig *r, int V) {
+    char err[256];
+    zdiag d = {0};
+    memset(r, 0, sizeof *r);
+    r->V = V;
+    cr_assert(kh_open(&r->k, err, sizeof err), "no Vulkan device: %s", err);
+    zir_value lv = {0};
+    zir_graph g = {.hp = {.n_vocab = V}, .logits = &lv};
+    zcg_opts o = {.target = ztarget_find("llvmpipe"), .phase = ZPH_DECODE, .max_tokens = 1};
+    cr_assert_not_null(r->a = zarena_new());
+    cr_assert_eq(zcg_topk(&g, &o, r->a, &r->kn, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(r->kn.n_bind, 3);
+    zvk_glsl_opts go = {.name = r->kn.name, .optimize = true};
+    zvk_spirv spv;
+    cr_assert_eq(zvk_glsl_compile(r->a, r->kn.glsl, strlen(r->kn.glsl), &go, &spv, &d), ZOK, "%s", d.msg);
+    zvk_device *dev = &r->k.dev;
+    cr_assert_eq(zvk_buffer_create(dev, 16, ZVK_MEM_HOST, "step", &r->step, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(zvk_buffer_create(dev, 8 * (uint64_t)V, ZVK_MEM_HOST, "logits", &r->logits, &d), ZOK);
+    cr_assert_eq(zvk_buffer_create(dev, ZPLAN_TOPK_BYTES, ZVK_MEM_HOST, "topk", &r->top, &d), ZOK);
+    uint64_t sb = r->kn.bind[2].scratch_bytes;
+    cr_assert_eq(zvk_buffer_create(dev, sb, ZVK_MEM_HOST, "scratch", &r->scratch, &d), ZOK);
+    memset(r->scratch.map, 0, sb); /* as the executor leaves scratch at load */
+    const uint32_t rows[4] = {2, 1, 2, 0};
+    memcpy(r->step.map, rows, sizeof rows);
+    for (int i = 0; i < V; i++)
+        ((float *)r->logits.map)[i] = 1e30f;
+    zvk_pipeline_desc pd = {.name = r->kn.name, .spirv = spv.words, .n_words = spv.n_words, .n_buffers = 4};
+    cr_assert_eq(zvk_pipeline_create(dev, &pd, &r->p, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(zvk_desc_pool_create(dev, 1, 4, &r->pool, &d), ZOK, "%s", d.msg);
+    zvk_binding b[4] = {{&r->step, 0, 0}, {&r->logits, 0, 0}, {&r->top, 0, 0}, {&r->scratch, 0, 0}};
+    cr_assert_eq(zvk_desc_set(dev, r->pool, &r->p, b, 4, &r->set, &d), ZOK, "%s", d.msg);
+}
+
+static void topk_close(topk_rig *r) {
+    zvk_desc_pool_destroy(&r->k.dev, &r->pool);
+    zvk_pipeline_destroy(&r->k.dev, &r->p);
+    zvk_buffer *bufs[] = {&r->step, &r->logits, &r->top, &r->scratch};
+    for (int i = 0; i < 4; i++)
+        zvk_buffer_destroy(&r->k.dev, bufs[i]);
+    zarena_free(r->a);
+    kh_close(&r->k);
+}
+
+/* One dispatch over row on the rig's buffers: rows run one after another
+ * share the scratch, as replays of a recorded step do. */
+static void topk_run(topk_rig *r, const float *row, const char *what) {
+    zdiag d = {0};
+    memcpy((float *)r->logits.map + r->V, row, sizeof(float) * (size_t)r->V);
+    memset(r->top.map, 0xff, ZPLAN_TOPK_BYTES);
+    zvk_cmd c = {0};
+    cr_assert_eq(zvk_cmd_begin(&r->k.dev, &c, &d), ZOK, "%s", d.msg);
+    zvk_cmd_dispatch(&c, &r->p, r->set, NULL, (uint32_t)zcg_affine_eval(r->kn.groups[0], 2),
+                     (uint32_t)zcg_affine_eval(r->kn.groups[1], 2),
+                     (uint32_t)zcg_affine_eval(r->kn.groups[2], 2));
+    cr_assert_eq(zvk_cmd_run(&r->k.dev, &c, &d), ZOK, "%s", d.msg);
+    cr_log_info("%s: %s: count %u, total %u", r->kn.name, what, ((uint32_t *)r->top.map)[0],
+                ((uint32_t *)r->top.map)[1]);
+    check_topk_exact(r->top.map, row, r->V, what);
+}
+
+/* Distinct-ish values, both signs: N(0, 1) * 8 - 2. */
+static void fill_normal(float *row, int V, uint64_t seed) {
+    tu_rng g = tu_rng_seed(seed);
+    for (int i = 0; i < V; i++)
+        row[i] = tu_normal(&g) * 8.0f - 2.0f;
+}
+
+/* n logits set to v at ids from `at`, `step` apart (wrapping), over a row
+ * that fill_normal made and whose top 64 - `above` values are lowered below v:
+ * so that the K-th largest is v with n ties. */
+static void plant_ties(float *row, int V, int n, float v, int at, int step, int above) {
+    for (int i = 0; i < V; i++)
+        if (row[i] >= v) row[i] = v - 1.0f - (float)(i % 7);
+    for (int i = 0; i < above; i++)
+        row[(i * 37 + 11) % V] = v + 1.0f + (float)i;
+    for (int i = 0; i < n; i++)
+        row[(at + i * step) % V] = v;
+}
+
+/* Rows of vocabulary V: random, ties spread and in one slice (below and
+ * above the cap), all equal, special values, all negative, sorted. */
+static void topk_rows(int V) {
+    topk_rig r;
+    topk_open(&r, V);
+    float *row = malloc(sizeof(float) * (size_t)V);
+    struct {
+        int n, at, step;
+        const char *what;
+    } ties[] = {{100, 3, 97, "100 ties at the K-th, spread"},
+                {100, 5, 1, "100 ties at the K-th, one slice"},
+                {300, 1, 61, "300 ties at the K-th, spread"},
+                {300, 0, 1, "300 ties at the K-th, adjacent"},
+                {700, 2, 1, "700 ties at the K-th, adjacent"}};
+    for (int rep = 0; rep < 2; rep++) {
+        fill_normal(row, V, 100 + (uint64_t)rep);
+        topk_run(&r, row, "normal");
+    }
+    for (size_t t = 0; t < sizeof ties / sizeof ties[0]; t++) {
+        fill_normal(row, V, 7);
+        plant_ties(row, V, ties[t].n < V ? ties[t].n : V, 3.25f, ties[t].at, ties[t].step, 40);
+        topk_run(&r, row, ties[t].what);
+    }
+    for (int i = 0; i < V; i++)
+        row[i] = 1.5f;
+    topk_run(&r, row, "all equal");
+    fill_normal(row, V, 9);
+    const float special[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, INFINITY, NAN};
+    for (int i = 0; i < 8; i++)
+        row[(i * 131 + 17) % V] = special[i];
+    topk_run(&r, row, "NaN, infinities, signed zeros");
+    for (int i = 0; i < V; i++)
+        row[i] = -1000.0f - fabsf(row[i]);
+    topk_run(&r, row, "all negative");
+    for (int i = 0; i < V; i++)
+        row[i] = (float)i * 0.25f - 77.0f;
+    topk_run(&r, row, "ascending");
+    for (int i = 0; i < V; i++)
+        row[i] = -(float)i * 0.25f;
+    topk_run(&r, row, "descending");
+    free(row);
+    topk_close(&r);
+}
+
+Test(topk, vocab_below_k) {
+    topk_rows(40);
+}
+Test(topk, vocab_below_a_slice) {
+    topk_rows(200);
+}
+Test(topk, vocab_of_whole_slices) {
+    topk_rows(512);
+}
+Test(topk, vocab_with_a_partial_slice) {
+    topk_rows(5003);
+}
+Test(topk, vocab_151936) {
+    topk_rows(151936);
+}
+Test(topk, vocab_262144_wider_workgroups) {
+    topk_rows(262144); /* 512 threads a workgroup: 256 would hold too many keys a thread */
+}
+Test(topk, vocab_beyond_the_merge) {
+    zir_value lv = {0};
+    zir_graph g = {.hp = {.n_vocab = 4000000}, .logits = &lv};
+    zcg_opts o = {.target = ztarget_find("llvmpipe")};
+    zarena *a = zarena_new();
+    zcg_kernel k;
+    zdiag d = {0};
+    cr_assert_eq(zcg_topk(&g, &o, a, &k, &d), ZE_UNSUPPORTED);
+    cr_assert(strstr(d.msg, "4000000 logits"), "%s", d.msg);
+    zarena_free(a);
 }
