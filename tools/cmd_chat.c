@@ -1,6 +1,10 @@
 /* zinc chat: an interactive conversation. The KV cache is kept between
  * turns: each turn feeds only what is new (the end of the last reply's turn
- * and the user's message, in the chat template), never the whole history. */
+ * and the user's message, in the chat template), never the whole history.
+ * When a turn does not fit, the oldest turns are dropped (the system message
+ * stays) and what remains is read again, as llama-cli's context shift does.
+ * On a terminal, lines are read with libedit: editing, history (Up/Down). */
+#include <editline/readline.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +18,12 @@
 static const char *const usage_head =
     "usage: zinc chat MODEL.gguf|PLAN.zplan [--system TEXT] [--template chatml|llama3] [options]\n"
     "\n"
-    "Chats with the model: type a message and press Enter; an empty line does nothing,\n"
+    "Chats with the model: type a message and press Enter (end a line with \\ to go on\n"
+    "on the next one); an empty line does nothing, /clear starts a new conversation,\n"
     "/exit or end of input (Ctrl-D) quits, Ctrl-C stops a reply. The conversation stays\n"
-    "in the KV cache, so each turn only processes the new message.\n"
+    "in the KV cache, so each turn only processes the new message; when the context is\n"
+    "full, the oldest turns are dropped (the system message stays) and the rest is read\n"
+    "again. Up and Down recall earlier lines.\n"
     "\n"
     "  -sys, --system TEXT  a system message before the first turn\n"
     "  --template NAME      chat template: chatml or llama3 (default: from the model's metadata)\n"
@@ -67,49 +74,148 @@ static int parse(int argc, char **argv, chat_opts *o) {
     return o->m.path ? 0 : cli_usage_error("zinc chat", "no model given (a MODEL.gguf or a PLAN.zplan)");
 }
 
-#define SENTINEL "\x01zinc-reply\x01"
+/* ---- the conversation ---------------------------------------------------- */
 
-/* The tokens a turn adds to the conversation. The first turn is the whole
- * rendering (system, user, the assistant's opening); a later one is what the
- * template puts after an assistant reply: found by rendering a reply made of
- * a sentinel and keeping what follows it. */
-static zstatus turn_ids(const gen_ctx *g, zrt_chat_format f, const chat_opts *o, bool first, const char *msg,
-                        zarena *a, int32_t **ids, size_t *n, zdiag *d) {
-    zrt_chat_msg m[3];
-    size_t k = 0;
-    if (first && o->system) m[k++] = (zrt_chat_msg){"system", o->system};
-    if (!first) {
-        m[k++] = (zrt_chat_msg){"user", "-"};
-        m[k++] = (zrt_chat_msg){"assistant", SENTINEL};
-    }
-    m[k++] = (zrt_chat_msg){"user", msg};
-    unsigned flags = (first ? ZRT_TOK_ADD_SPECIAL : 0) | (o->special ? ZRT_TOK_PARSE_SPECIAL : 0);
-    return gen_chat_encode(g, f, m, k, first ? NULL : SENTINEL, flags, a, ids, n, d);
+typedef struct turn {
+    char *user, *reply;
+} turn;
+
+typedef struct chat {
+    gen_ctx g;
+    zrt_chat_format f;
+    const chat_opts *o;
+    turn *turns; /* the turns the KV cache holds, oldest first */
+    size_t n, cap;
+} chat;
+
+static void drop_turns(chat *c, size_t k) {
+    for (size_t i = 0; i < k; i++)
+        free(c->turns[i].user), free(c->turns[i].reply);
+    memmove(c->turns, c->turns + k, (c->n - k) * sizeof *c->turns);
+    c->n -= k;
 }
 
-static zstatus one_turn(gen_ctx *g, zrt_chat_format f, const chat_opts *o, bool first, const char *msg,
+static zstatus keep_turn(chat *c, const char *msg, zdiag *d) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 8;
+        turn *t = realloc(c->turns, cap * sizeof *t);
+        if (!t) return zdiag_set(d, ZE_NOMEM, "out of memory");
+        c->turns = t, c->cap = cap;
+    }
+    turn *t = &c->turns[c->n];
+    t->user = strdup(msg);
+    t->reply = strdup(c->g.reply ? c->g.reply : "");
+    if (!t->user || !t->reply) {
+        free(t->user), free(t->reply);
+        return zdiag_set(d, ZE_NOMEM, "out of memory");
+    }
+    c->n++;
+    return ZOK;
+}
+
+#define SENTINEL "\x01zinc-reply\x01"
+
+/* The tokens of the whole conversation from turn `from` on, then msg: what a
+ * fresh KV cache is given (system, the kept turns, the new message). */
+static zstatus full_ids(const chat *c, size_t from, const char *msg, zarena *a, int32_t **ids, size_t *n,
                         zdiag *d) {
+    size_t k = 0, max = 2 * (c->n - from) + 2;
+    zrt_chat_msg *m = zarena_array(a, max, sizeof *m);
+    if (!m) return zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (c->o->system) m[k++] = (zrt_chat_msg){"system", c->o->system};
+    for (size_t i = from; i < c->n; i++) {
+        m[k++] = (zrt_chat_msg){"user", c->turns[i].user};
+        m[k++] = (zrt_chat_msg){"assistant", c->turns[i].reply};
+    }
+    m[k++] = (zrt_chat_msg){"user", msg};
+    unsigned flags = ZRT_TOK_ADD_SPECIAL | (c->o->special ? ZRT_TOK_PARSE_SPECIAL : 0);
+    return gen_chat_encode(&c->g, c->f, m, k, NULL, flags, a, ids, n, d);
+}
+
+/* The tokens a later turn adds after the reply in the cache: what the
+ * template puts after an assistant reply, found by rendering a reply made of
+ * a sentinel and keeping what follows it. */
+static zstatus next_ids(const chat *c, const char *msg, zarena *a, int32_t **ids, size_t *n, zdiag *d) {
+    zrt_chat_msg m[3] = {{"user", "-"}, {"assistant", SENTINEL}, {"user", msg}};
+    unsigned flags = c->o->special ? ZRT_TOK_PARSE_SPECIAL : 0;
+    return gen_chat_encode(&c->g, c->f, m, 3, SENTINEL, flags, a, ids, n, d);
+}
+
+/* Room a turn wants for its reply: -n, at most a quarter of the context. */
+static uint64_t reply_room(const chat *c) {
+    uint64_t quarter = c->g.ctx / 4 ? c->g.ctx / 4 : 1, n = (uint64_t)c->o->g.n_predict;
+    return c->o->g.n_predict < 0 || n > quarter ? quarter : n ? n : 1;
+}
+
+/* The tokens of the next turn. When they do not fit beside what the cache
+ * holds, the oldest turns are dropped until the conversation fits again
+ * (*fresh: the cache must be reset and given all of *ids). ZE_INVALID when
+ * the message does not fit even alone. */
+static zstatus plan_turn(chat *c, const char *msg, zarena *a, int32_t **ids, size_t *n, bool *fresh,
+                         zdiag *d) {
+    uint64_t pos = (uint64_t)zrt_pos(c->g.r), room = reply_room(c);
+    *fresh = pos == 0;
+    zstatus s = *fresh ? full_ids(c, 0, msg, a, ids, n, d) : next_ids(c, msg, a, ids, n, d);
+    if (s || (*fresh ? 0 : pos) + *n + room <= c->g.ctx) return s;
+    size_t drop = 0;
+    for (; drop <= c->n; drop++) {
+        if ((s = full_ids(c, drop, msg, a, ids, n, d))) return s;
+        if (*n + room <= c->g.ctx || (drop == c->n && *n + 1 <= c->g.ctx)) break;
+    }
+    if (drop > c->n)
+        return zdiag_set(d, ZE_INVALID,
+                         "the message needs %zu tokens with the template%s and one for the reply, more "
+                         "than the context of %u: not sent (shorten it, or give a larger -c)",
+                         *n, c->o->system ? " and the system message" : "", c->g.ctx);
+    if (!*fresh)
+        fprintf(stderr,
+                "zinc chat: the context is full: dropped the oldest %zu turn%s, reading %zu tokens again\n",
+                drop, drop == 1 ? "" : "s", *n);
+    drop_turns(c, drop);
+    *fresh = true;
+    return ZOK;
+}
+
+static zstatus one_turn(chat *c, const char *msg, zdiag *d) {
     zarena *a = zarena_new();
     size_t n;
     int32_t *ids;
+    bool fresh;
     gen_stats st;
-    zstatus s = a ? turn_ids(g, f, o, first, msg, a, &ids, &n, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
+    zdiag why = {0};
+    if (!a) return zdiag_set(d, ZE_NOMEM, "out of memory");
+    zstatus s = plan_turn(c, msg, a, &ids, &n, &fresh, &why);
+    if (s == ZE_INVALID) { /* a message too long: said, and the session goes on */
+        fprintf(stderr, "zinc chat: %s\n", why.msg);
+        zarena_free(a);
+        return ZOK;
+    }
+    if (s) *d = why;
+    if (!s && fresh) zrt_reset(c->g.r);
     gen_interrupted = 0;
-    if (!s) s = gen_run(g, ids, n, &o->g, stdout, &st, d);
+    if (!s) s = gen_run(&c->g, ids, n, &c->o->g, stdout, &st, d);
+    if (!s) s = keep_turn(c, msg, d);
     if (!s) {
         fputc('\n', stdout);
-        if (!o->g.quiet) gen_print_stats(&st, g->r, stderr);
+        if (!c->o->g.quiet) gen_print_stats(&st, c->g.r, stderr);
     }
     zarena_free(a);
     return s;
 }
 
-/* Reads one line into a malloc'd buffer without its newline; NULL at the end. */
-static char *read_line(void) {
+/* ---- reading lines ------------------------------------------------------- */
+
+/* One line without its newline (malloc'd), or NULL at the end of input. On a
+ * terminal libedit reads it: editing, and history that Up recalls. */
+static char *read_line(const char *prompt) {
+    if (isatty(0)) {
+        fflush(stdout);
+        char *line = readline(prompt);
+        if (line && *line) add_history(line);
+        return line;
+    }
     size_t cap = 0;
     char *line = NULL;
-    if (isatty(0)) fputs("\n> ", stdout);
-    fflush(stdout);
     ssize_t n = getline(&line, &cap, stdin);
     if (n < 0) {
         free(line);
@@ -120,32 +226,63 @@ static char *read_line(void) {
     return line;
 }
 
+/* A message: lines that end in a backslash go on on the next line. */
+static char *read_message(void) {
+    char *msg = read_line("> ");
+    size_t len = msg ? strlen(msg) : 0;
+    while (msg && len && msg[len - 1] == '\\') {
+        msg[len - 1] = '\n';
+        char *more = read_line(". ");
+        if (!more) break;
+        size_t m = strlen(more);
+        char *joined = realloc(msg, len + m + 1);
+        if (!joined) {
+            free(more);
+            break;
+        }
+        memcpy(joined + len, more, m + 1);
+        msg = joined, len += m;
+        free(more);
+    }
+    return msg;
+}
+
+static void clear(chat *c) {
+    drop_turns(c, c->n);
+    zrt_reset(c->g.r);
+    fprintf(stderr, "zinc chat: a new conversation\n");
+}
+
 static zstatus converse(zrt *r, const chat_opts *o, zdiag *d) {
     zarena *a = zarena_new();
-    gen_ctx g;
-    zrt_chat_format f;
-    zstatus s = a ? gen_open(&g, r, &o->g, a, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
-    if (!s) s = zrt_chat_for_gguf(zrt_gguf(r), o->tmpl, &f, d);
+    chat c = {.o = o};
+    zstatus s = a ? gen_open(&c.g, r, &o->g, a, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (!s) s = zrt_chat_for_gguf(zrt_gguf(r), o->tmpl, &c.f, d);
     if (!s) {
-        gen_check_template(&g, f, "zinc chat");
-        fprintf(stderr, "zinc chat: %s on %s, %s template; /exit or Ctrl-D to quit\n", o->m.path,
-                zrt_device(r)->name, zrt_chat_name(f));
+        gen_check_template(&c.g, c.f, "zinc chat");
+        fprintf(stderr,
+                "zinc chat: %s on %s, %s template, context %u; /clear starts over, /exit or Ctrl-D quits\n",
+                o->m.path, zrt_device(r)->name, zrt_chat_name(c.f), c.g.ctx);
     }
     gen_install_sigint();
-    for (bool first = true; !s;) {
+    while (!s) {
         gen_interrupted = 0;
-        char *line = read_line();
+        if (isatty(0)) fputc('\n', stdout);
+        char *line = read_message();
         if (!line || !strcmp(line, "/exit")) {
+            if (!line && isatty(0)) fputc('\n', stdout); /* Ctrl-D: the shell's prompt on a line of its own */
             free(line);
             break;
         }
-        if (*line) {
-            s = one_turn(&g, f, o, first, line, d);
-            first = false;
-        }
+        if (!strcmp(line, "/clear"))
+            clear(&c);
+        else if (*line)
+            s = one_turn(&c, line, d);
         free(line);
     }
-    gen_close(&g);
+    drop_turns(&c, c.n);
+    free(c.turns);
+    if (a) gen_close(&c.g);
     zarena_free(a);
     return s;
 }

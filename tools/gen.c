@@ -99,20 +99,41 @@ zstatus gen_open(gen_ctx *g, zrt *r, const gen_opts *o, zarena *a, zdiag *d) {
 void gen_close(gen_ctx *g) {
     zrt_tok_free(g->tok);
     g->tok = NULL;
+    free(g->reply);
+    g->reply = NULL;
+    g->reply_len = g->reply_cap = 0;
 }
 
 /* Output held back while it could still become a stop string. */
 typedef struct holdback {
     char buf[1024];
     size_t len;
+    FILE *out;
+    gen_ctx *g; /* keeps what is written as the reply */
 } holdback;
+
+static void put(holdback *h, const char *p, size_t n) {
+    fwrite(p, 1, n, h->out);
+    gen_ctx *g = h->g;
+    if (g->reply_len + n + 1 > g->reply_cap) {
+        size_t cap = g->reply_cap ? g->reply_cap : 256;
+        while (cap < g->reply_len + n + 1)
+            cap *= 2;
+        char *r = realloc(g->reply, cap);
+        if (!r) return; /* the reply is kept whole or not grown: the output is what matters */
+        g->reply = r, g->reply_cap = cap;
+    }
+    memcpy(g->reply + g->reply_len, p, n);
+    g->reply_len += n;
+    g->reply[g->reply_len] = 0;
+}
 
 /* Appends text; returns true when a stop string completed (the stop string
  * and what follows it are dropped). Prints what can no longer be a stop. */
-static bool emit(holdback *h, const char *text, size_t len, const gen_opts *o, FILE *out) {
+static bool emit(holdback *h, const char *text, size_t len, const gen_opts *o) {
     for (size_t i = 0; i < len; i++) {
         if (h->len == sizeof h->buf) { /* longer than any stop: flush the oldest half */
-            fwrite(h->buf, 1, h->len / 2, out);
+            put(h, h->buf, h->len / 2);
             memmove(h->buf, h->buf + h->len / 2, h->len - h->len / 2);
             h->len -= h->len / 2;
         }
@@ -120,7 +141,7 @@ static bool emit(holdback *h, const char *text, size_t len, const gen_opts *o, F
         for (int k = 0; k < o->n_stop; k++) {
             size_t n = strlen(o->stop[k]);
             if (n <= h->len && !memcmp(h->buf + h->len - n, o->stop[k], n)) {
-                fwrite(h->buf, 1, h->len - n, out);
+                put(h, h->buf, h->len - n);
                 h->len = 0;
                 return true;
             }
@@ -132,10 +153,10 @@ static bool emit(holdback *h, const char *text, size_t len, const gen_opts *o, F
         for (size_t m = n - 1; m > keep; m--)
             if (m <= h->len && !memcmp(h->buf + h->len - m, o->stop[k], m)) keep = m;
     }
-    fwrite(h->buf, 1, h->len - keep, out);
+    put(h, h->buf, h->len - keep);
     memmove(h->buf, h->buf + h->len - keep, keep);
     h->len = keep;
-    fflush(out);
+    fflush(h->out);
     return false;
 }
 
@@ -159,7 +180,9 @@ static zstatus pick(gen_ctx *g, int32_t *id, zdiag *d) {
 static zstatus generate(gen_ctx *g, const gen_opts *o, FILE *out, gen_stats *st, zdiag *d) {
     zarena *a = zarena_new();
     zrt_tok_stream *ts = a ? zrt_tok_stream_new(g->tok, 0, a) : NULL;
-    holdback h = {.len = 0};
+    holdback h = {.len = 0, .out = out, .g = g};
+    g->reply_len = 0;
+    if (g->reply) g->reply[0] = 0;
     zstatus s = ts ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
     double t0 = now_s();
     while (!s) {
@@ -181,7 +204,7 @@ static zstatus generate(gen_ctx *g, const gen_opts *o, FILE *out, gen_stats *st,
         st->n_gen++;
         size_t len;
         const char *text = zrt_tok_stream_push(ts, id, &len);
-        if (emit(&h, text, len, o, out)) {
+        if (emit(&h, text, len, o)) {
             st->why = "stop string";
             break;
         }
@@ -193,8 +216,8 @@ static zstatus generate(gen_ctx *g, const gen_opts *o, FILE *out, gen_stats *st,
     }
     size_t len;
     const char *rest = ts ? zrt_tok_stream_flush(ts, &len) : NULL;
-    if (rest && strcmp(st->why ? st->why : "", "stop string")) emit(&h, rest, len, o, out);
-    if (strcmp(st->why ? st->why : "", "stop string")) fwrite(h.buf, 1, h.len, out);
+    if (rest && strcmp(st->why ? st->why : "", "stop string")) emit(&h, rest, len, o);
+    if (strcmp(st->why ? st->why : "", "stop string")) put(&h, h.buf, h.len);
     fflush(out);
     st->gen_s = now_s() - t0;
     zarena_free(a);

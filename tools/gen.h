@@ -40,6 +40,8 @@ typedef struct gen_ctx {
     float *logits; /* [n_vocab] */
     int32_t last;  /* the last sampled token, not yet fed (an end of turn, say) */
     bool has_last;
+    char *reply; /* the text the last gen_run wrote (NUL-terminated), for a chat's history */
+    size_t reply_len, reply_cap;
 } gen_ctx;
 
 /* Set by the SIGINT handler that gen_install_sigint installs. */

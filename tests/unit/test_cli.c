@@ -149,14 +149,20 @@ typedef struct term {
     size_t len;
 } term;
 
-static void term_start(term *t, const char *plan) {
+/* Starts zinc with argv (argv[0] "zinc") in a pseudo-terminal. */
+static void term_exec(term *t, char *const argv[]) {
     t->len = 0;
     t->pid = forkpty(&t->fd, NULL, NULL, NULL);
     cr_assert(t->pid >= 0, "forkpty failed");
     if (t->pid == 0) {
-        execl(ZINC, "zinc", "chat", plan, "-n", "-1", "--temp", "0", (char *)NULL);
+        execv(ZINC, argv);
         _exit(127);
     }
+}
+
+static void term_start(term *t, const char *plan) {
+    char *const argv[] = {"zinc", "chat", (char *)plan, "-n", "-1", "--temp", "0", NULL};
+    term_exec(t, argv);
 }
 
 /* Reads until needle appears after `from` (or 60 s pass). */
@@ -172,6 +178,14 @@ static bool term_wait(term *t, size_t from, const char *needle) {
         }
     }
     return false;
+}
+
+/* Reads until needle appears after `from`, then until the prompt "> " comes
+ * after it (not the echo of the line that was typed at the last one). */
+static bool term_wait_prompt(term *t, size_t from, const char *needle) {
+    if (!term_wait(t, from, needle)) return false;
+    size_t at = (size_t)(strstr(t->buf + from, needle) - t->buf) + strlen(needle);
+    return term_wait(t, at, "\n> ");
 }
 
 static void term_send(term *t, const char *s) {
@@ -417,4 +431,80 @@ Test(cli, user_text_cannot_forge_control_tokens) {
     cr_expect(special == plain + 1, "--special: <|im_end|> is one token (%lld, %lld)", special, plain);
     cr_expect(forged > special, "without --special <|im_end|> is text, several tokens (%lld)", forged);
     free(a), free(b), free(c);
+}
+
+/* ---- chat: a full context, line editing, multi-line input --------------- */
+
+static int count(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Ten turns in a context of 32 (-c within a plan of 96): the oldest turns are
+ * dropped and the rest read again; a message larger than the context is
+ * refused and the session goes on; /clear starts over. */
+Test(cli, chat_survives_a_full_context) {
+    const char *plan = plan_for(model("qwen3", "q4_k_m", 12, "shift.gguf"), "shift.zplan");
+    const char *in = tu_tmp("shift.txt");
+    char text[2048] = "";
+    for (int i = 1; i <= 10; i++) {
+        char line[300];
+        if (i == 4) {
+            memset(line, 'x', 250), line[250] = 0;
+            strcat(text, line), strcat(text, "\n");
+        }
+        if (i == 7) strcat(text, "/clear\n");
+        snprintf(line, sizeof line, "hi %d\n", i);
+        strcat(text, line);
+    }
+    cr_assert_eq(tu_write_file(in, text, strlen(text)), 0);
+    char *out = NULL;
+    int rc = tu_run(&out, "{ " ZINC " chat %s -c 32 -n 4 --temp 0 < %s >/dev/null; }", plan, in);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "context 32"), "-c 32 was not taken: %s", out);
+    cr_expect_eq(count(out, "stopped:"), 10, "not ten replies: %s", out);
+    cr_expect(strstr(out, "dropped the oldest"), "no context shift: %s", out);
+    cr_expect(strstr(out, "not sent") && strstr(out, "a new conversation"), "%s", out);
+    free(out);
+    cr_expect_eq(tu_run(&out, ZINC " chat %s -c 97 < /dev/null", plan), 5, "-c beyond the plan: %s", out);
+    free(out);
+}
+
+/* libedit: Up recalls the last line (it does not reach the model as an
+ * escape sequence); a trailing backslash continues the message on the next
+ * line; Ctrl-D at the prompt quits with a newline. */
+Test(cli, chat_line_editing_and_history) {
+    const char *plan = plan_for(model("qwen3", "q4_k_m", 13, "edit.gguf"), "edit.zplan");
+    char *ref = NULL; /* the prompt of one chat turn "alpha\nbeta", as zinc run --chat sees it */
+    cr_assert_eq(tu_run(&ref, ZINC " run %s --chat -n 0 --temp 0 -p \"$(printf 'alpha\\nbeta')\"", plan), 0,
+                 "%s", ref);
+    long long want = number_after(ref, "prompt ");
+    free(ref);
+    term t;
+    char *const argv[] = {"zinc", "chat", (char *)plan, "-n", "2", "--temp", "0", NULL};
+    term_exec(&t, argv);
+    cr_assert(term_wait(&t, 0, "> "), "no prompt: %s", t.buf);
+    size_t mark = t.len;
+    term_send(&t, "/clear\r");
+    cr_assert(term_wait_prompt(&t, mark, "a new conversation"), "%s", t.buf + mark);
+    mark = t.len;
+    term_send(&t, "\x1b[A\r"); /* Up, Enter: /clear again */
+    cr_expect(term_wait_prompt(&t, mark, "a new conversation"), "Up did not recall /clear: %s", t.buf + mark);
+    mark = t.len;
+    term_send(&t, "alpha\\\r");
+    cr_assert(term_wait(&t, mark, "\n. "), "no continuation prompt: %s", t.buf + mark);
+    term_send(&t, "beta\r");
+    cr_assert(term_wait_prompt(&t, mark, "stopped:"), "%s", t.buf + mark);
+    cr_expect_eq(number_after(t.buf + mark, "prompt "), want, "the message was not alpha\\nbeta: %s",
+                 t.buf + mark);
+    mark = t.len;
+    term_send(&t, "\x04");
+    int st = 0;
+    waitpid(t.pid, &st, 0);
+    term_wait(&t, mark, "\n");
+    close(t.fd);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d: %s", st, t.buf);
+    cr_expect(strchr(t.buf + mark, '\n'), "no newline after Ctrl-D: %s", t.buf + mark);
 }
