@@ -1,59 +1,91 @@
-/* zinc bench: throughput of a plan, reported like llama-bench (pp512, tg128):
- * prefill of -p tokens and decode of -n tokens, each repeated -r times; the
- * median and the spread of the repetitions are printed, all from one run. */
+/* zinc bench: throughput of a model, reported like llama-bench (pp512,
+ * tg128): prefill of -p tokens and decode of -n tokens, each repeated -r
+ * times, optionally after -d tokens of context; mean ± sd of the repetitions
+ * (tools/bench.c measures and prints). --profile times every dispatch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "../runtime/zrt.h"
+#include "bench.h"
 #include "cli.h"
 #include "model.h"
 
 static const char *const usage =
-    "usage: zinc bench PLAN.zplan [-p 512] [-n 128] [-r 5] [--profile] [--device N] [--gguf MODEL.gguf]\n"
+    "usage: zinc bench MODEL.gguf|PLAN.zplan [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json|csv] [--profile]\n"
     "\n"
     "Measures prompt processing (pp: one prefill of -p tokens, in the plan's chunks)\n"
     "and text generation (tg: -n decode steps, the recorded step replayed), each\n"
-    "repeated -r times after one warm-up, with random token ids. Prints the median\n"
-    "tokens per second and the min..max of the repetitions.\n"
+    "repeated -r times after one warm-up, with random token ids, and prints the mean\n"
+    "tokens per second ± the standard deviation of the repetitions, as llama-bench.\n"
     "\n"
-    "  --profile   also time every dispatch of one prefill step and one decode step on\n"
-    "              the GPU (timestamps) and print each kernel's share of the phase\n";
+    "  -p N,N,...   prompt lengths, one pp test each; 0 skips pp (default 512)\n"
+    "  -n N,N,...   numbers of generated tokens, one tg test each; 0 skips tg (default 128)\n"
+    "  -d N,N,...   depths: each test runs after N tokens of context were prefilled (not timed),\n"
+    "               so tg at depth measures decode over a filled KV cache (default 0)\n"
+    "  -r N         repetitions, 1..1000 (default 5)\n"
+    "  -o FORMAT    md (a table), json (llama-bench's fields: n_prompt, n_gen, n_depth, avg_ts,\n"
+    "               stddev_ts, samples_ts) or csv (default md)\n"
+    "  --profile    also time every dispatch of one prefill step and one decode step on the\n"
+    "               GPU (timestamps), at each depth, and print each kernel's share of the\n"
+    "               phase; with -o json or csv the profile goes to stderr, so that stdout\n"
+    "               stays one document\n"
+    "\n"
+    "model:\n";
 
 typedef struct bench_opts {
     model_opts m;
-    int64_t p, n, r;
+    int32_t *p, *n, *dep; /* value lists */
+    int np, nn, nd;
+    int64_t r;
+    const char *format;
     bool profile;
 } bench_opts;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+static int max_of(const int32_t *v, int n) {
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    return m;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+/* A value list flag (-p 128,512); 1 when argv[*i] was one, -1 (message
+ * printed) for a bad value. */
+static int list_opt(int argc, char **argv, int *i, const char *name, int32_t **v, int *n) {
+    const char *val = NULL;
+    bool miss = false;
+    if (!cli_opt(argc, argv, i, name, &val, &miss)) return 0;
+    free(*v);
+    *v = NULL;
+    if (miss || !cli_parse_int_list(val, v, n) || max_of(*v, *n) > 1 << 20) {
+        cli_usage_error("zinc bench", "%s expects numbers 0..1048576 separated by commas, like 128,512",
+                        name);
+        return -1;
+    }
+    return 1;
 }
 
 static int parse(int argc, char **argv, bench_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         bool miss = false;
+        int l = list_opt(argc, argv, &i, "-p", &o->p, &o->np);
+        if (!l) l = list_opt(argc, argv, &i, "-n", &o->n, &o->nn);
+        if (!l) l = list_opt(argc, argv, &i, "-d", &o->dep, &o->nd);
+        if (l < 0) return CLI_EXIT_USAGE;
+        if (l > 0) continue;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
+            fputs(model_flags_help, stdout);
             exit(0);
-        } else if (cli_opt(argc, argv, &i, "-p", &v, &miss)) {
-            if (!miss && !cli_parse_i64(v, 0, 1 << 20, &o->p))
-                return cli_usage_error("zinc bench", "-p expects 0..");
-        } else if (cli_opt(argc, argv, &i, "-n", &v, &miss)) {
-            if (!miss && !cli_parse_i64(v, 0, 1 << 20, &o->n))
-                return cli_usage_error("zinc bench", "-n expects 0..");
         } else if (cli_opt(argc, argv, &i, "-r", &v, &miss)) {
             if (!miss && !cli_parse_i64(v, 1, 1000, &o->r))
                 return cli_usage_error("zinc bench", "-r expects 1..1000");
+        } else if (cli_opt(argc, argv, &i, "-o", &v, &miss)) {
+            if (!miss && strcmp(v, "md") && strcmp(v, "json") && strcmp(v, "csv"))
+                return cli_usage_error("zinc bench", "-o expects md, json or csv, not '%s'", v);
+            o->format = v;
         } else if (!strcmp(argv[i], "--profile")) {
             o->profile = true;
         } else {
@@ -68,43 +100,6 @@ static int parse(int argc, char **argv, bench_opts *o) {
     return o->m.path ? 0 : cli_usage_error("zinc bench", "no model given (a MODEL.gguf or a PLAN.zplan)");
 }
 
-/* One repetition: seconds for a prefill of p tokens, or for n decode steps
- * following a 1-token prompt. */
-static zstatus rep(zrt *r, const int32_t *tok, int64_t count, bool decode, double *secs, zdiag *d) {
-    zrt_reset(r);
-    zstatus s = ZOK;
-    double t0;
-    if (!decode) {
-        t0 = now_s();
-        s = zrt_eval(r, tok, (int)count, NULL, d);
-    } else {
-        s = zrt_run(r, ZPLAN_DECODE, tok, 1, NULL, d);
-        t0 = now_s();
-        for (int64_t i = 1; i <= count && !s; i++)
-            s = zrt_run(r, ZPLAN_DECODE, &tok[i], 1, NULL, d);
-    }
-    *secs = now_s() - t0;
-    return s;
-}
-
-static zstatus measure(zrt *r, const bench_opts *o, const int32_t *tok, bool decode, zdiag *d) {
-    int64_t count = decode ? o->n : o->p;
-    if (count == 0) return ZOK;
-    double *t = calloc((size_t)o->r, sizeof *t), warm;
-    if (!t) return zdiag_set(d, ZE_NOMEM, "out of memory");
-    zstatus s = rep(r, tok, count, decode, &warm, d);
-    for (int64_t i = 0; i < o->r && !s; i++)
-        s = rep(r, tok, count, decode, &t[i], d);
-    if (!s) {
-        qsort(t, (size_t)o->r, sizeof *t, cmp_double);
-        double med = o->r % 2 ? t[o->r / 2] : 0.5 * (t[o->r / 2 - 1] + t[o->r / 2]);
-        printf("| %-28s | %-6s%-6lld | %10.2f | %10.2f .. %-10.2f |\n", zrt_device(r)->name,
-               decode ? "tg" : "pp", (long long)count, count / med, count / t[o->r - 1], count / t[0]);
-    }
-    free(t);
-    return s;
-}
-
 typedef struct kernel_time {
     uint32_t kernel;
     double ns;
@@ -117,7 +112,7 @@ static int by_time(const void *a, const void *b) {
 }
 
 /* Each kernel's share of one step's GPU time, largest first. */
-static void print_profile(const zplan *p, zplan_phase ph, int T, const double *ns) {
+static void print_profile(const zplan *p, zplan_phase ph, int T, const double *ns, FILE *to) {
     const zplan_schedule *sc = &p->sched[ph];
     kernel_time *k = calloc(p->n_kernels, sizeof *k);
     double total = 0;
@@ -131,60 +126,104 @@ static void print_profile(const zplan *p, zplan_phase ph, int T, const double *n
         total += ns[i];
     }
     qsort(k, p->n_kernels, sizeof *k, by_time);
-    printf("\n%s step of %d token%s: %u dispatches, %.1f us on the GPU (%.2f us per token)\n",
-           ph == ZPLAN_DECODE ? "decode" : "prefill", T, T == 1 ? "" : "s", sc->count, total / 1e3,
-           total / 1e3 / T);
-    printf("  %6s %6s %9s  %s\n", "share", "calls", "us", "kernel");
+    fprintf(to, "\n%s step of %d token%s: %u dispatches, %.1f us on the GPU (%.2f us per token)\n",
+            ph == ZPLAN_DECODE ? "decode" : "prefill", T, T == 1 ? "" : "s", sc->count, total / 1e3,
+            total / 1e3 / T);
+    fprintf(to, "  %6s %6s %9s  %s\n", "share", "calls", "us", "kernel");
     for (uint32_t i = 0; i < p->n_kernels && k[i].count; i++)
-        printf("  %5.1f%% %6d %9.1f  %s\n", 100 * k[i].ns / total, k[i].count, k[i].ns / 1e3,
-               zplan_str(p, p->kernels[k[i].kernel].name));
+        fprintf(to, "  %5.1f%% %6d %9.1f  %s\n", 100 * k[i].ns / total, k[i].count, k[i].ns / 1e3,
+                zplan_str(p, p->kernels[k[i].kernel].name));
     free(k);
 }
 
-static zstatus profile(zrt *r, const bench_opts *o, const int32_t *tok, zdiag *d) {
+/* One prefill step and one decode step after depth tokens of context. */
+static zstatus profile(zrt *r, const bench_opts *o, const int32_t *tok, int64_t depth, FILE *to, zdiag *d) {
     const zplan *p = zrt_plan(r);
-    int T = (int)(o->p < p->sched[ZPLAN_PREFILL].max_tokens ? o->p : p->sched[ZPLAN_PREFILL].max_tokens);
+    int64_t want = max_of(o->p, o->np), room = p->ctx - depth - 1;
+    want = want < room ? want : room;
+    int T = (int)(want < p->sched[ZPLAN_PREFILL].max_tokens ? want : p->sched[ZPLAN_PREFILL].max_tokens);
     uint32_t most = p->sched[ZPLAN_PREFILL].count > p->sched[ZPLAN_DECODE].count
                         ? p->sched[ZPLAN_PREFILL].count
                         : p->sched[ZPLAN_DECODE].count;
     double *ns = calloc(most + 1, sizeof *ns);
     if (!ns) return zdiag_set(d, ZE_NOMEM, "out of memory");
     zrt_reset(r);
-    zstatus s = T > 0 ? zrt_profile(r, ZPLAN_PREFILL, tok, T, ns, d) : ZOK;
-    if (!s && T > 0) print_profile(p, ZPLAN_PREFILL, T, ns);
+    if (depth) fprintf(to, "\nat depth %lld:\n", (long long)depth);
+    zstatus s = depth ? zrt_eval(r, tok, (int)depth, NULL, d) : ZOK;
+    tok += depth;
+    if (!s && T > 0) s = zrt_profile(r, ZPLAN_PREFILL, tok, T, ns, d);
+    if (!s && T > 0) print_profile(p, ZPLAN_PREFILL, T, ns, to);
     if (!s) s = zrt_eval(r, tok, T > 0 ? T : 1, NULL, d); /* decode after a prompt */
     if (!s) s = zrt_profile(r, ZPLAN_DECODE, tok, 1, ns, d);
-    if (!s) print_profile(p, ZPLAN_DECODE, 1, ns);
+    if (!s) print_profile(p, ZPLAN_DECODE, 1, ns, to);
     free(ns);
     return s;
 }
 
-int cmd_bench(int argc, char **argv) {
-    bench_opts o = {.p = 512, .n = 128, .r = 5};
-    int rc = parse(argc, argv, &o);
-    if (rc) return rc;
-    zdiag d = {0};
-    zrt *r = NULL;
-    zstatus s = model_open("zinc bench", &o.m, &r, &d);
-    const zplan *p = s ? NULL : zrt_plan(r);
-    if (p && o.p + o.n + 1 > p->ctx)
-        s = zdiag_set(&d, ZE_INVALID,
-                      "-p %lld plus -n %lld exceed the plan's context of %u: recompile with --ctx",
-                      (long long)o.p, (long long)o.n, p->ctx);
-    int32_t *tok = NULL;
-    int64_t m = (o.p > o.n ? o.p : o.n) + 1;
-    if (!s && !(tok = malloc(sizeof *tok * (size_t)m))) s = zdiag_set(&d, ZE_NOMEM, "out of memory");
+/* Every test: for each depth, each -p then each -n; zero lengths skip. */
+static zstatus run_tests(zrt *r, const bench_opts *o, const int32_t *tok, bench_result *res, size_t *n,
+                         zdiag *d) {
+    zstatus s = ZOK;
+    *n = 0;
+    for (int k = 0; k < o->nd && !s; k++)
+        for (int i = 0; i < o->np + o->nn && !s; i++) {
+            bool decode = i >= o->np;
+            int64_t count = decode ? o->n[i - o->np] : o->p[i];
+            if (count) s = bench_measure(r, tok, o->dep[k], count, decode, (int)o->r, &res[(*n)++], d);
+        }
+    return s;
+}
+
+/* The context the longest test needs: depth, length and one more. */
+static int64_t tokens_needed(const bench_opts *o) {
+    int p = max_of(o->p, o->np), n = max_of(o->n, o->nn);
+    return (int64_t)max_of(o->dep, o->nd) + (p > n ? p : n) + 1;
+}
+
+static zstatus bench(zrt *r, const bench_opts *o, zdiag *d) {
+    const zplan *p = zrt_plan(r);
+    int64_t m = tokens_needed(o);
+    size_t cap = (size_t)o->nd * (size_t)(o->np + o->nn), n = 0;
+    int32_t *tok = malloc(sizeof *tok * (size_t)m);
+    bench_result *res = calloc(cap ? cap : 1, sizeof *res);
+    zstatus s = tok && res ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (!s && m > p->ctx)
+        s = zdiag_set(d, ZE_INVALID,
+                      "a test needs %lld tokens of context (depth, length and one), more than the %u of the "
+                      "plan: give a smaller -p, -n or -d, or a larger -c",
+                      (long long)m, p->ctx);
     for (int64_t i = 0; !s && i < m; i++)
         tok[i] = (int32_t)((i * 2654435761u) % p->n_vocab);
-    if (!s) {
-        printf("| %-28s | %-12s | %10s | %-24s |\n", "device", "test", "t/s", "min .. max t/s");
-        printf("|%.30s|%.14s|%.12s|%.26s|\n", "------------------------------", "--------------",
-               "------------", "--------------------------");
-        s = measure(r, &o, tok, false, &d);
-        if (!s) s = measure(r, &o, tok, true, &d);
-        if (!s && o.profile) s = profile(r, &o, tok, &d);
-    }
+    if (!s) s = run_tests(r, o, tok, res, &n, d);
+    bench_model bm;
+    bench_model_info(r, &bm);
+    if (!s) bench_print(o->format, &bm, res, n, stdout);
+    FILE *to = strcmp(o->format, "md") ? stderr : stdout; /* stdout stays one JSON or CSV document */
+    for (int k = 0; k < o->nd && !s && o->profile; k++)
+        s = profile(r, o, tok, o->dep[k], to, d);
+    for (size_t i = 0; i < cap; i++)
+        free(res[i].samples);
+    free(res);
     free(tok);
+    return s;
+}
+
+static void free_opts(bench_opts *o) {
+    free(o->p), free(o->n), free(o->dep);
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts o = {.r = 5, .format = "md"};
+    int rc = parse(argc, argv, &o);
+    zdiag d = {0};
+    if (!rc && ((!o.p && !cli_parse_int_list("512", &o.p, &o.np)) ||
+                (!o.n && !cli_parse_int_list("128", &o.n, &o.nn)) ||
+                (!o.dep && !cli_parse_int_list("0", &o.dep, &o.nd))))
+        rc = cli_fail("zinc bench", (zdiag_set(&d, ZE_NOMEM, "out of memory"), &d));
+    zrt *r = NULL;
+    zstatus s = rc ? ZOK : model_open("zinc bench", &o.m, &r, &d);
+    if (!rc && !s) s = bench(r, &o, &d);
     zrt_close(r);
-    return s ? cli_fail("zinc bench", &d) : 0;
+    free_opts(&o);
+    return rc ? rc : s ? cli_fail("zinc bench", &d) : 0;
 }

@@ -508,3 +508,50 @@ Test(cli, chat_line_editing_and_history) {
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d: %s", st, t.buf);
     cr_expect(strchr(t.buf + mark, '\n'), "no newline after Ctrl-D: %s", t.buf + mark);
 }
+
+/* ---- zinc bench in llama-bench's form ------------------------------------ */
+
+/* Value lists and depths make one row each, mean ± sd, every row of the
+ * table as wide as the header; -o json and csv hold the same tests; with
+ * --profile and -d the profile (per depth) goes to stderr beside JSON. */
+Test(cli, bench_like_llama_bench) {
+    const char *plan = plan_for(model("qwen3", "q4_k_m", 14, "bench.gguf"), "bench.zplan");
+    char *md = NULL, *js = NULL, *csv = NULL, *err = NULL;
+    cr_assert_eq(tu_run(&md, "{ " ZINC " bench %s -p 8,16 -n 4 -d 0,8 -r 2 2>/dev/null; }", plan), 0, "%s",
+                 md);
+    cr_expect(strstr(md, "| model") && strstr(md, "pp8 ") && strstr(md, "pp16 @ d8") &&
+                  strstr(md, "tg4 @ d8"),
+              "%s", md);
+    cr_expect_eq(count(md, " ± "), 6, "%s", md);
+    size_t width = strcspn(md, "\n");
+    for (const char *line = md; *line; line += strcspn(line, "\n") + 1) {
+        size_t w = strcspn(line, "\n"), pm = strstr(line, "±") && strstr(line, "±") < line + w ? 1 : 0;
+        cr_expect_eq(w - pm, width, "a row not aligned with the header: %.*s", (int)w, line);
+    }
+    const char *js_out = tu_tmp("bench.json"), *js_err = tu_tmp("bench.err");
+    cr_assert_eq(tu_run(NULL, "{ " ZINC " bench %s -p 8 -n 4 -d 8 -r 2 -o json --profile > %s 2> %s; }", plan,
+                        js_out, js_err),
+                 0);
+    size_t n;
+    js = tu_read_file(js_out, &n), err = tu_read_file(js_err, &n);
+    cr_assert(js && err);
+    cr_expect(js[0] == '[' && strstr(js, "]\n") && !strstr(js, "step of"), "stdout is not one JSON array: %s",
+              js);
+    cr_expect(count(js, "\"avg_ts\"") == 2 && count(js, "\"n_depth\": 8") == 2 &&
+                  strstr(js, "\"samples_ts\": ["),
+              "%s", js);
+    cr_expect(strstr(err, "at depth 8") && strstr(err, "decode step of 1 token"), "no profile on stderr: %s",
+              err);
+    cr_assert_eq(tu_run(&csv, "{ " ZINC " bench %s -p 8 -n 4 -r 1 -o csv 2>/dev/null; }", plan), 0, "%s",
+                 csv);
+    cr_expect(!strncmp(csv, "model,size,params,backend,device,test", 37) && count(csv, "\n") == 3, "%s", csv);
+    free(md), free(js), free(csv), free(err);
+    const char *bad[][2] = {
+        {"-o xml", "md, json or csv"}, {"-p 8,x", "like 128,512"}, {"-p 64 -d 64", "smaller"}};
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(tu_run(&err, ZINC " bench %s %s", plan, bad[i][0]), i < 2 ? 64 : 5, "%s: %s", bad[i][0],
+                     err);
+        cr_expect(strstr(err, bad[i][1]), "%s: %s", bad[i][0], err);
+        free(err);
+    }
+}

@@ -1,0 +1,183 @@
+#include "bench.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../ir/dtype.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Seconds of one repetition: the context is emptied, depth tokens are
+ * prefilled, then the prefill of count tokens or count decode steps is timed. */
+static zstatus rep(zrt *r, const int32_t *tok, int64_t depth, int64_t count, bool decode, double *secs,
+                   zdiag *d) {
+    zrt_reset(r);
+    zstatus s = depth ? zrt_eval(r, tok, (int)depth, NULL, d) : ZOK;
+    double t0 = now_s();
+    if (!s && !decode) s = zrt_eval(r, tok + depth, (int)count, NULL, d);
+    for (int64_t i = 0; !s && decode && i < count; i++)
+        s = zrt_run(r, ZPLAN_DECODE, &tok[depth + i], 1, NULL, d);
+    *secs = now_s() - t0;
+    return s;
+}
+
+zstatus bench_measure(zrt *r, const int32_t *tok, int64_t depth, int64_t count, bool decode, int reps,
+                      bench_result *res, zdiag *d) {
+    memset(res, 0, sizeof *res);
+    int at = snprintf(res->test, sizeof res->test, "%s%lld", decode ? "tg" : "pp", (long long)count);
+    if (depth) snprintf(res->test + at, sizeof res->test - (size_t)at, " @ d%lld", (long long)depth);
+    res->p = decode ? 0 : count, res->n = decode ? count : 0, res->depth = depth, res->reps = reps;
+    if (!(res->samples = calloc((size_t)reps, sizeof *res->samples)))
+        return zdiag_set(d, ZE_NOMEM, "out of memory");
+    double secs, sum = 0, ss = 0;
+    zstatus s = rep(r, tok, depth, count, decode, &secs, d); /* warm-up */
+    for (int i = 0; i < reps && !s; i++) {
+        s = rep(r, tok, depth, count, decode, &secs, d);
+        res->samples[i] = count / secs;
+        sum += res->samples[i];
+    }
+    res->mean = sum / reps;
+    for (int i = 0; i < reps && !s; i++)
+        ss += (res->samples[i] - res->mean) * (res->samples[i] - res->mean);
+    res->sd = reps > 1 ? sqrt(ss / (reps - 1)) : 0; /* the sample deviation, as llama-bench */
+    return s;
+}
+
+/* "1.39 M", "8.19 B"; sep between the number and the unit */
+static void human(double v, const char *const *units, double step, const char *sep, char *buf, size_t n) {
+    int u = 0;
+    while (v >= step && units[u + 1])
+        v /= step, u++;
+    snprintf(buf, n, "%.2f%s%s", v, sep, units[u]);
+}
+
+void bench_model_info(const zrt *r, bench_model *m) {
+    const gguf_file *f = zrt_gguf(r);
+    uint64_t by_type[64] = {0};
+    memset(m, 0, sizeof *m);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        m->params += f->tensors[i].n_elems;
+        m->size += f->tensors[i].nbytes;
+        if ((unsigned)f->tensors[i].type < 64) by_type[f->tensors[i].type] += f->tensors[i].nbytes;
+    }
+    int main_type = 0;
+    for (int t = 1; t < 64; t++)
+        if (by_type[t] > by_type[main_type]) main_type = t;
+    const char *arch = "?";
+    zdiag ignore = {0};
+    gguf_opt_str(f, "general.architecture", &arch, &ignore);
+    static const char *const COUNT[] = {"", "K", "M", "B", "T", NULL};
+    char params[32];
+    human((double)m->params, COUNT, 1000, "", params, sizeof params);
+    snprintf(m->name, sizeof m->name, "%s %s %s", arch, params, ztype_name((ztype)main_type));
+    m->device = zrt_device(r)->name;
+}
+
+/* ---- output ------------------------------------------------------------- */
+
+static void dashes(int n, const char *end, FILE *to) {
+    for (int i = 0; i < n; i++)
+        fputc('-', to);
+    fputs(end, to);
+}
+
+static void print_md(const bench_model *m, const bench_result *res, size_t n, FILE *to) {
+    static const char *const BYTES[] = {"B", "KiB", "MiB", "GiB", "TiB", NULL};
+    static const char *const COUNT[] = {"", "K", "M", "B", "T", NULL};
+    char size[32], params[32], ts[64];
+    human((double)m->size, BYTES, 1024, " ", size, sizeof size);
+    human((double)m->params, COUNT, 1000, " ", params, sizeof params);
+    int wm = (int)strlen(m->name), wd = (int)strlen(m->device), wt = 4, wv = 3;
+    for (size_t i = 0; i < n; i++) {
+        int l =
+            snprintf(ts, sizeof ts, "%.2f ± %.2f", res[i].mean, res[i].sd) - 1; /* ± is 2 bytes, 1 column */
+        wt = (int)strlen(res[i].test) > wt ? (int)strlen(res[i].test) : wt;
+        wv = l > wv ? l : wv;
+    }
+    wm = wm < 5 ? 5 : wm, wd = wd < 6 ? 6 : wd;
+    fprintf(to, "| %-*s | %10s | %10s | %-7s | %-*s | %*s | %*s |\n", wm, "model", "size", "params",
+            "backend", wd, "device", wt, "test", wv, "t/s");
+    fprintf(to, "| "), dashes(wm, "", to), fprintf(to, " | ---------: | ---------: | ------- | ");
+    dashes(wd, "", to), fprintf(to, " | "), dashes(wt - 1, ":", to), fprintf(to, " | "),
+        dashes(wv - 1, ":", to);
+    fprintf(to, " |\n");
+    for (size_t i = 0; i < n; i++) {
+        int l = snprintf(ts, sizeof ts, "%.2f ± %.2f", res[i].mean, res[i].sd) - 1;
+        fprintf(to, "| %-*s | %10s | %10s | %-7s | %-*s | %*s | %*s%s |\n", wm, m->name, size, params,
+                "Vulkan", wd, m->device, wt, res[i].test, wv - l, "", ts);
+    }
+}
+
+static void json_str(const char *s, FILE *to) {
+    fputc('"', to);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(to, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(to, "\\u%04x", c);
+        else
+            fputc(c, to);
+    }
+    fputc('"', to);
+}
+
+static void print_json(const bench_model *m, const bench_result *res, size_t n, FILE *to) {
+    fputs("[\n", to);
+    for (size_t i = 0; i < n; i++) {
+        fputs("  {\"model\": ", to), json_str(m->name, to);
+        fprintf(to, ", \"size\": %llu, \"params\": %llu, \"backend\": \"Vulkan\", \"device\": ",
+                (unsigned long long)m->size, (unsigned long long)m->params);
+        json_str(m->device, to);
+        fprintf(to, ", \"test\": ");
+        json_str(res[i].test, to);
+        fprintf(
+            to,
+            ", \"n_prompt\": %lld, \"n_gen\": %lld, \"n_depth\": %lld, \"avg_ts\": %.6f, \"stddev_ts\": %.6f",
+            (long long)res[i].p, (long long)res[i].n, (long long)res[i].depth, res[i].mean, res[i].sd);
+        fputs(", \"samples_ts\": [", to);
+        for (int k = 0; k < res[i].reps; k++)
+            fprintf(to, k ? ", %.6f" : "%.6f", res[i].samples[k]);
+        fprintf(to, "]}%s\n", i + 1 < n ? "," : "");
+    }
+    fputs("]\n", to);
+}
+
+/* A CSV field: quoted, inner quotes doubled (RFC 4180). */
+static void csv_str(const char *s, FILE *to) {
+    fputc('"', to);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', to);
+        fputc(*s, to);
+    }
+    fputc('"', to);
+}
+
+static void print_csv(const bench_model *m, const bench_result *res, size_t n, FILE *to) {
+    fputs("model,size,params,backend,device,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts\n", to);
+    for (size_t i = 0; i < n; i++) {
+        csv_str(m->name, to);
+        fprintf(to, ",%llu,%llu,\"Vulkan\",", (unsigned long long)m->size, (unsigned long long)m->params);
+        csv_str(m->device, to);
+        fputc(',', to);
+        csv_str(res[i].test, to);
+        fprintf(to, ",%lld,%lld,%lld,%.6f,%.6f\n", (long long)res[i].p, (long long)res[i].n,
+                (long long)res[i].depth, res[i].mean, res[i].sd);
+    }
+}
+
+void bench_print(const char *format, const bench_model *m, const bench_result *res, size_t n, FILE *to) {
+    if (!strcmp(format, "json"))
+        print_json(m, res, n, to);
+    else if (!strcmp(format, "csv"))
+        print_csv(m, res, n, to);
+    else
+        print_md(m, res, n, to);
+    fflush(to);
+}
