@@ -15,6 +15,7 @@
  * Shapes are #defines; only T comes from the step buffer. Every weight row
  * length must be a multiple of 8 (the dequantizers work on 8 elements). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen.h"
@@ -325,20 +326,43 @@ static zstatus gen_embed(const zir_node *n, kbuild *b, zdiag *d) {
     return compose(b, files, n, d);
 }
 
-/* Decode: one subgroup per row, ROWS rows per workgroup, one token per
- * workgroup row of the grid. */
+/* The GEMV's group layout (matmul_gemv.glsl): q4_K and q6_K have their own
+ * when every matrix of the kernel has that type, else 8-element groups. */
+static int gemv_mode(const mm_match *m) {
+    ztype t = m->first->in[1]->dtype;
+    if (m->glu && m->up->in[1]->dtype != t) return 0;
+    return t == ZT_Q4_K ? 12 : t == ZT_Q6_K ? 14 : 0;
+}
+
+/* Decode: RS rows per subgroup, four subgroups per workgroup, one token per
+ * workgroup row of the grid. More rows per subgroup share each x load and
+ * keep more weight loads in flight, fewer leave more workgroups to fill the
+ * device: RS is the largest of 4, 2, 1 that still gives two workgroups per
+ * compute unit (the targets' n_cu). */
 static zstatus gen_gemv(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d) {
-    int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32;
-    int wg = 4 * sg < 32 ? 32 : 4 * sg > 256 ? 256 : 4 * sg;
-    int rows = wg / sg > 0 ? wg / sg : 1;
+    const ztarget *t = b->o->target;
+    int sg = t->subgroup > 0 ? t->subgroup : 32, nsg = 4;
+    int64_t cu = t->n_cu > 0 ? t->n_cu : 1;
+    /* One group per trip: on the H200 a second one in flight (UNROLL 2)
+     * was 10-25 % slower at every size (docs/performance.md). */
+    int rs = m->N >= 8 * cu * nsg ? 4 : m->N >= 2 * cu * nsg ? 2 : 1, unroll = 1;
+    /* A measuring knob (docs/performance.md), not a user setting:
+     * "RS,UNROLL[,subgroups per workgroup]". */
+    const char *tune = getenv("ZINC_TUNE_GEMV");
+    if (tune && sscanf(tune, "%d,%d,%d", &rs, &unroll, &nsg) >= 2 &&
+        (rs < 1 || rs > 8 || unroll < 1 || unroll > 8 || nsg < 1 || nsg > 8))
+        rs = 1, unroll = 2, nsg = 4;
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    def_i(b, "WG", wg);
-    def_i(b, "ROWS", rows);
-    b->k->groups[0] = konst(m->N, rows);
+    def_i(b, "UNROLL", unroll);
+    def_i(b, "WG", nsg * sg);
+    def_i(b, "RS", rs);
+    def_i(b, "ROWS_WG", nsg * rs);
+    def_i(b, "GMODE", gemv_mode(m));
+    b->k->groups[0] = konst(m->N, nsg * rs);
     b->k->groups[1] = per_token(1, 1);
     b->k->groups[2] = konst(1, 1);
-    mm_name(b, "gemv", m, "");
+    mm_name(b, "gemv", m, zarena_printf(b->a, "_r%d", rs));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_gemv", NULL};
     return compose(b, files, n, d);
 }

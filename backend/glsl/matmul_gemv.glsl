@@ -2,81 +2,230 @@
 // workgroup row of the grid: gl_WorkGroupID.y = t), with the optional
 // RMSNorm prologue, gate/up SwiGLU (GLU) and add epilogue.
 //
-// A subgroup owns one output row at a time: its lanes walk K in 8-element
-// chunks (consecutive lanes read consecutive bytes of the row), and a
-// subgroupAdd finishes the dot product. Each lane works on UNROLL chunks
-// per trip with separate sums, so that their loads can be in flight
-// together (on the H200, with x and weights read as vectors, 1, 2 and 4
-// measured the same; more helps where fewer warps are resident). x and the
-// weights are read with vector loads (load_x8, dequant.glsl). The norm needs no
-// extra pass: the lanes sum x^2 over the same chunks, since together they
-// cover the row, and the scale multiplies the finished dot product,
-// (x . (w * nw)) * s.
+// Decode reads every weight byte once, so the kernel is a stream: what
+// matters is how many bytes each lane keeps in flight and how little else
+// it loads. A subgroup owns RS consecutive rows. Its lanes walk K in
+// groups of GE elements; each lane loads the x of a group once (x is read
+// from L1/L2, and with one row per subgroup it was 8 bytes of x per weight
+// byte of q4_K) and applies it to all RS rows, whose loads are then in
+// flight together. UNROLL groups per trip would add more, but on the H200
+// one (the default) measured fastest.
 //
-// Defines: WG (threads), ROWS (rows per workgroup), GLU (W1 is the up
+// GMODE picks the group layout from the weight type (codegen chooses it
+// when every matrix of the kernel has that type):
+//   12  q4_K: a group is one 16-byte quad of a block's quants, i.e. 16
+//       elements of sub-block 2p (low nibbles) and 16 of 2p+1 (high), plus
+//       the block's 16-byte header (d, dmin, scales), read as two uvec4. The
+//       mins become dmin * m * sum(x) with sum(x) computed once per group.
+//   14  q6_K: 32 elements of one half of a block (4 runs of 8, one per
+//       scale row k), from 8 bytes of each ql run, 8 of qh and the 8 scales
+//       of the half; blocks are 210 bytes, so reads are 2-byte aligned.
+//   0   any type: 8 consecutive elements through dequant.glsl's DQ8.
+// The norm needs no extra pass: the lanes sum x^2 over the same groups
+// (together they cover the row) and the scale multiplies the finished dot
+// product, (x . (w * nw)) * s.
+//
+// Defines: WG (threads), RS (rows per subgroup), ROWS_WG (rows per workgroup), GMODE, GLU (W1 is the up
 // projection: y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB.
 
 layout(local_size_x = WG) in;
 
 #ifndef UNROLL
-#define UNROLL 4u
+#define UNROLL 1u
 #endif
 
-// One 8-element chunk at k0 of row n: a0 += x.W0, a1 += x.W1, ss += x.x.
-void chunk(uint xo, uint n, uint k0, inout float a0, inout float a1, inout float ss) {
-    float xv[8], wv[8];
-    load_x8(xo + k0, xv);
-#if HAS_NORM
-    float nv[8];
-    DQ8(WQ_NW, NW_TYPE, 0u, 0u, k0, nv);
-    [[unroll]] for (uint i = 0u; i < 8u; i++) {
-        ss += xv[i] * xv[i];
-        xv[i] *= nv[i];
-    }
+#if GMODE == 12
+#define GE 32u
+#define NRUN 2u
+#define RUNLEN 16u
+// First element of run i (0..NRUN-1) of group g.
+uint run_start(uint g, uint i) {
+    uint b = g >> 3u, p = (g >> 1u) & 3u, q = g & 1u;
+    return 256u * b + 64u * p + 16u * q + 32u * i;
+}
+#elif GMODE == 14
+#define GE 32u
+#define NRUN 4u
+#define RUNLEN 8u
+uint run_start(uint g, uint i) {
+    uint b = g >> 3u, h = (g >> 2u) & 1u, l0 = 8u * (g & 3u);
+    return 256u * b + 128u * h + 32u * i + l0;
+}
+#else
+#define GE 8u
+#define NRUN 1u
+#define RUNLEN 8u
+uint run_start(uint g, uint i) { return 8u * g; }
 #endif
-    DQ8(WQ_W0, W0_TYPE, W0_ROWB, n, k0, wv);
-    [[unroll]] for (uint i = 0u; i < 8u; i++) a0 += xv[i] * wv[i];
-#if GLU
-    DQ8(WQ_W1, W1_TYPE, W1_ROWB, n, k0, wv);
-    [[unroll]] for (uint i = 0u; i < 8u; i++) a1 += xv[i] * wv[i];
+
+// Weights without an int-to-float conversion (a quarter-rate instruction
+// on NVIDIA, and the q4_K GEMV did one per weight): a field q at bit s
+// (s + 6 <= 23) of a word w, masked in place and ORed into the mantissa
+// of 2^23, is the float 2^23 + q * 2^s; subtracting 2^23 leaves q * 2^s
+// exactly. The x it multiplies was scaled by 2^-s when loaded (exact, and
+// shared by every row of the group), so each product is q * x as before.
+// One LOP3 and one FADD per weight instead of a shift, an AND and an I2F.
+const float MAGIC = 8388608.0;
+float wfield(uint w, uint mask) { return uintBitsToFloat(0x4b000000u | (w & mask)) - MAGIC; }
+
+// 2^-s for element e of run i, s the bit at which its weight field sits.
+float x_prescale(uint i, uint e) {
+#if GMODE == 12
+    // bytes alternate between bit 0 and 8 of a 16-bit half; high nibbles 4 more
+    return ((e & 1u) != 0u ? 1.0 / 256.0 : 1.0) * (i != 0u ? 1.0 / 16.0 : 1.0);
+#elif GMODE == 14
+    return (e & 1u) != 0u ? 1.0 / 256.0 : 1.0;
+#else
+    return 1.0;
 #endif
 }
 
-void main() {
-    uint t = gl_WorkGroupID.y;
-    if (t >= step.T) return;
-    uint xo = t * uint(K), nch = uint(K) / 8u, S = gl_SubgroupSize;
-    uint r0 = gl_WorkGroupID.x * uint(ROWS);
-    for (uint r = gl_SubgroupID; r < uint(ROWS); r += gl_NumSubgroups) {
-        uint n = r0 + r;
-        if (n >= uint(N)) break;
-        float a0[UNROLL], a1[UNROLL], ss[UNROLL];
-        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
-            a0[u] = 0.0;
-            a1[u] = 0.0;
-            ss[u] = 0.0;
+// x of group g (normalized by nw when HAS_NORM, prescaled for wfield), the
+// sum of each run (unscaled), and ss += x.x of the raw values.
+void load_group(uint xo, uint g, out float xv[GE], out float xs[NRUN], inout float ss) {
+    [[unroll]] for (uint i = 0u; i < NRUN; i++) {
+        xs[i] = 0.0;
+        [[unroll]] for (uint c = 0u; c < RUNLEN / 8u; c++) {
+            uint k0 = run_start(g, i) + 8u * c;
+            float v[8];
+            load_x8(xo + k0, v);
+#if HAS_NORM
+            float nv[8];
+            DQ8(WQ_NW, NW_TYPE, 0u, 0u, k0, nv);
+#endif
+            [[unroll]] for (uint e = 0u; e < 8u; e++) {
+#if HAS_NORM
+                ss += v[e] * v[e];
+                v[e] *= nv[e];
+#endif
+                xs[i] += v[e];
+                xv[i * RUNLEN + 8u * c + e] = v[e] * x_prescale(i, 8u * c + e);
+            }
         }
-        uint c = gl_SubgroupInvocationID;
-        for (; c + (UNROLL - 1u) * S < nch; c += UNROLL * S)
-            [[unroll]] for (uint u = 0u; u < UNROLL; u++) chunk(xo, n, (c + u * S) * 8u, a0[u], a1[u], ss[u]);
-        for (; c < nch; c += S) chunk(xo, n, c * 8u, a0[0], a1[0], ss[0]);
-        [[unroll]] for (uint u = 1u; u < UNROLL; u++) {
-            a0[0] += a0[u];
-            a1[0] += a1[u];
-            ss[0] += ss[u];
+    }
+}
+
+#if GMODE == 12
+// x . row over group g of a q4_K weight.
+float dot_group(const uint which, uint rowb, uint row, uint g, float xv[GE], float xs[NRUN]) {
+    uint b = g >> 3u, p = (g >> 1u) & 3u, q = g & 1u;
+    uint qb = (row * rowb + b * 144u) >> 4u; /* rows and blocks are 16-byte aligned */
+    uvec4 hd = wquad(which, qb), qs = wquad(which, qb + 1u + 2u * p + q);
+    vec2 dm = unpackHalf2x16(hd.x);
+    float sc0, m0, sc1, m1, s0 = 0.0, s1 = 0.0;
+    k4_scale_min(hd.y, hd.z, hd.w, 2u * p, sc0, m0);
+    k4_scale_min(hd.y, hd.z, hd.w, 2u * p + 1u, sc1, m1);
+    [[unroll]] for (uint w = 0u; w < 4u; w++)
+        [[unroll]] for (uint h = 0u; h < 2u; h++) {
+            uint hw = qs[w] >> (16u * h); // bytes 2h, 2h+1 at bits 0 and 8
+            [[unroll]] for (uint j = 0u; j < 2u; j++) {
+                uint e = 4u * w + 2u * h + j;
+                s0 += wfield(hw, 0xfu << (8u * j)) * xv[e];
+                s1 += wfield(hw, 0xf0u << (8u * j)) * xv[16u + e];
+            }
         }
-        float s0 = subgroupAdd(a0[0]);
+    return dm.x * (sc0 * s0 + sc1 * s1) - dm.y * (m0 * xs[0] + m1 * xs[1]);
+}
+#elif GMODE == 14
+// Eight bytes at an even offset: three words, the shift chosen without a
+// branch (neighbouring lanes' blocks alternate between the two cases).
+// Reads up to off + 11, which stays inside the block for the reads below.
+uvec2 wu64(const uint which, uint off) {
+    uint i = off >> 2u, a = wword(which, i), b = wword(which, i + 1u), c = wword(which, i + 2u);
+    bool odd = (off & 2u) != 0u;
+    return odd ? uvec2((a >> 16u) | (b << 16u), (b >> 16u) | (c << 16u)) : uvec2(a, b);
+}
+
+// The 8 scale bytes of half h, which end 2 bytes before the block's d:
+// read backwards (from off - 2) so that no word past the block is touched.
+uvec2 wu64_back(const uint which, uint off) {
+    uint i = (off - 2u) >> 2u, a = wword(which, i), b = wword(which, i + 1u), c = wword(which, i + 2u);
+    bool odd = (off & 2u) != 0u;
+    return odd ? uvec2((a >> 16u) | (b << 16u), (b >> 16u) | (c << 16u)) : uvec2(b, c);
+}
+
+float dot_group(const uint which, uint rowb, uint row, uint g, float xv[GE], float xs[NRUN]) {
+    uint b = g >> 3u, h = (g >> 2u) & 1u, l0 = 8u * (g & 3u);
+    uint off = row * rowb + b * 210u;
+    uvec2 qa = wu64(which, off + 64u * h + l0), qb = wu64(which, off + 64u * h + 32u + l0);
+    uvec2 qh = wu64(which, off + 128u + 32u * h + l0), sc = wu64_back(which, off + 192u + 8u * h);
+    float d = wf16(which, off + 208u), acc = 0.0;
+    uint sl = l0 >> 4u;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        uvec2 ql = (k & 1u) != 0u ? qb : qa;
+        uint nsh = (k >> 1u) * 4u, sbyte = sl + 2u * k;
+        float s = 0.0;
+        [[unroll]] for (uint w = 0u; w < 2u; w++)
+            [[unroll]] for (uint h = 0u; h < 2u; h++) {
+                // the 6-bit values of bytes 2h, 2h+1 at bits 0 and 8 of one word
+                uint lo = (ql[w] >> (16u * h + nsh)) & 0x0f0fu;
+                uint hi = (qh[w] >> (16u * h + 2u * k)) & 0x0303u;
+                uint v = lo | (hi << 4u);
+                [[unroll]] for (uint j = 0u; j < 2u; j++)
+                    s += wfield(v, 0x3fu << (8u * j)) * xv[8u * k + 4u * w + 2u * h + j];
+            }
+        int s8 = bitfieldExtract(int(sc[sbyte >> 2u]), int(8u * (sbyte & 3u)), 8);
+        acc += float(s8) * (s - 32.0 * xs[k]);
+    }
+    return d * acc;
+}
+#endif
+
+// acc += x . row over group g, for weight `which` of type ty.
+#if GMODE == 0
+#define ROW_DOT(which, ty, rowb, row, g, xv, xs, acc)                                                       \
+    {                                                                                                      \
+        float wv_[8];                                                                                      \
+        DQ8(which, ty, rowb, row, 8u * (g), wv_);                                                          \
+        [[unroll]] for (uint e_ = 0u; e_ < 8u; e_++) acc += xv[e_] * wv_[e_];                              \
+    }
+#else
+#define ROW_DOT(which, ty, rowb, row, g, xv, xs, acc) acc += dot_group(which, rowb, row, g, xv, xs)
+#endif
+
+float a0[RS], a1[RS];
+uint rows[RS];
+
+void group(uint xo, uint g, inout float ss) {
+    float xv[GE], xs[NRUN];
+    load_group(xo, g, xv, xs, ss);
+    [[unroll]] for (uint r = 0u; r < RS; r++) {
+        ROW_DOT(WQ_W0, W0_TYPE, W0_ROWB, rows[r], g, xv, xs, a0[r]);
 #if GLU
-        float s1 = subgroupAdd(a1[0]);
+        ROW_DOT(WQ_W1, W1_TYPE, W1_ROWB, rows[r], g, xv, xs, a1[r]);
+#endif
+    }
+}
+
+// Rows n0 .. n0+RS-1 (those below N) of token t: one subgroup.
+void rows_of(uint t, uint n0) {
+    uint xo = t * uint(K), NG = uint(K) / GE, S = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
+    [[unroll]] for (uint r = 0u; r < RS; r++) {
+        a0[r] = 0.0;
+        a1[r] = 0.0;
+        rows[r] = min(n0 + r, uint(N) - 1u); // a tail row repeats the last one; not written
+    }
+    float ss = 0.0;
+    uint g = lane;
+    for (; g + (UNROLL - 1u) * S < NG; g += UNROLL * S)
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) group(xo, g + u * S, ss);
+    for (; g < NG; g += S) group(xo, g, ss);
+#if HAS_NORM
+    float sc = inversesqrt(subgroupAdd(ss) / float(K) + NORM_EPS);
+#endif
+    [[unroll]] for (uint r = 0u; r < RS; r++) {
+        float s0 = subgroupAdd(a0[r]);
+#if GLU
+        float s1 = subgroupAdd(a1[r]);
 #endif
 #if HAS_NORM
-        float sc = inversesqrt(subgroupAdd(ss[0]) / float(K) + NORM_EPS);
         s0 *= sc;
 #if GLU
         s1 *= sc;
 #endif
 #endif
-        if (subgroupElect()) {
+        uint n = n0 + r;
+        if (lane == r % S && n < uint(N)) {
 #if GLU
             float v = silu(s0) * s1;
 #else
@@ -84,5 +233,18 @@ void main() {
 #endif
             yout[t * uint(N) + n] = ACT_T(epilogue(t, n, v));
         }
+    }
+}
+
+// A workgroup owns ROWS_WG rows (codegen sized the grid for that). Its
+// subgroups take RS of them at a time: on a device whose subgroups are
+// larger than the target's there are fewer subgroups, and each takes more.
+void main() {
+    uint t = gl_WorkGroupID.y;
+    if (t >= step.T) return;
+    for (uint r = gl_SubgroupID * uint(RS); r < uint(ROWS_WG); r += gl_NumSubgroups * uint(RS)) {
+        uint n0 = gl_WorkGroupID.x * uint(ROWS_WG) + r;
+        if (n0 >= uint(N)) break; // uniform in the subgroup, which uses no barrier
+        rows_of(t, n0);
     }
 }
