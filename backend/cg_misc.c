@@ -55,12 +55,18 @@ static void token_grid(zcg_kernel *k, int64_t per, int64_t wg) {
     k->groups[2] = (zcg_affine){0, 1, 1};
 }
 
-static zstatus finish(zcg_kernel *k, zarena *a, const char *const *defs, const char *file, const zcg_opts *o,
-                      zdiag *d) {
-    const char *files[] = {file, NULL};
+/* Composes the kernel from its library files and template (NULL-terminated). */
+static zstatus finish_files(zcg_kernel *k, zarena *a, const char *const *defs, const char *const *files,
+                            const zcg_opts *o, zdiag *d) {
     k->glsl = zcg_compose(a, defs, files, o);
     if (!k->glsl) return zdiag_set(d, ZE_NOMEM, "codegen: cannot compose kernel '%s'", k->name);
     return ZOK;
+}
+
+static zstatus finish(zcg_kernel *k, zarena *a, const char *const *defs, const char *file, const zcg_opts *o,
+                      zdiag *d) {
+    const char *files[] = {file, NULL};
+    return finish_files(k, a, defs, files, o, d);
 }
 
 static zstatus check_tokens(const zir_node *n, const zcg_opts *o, zdiag *d) {
@@ -86,7 +92,8 @@ static zstatus gen_rms_norm(const zir_node *n, const zcg_opts *o, zarena *a, zcg
     const char *defs[] = {"N",  zcg_i64(a, len), "ROWS_PER_T", zcg_i64(a, per / len),
                           "WG", zcg_i64(a, wg),  "EPS",        zarena_printf(a, "float(%.9g)", n->attr.eps),
                           NULL};
-    return finish(k, a, defs, "rms_norm", o, d);
+    static const char *const files[] = {"wg_reduce", "rms_norm", NULL};
+    return finish_files(k, a, defs, files, o, d);
 }
 
 /* add and swiglu: out = op(a, b), b broadcast over the leading dims. */
@@ -183,11 +190,10 @@ static zstatus turn_tables(const zir_node *n, const float *factor, zarena *a, co
     return ZOK;
 }
 
-static zstatus gen_rope(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
-    const zir_value *x = n->in[0], *ff = n->in[1];
-    int64_t per;
-    if (!per_token(x, &per) || x->rank != 3) return unsupported(d, n, "expected an input of shape [T, H, D]");
-    int64_t H = x->shape[1], D = x->shape[2];
+/* What RoPE node n needs from rope_lib.glsl: defines appended to defs at
+ * *nd (D, NR, NPAIR, NEOX and the angle tables U1..U3). */
+static zstatus rope_defs(const zir_node *n, int64_t D, zarena *a, const char **defs, int *nd, zdiag *d) {
+    const zir_value *ff = n->in[1];
     int nr = n->attr.rope.n_rot;
     bool neox = n->attr.rope.mode == ZROPE_NEOX;
     if (nr < 2 || nr % 2 || nr > D) return unsupported(d, n, "expected an even n_rot <= head_dim");
@@ -197,17 +203,97 @@ static zstatus gen_rope(const zir_node *n, const zcg_opts *o, zarena *a, zcg_ker
     const char *tab[3];
     if (turn_tables(n, ff ? (const float *)ff->data : NULL, a, tab))
         return zdiag_set(d, ZE_NOMEM, "codegen: out of memory");
-    snprintf(k->name, sizeof k->name, "rope_%s_h%lld_d%lld_r%d%s", neox ? "neox" : "norm", (long long)H,
-             (long long)D, nr, ff ? "+ff" : "");
+    const char *kv[] = {"D",     zcg_i64(a, D),
+                        "NR",    zcg_i64(a, nr),
+                        "NPAIR", zcg_i64(a, nr / 2),
+                        "NEOX",  neox ? "1" : "0",
+                        "U1",    tab[0],
+                        "U2",    tab[1],
+                        "U3",    tab[2]};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        defs[(*nd)++] = kv[i];
+    return ZOK;
+}
+
+static zstatus gen_rope(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
+    const zir_value *x = n->in[0];
+    int64_t per;
+    if (!per_token(x, &per) || x->rank != 3) return unsupported(d, n, "expected an input of shape [T, H, D]");
+    int64_t H = x->shape[1], D = x->shape[2];
+    int nr = n->attr.rope.n_rot, nd = 4;
+    const char *defs[24] = {"H", zcg_i64(a, H), "WG", "64"};
+    zstatus s = rope_defs(n, D, a, defs, &nd, d);
+    if (s) return s;
+    defs[nd] = NULL;
+    snprintf(k->name, sizeof k->name, "rope_%s_h%lld_d%lld_r%d%s",
+             n->attr.rope.mode == ZROPE_NEOX ? "neox" : "norm", (long long)H, (long long)D, nr,
+             n->in[1] ? "+ff" : "");
     bind(k, x, false);
     bind(k, n->out, true);
-    int64_t wg = 64;
-    token_grid(k, H * (nr / 2 + (D - nr)), wg);
-    const char *defs[] = {
-        "H",    zcg_i64(a, H),    "D",  zcg_i64(a, D),  "NR", zcg_i64(a, nr), "NPAIR", zcg_i64(a, nr / 2),
-        "NEOX", neox ? "1" : "0", "WG", zcg_i64(a, wg), "U1", tab[0],         "U2",    tab[1],
-        "U3",   tab[2],           NULL};
-    return finish(k, a, defs, "rope", o, d);
+    token_grid(k, H * (nr / 2 + (D - nr)), 64);
+    static const char *const files[] = {"rope_lib", "rope", NULL};
+    return finish_files(k, a, defs, files, o, d);
+}
+
+/* The body of a head kernel (ZKT_HEAD): [rms_norm] [rope] [kv_store]. */
+static zstatus head_body(const zir_node *n, const zir_node **norm, const zir_node **rope,
+                         const zir_node **store, zdiag *d) {
+    *norm = *rope = *store = NULL;
+    for (int i = 0; i < n->n_body; i++) {
+        const zir_node *b = n->body[i];
+        const zir_node **slot = b->op == ZOP_RMS_NORM   ? norm
+                                : b->op == ZOP_ROPE     ? rope
+                                : b->op == ZOP_KV_STORE ? store
+                                                        : NULL;
+        if (!slot || *slot)
+            return unsupported(d, n, "a head kernel holds one each of rms_norm, rope, kv_store");
+        *slot = b;
+    }
+    return ZOK;
+}
+
+/* q or k preparation: one workgroup per head and token (head.glsl). */
+static zstatus gen_head(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
+    const zir_node *norm, *rope, *store;
+    zstatus s = head_body(n, &norm, &rope, &store, d);
+    if (s) return s;
+    const zir_value *x = n->body[0]->in[0];
+    int64_t per;
+    if (!per_token(x, &per) || x->rank != 3)
+        return unsupported(d, n, "expected a head input of shape [T, H, D]");
+    int64_t H = x->shape[1], D = x->shape[2];
+    if (norm && (!f32_weight(norm->in[1], D) || norm->in[1]->rank != 1 || norm->in[1]->shape[0] != D))
+        return unsupported(d, n, "expected an f32 norm weight as long as the head");
+    if (store && (store->in[1]->role != ZR_KV || store->in[1]->rank != 3 || store->in[1]->shape[1] != H ||
+                  store->in[1]->shape[2] != D))
+        return unsupported(d, n, "expected a [C, H, D] cache matching the heads");
+    int64_t wg = D >= 64 ? 64 : 32;
+    int nd = 0;
+    const char *defs[40];
+    const char *kv[] = {"H",         zcg_i64(a, H),    "WG",       zcg_i64(a, wg),
+                        "HAS_NORM",  norm ? "1" : "0", "HAS_ROPE", rope ? "1" : "0",
+                        "HAS_STORE", store ? "1" : "0"};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        defs[nd++] = kv[i];
+    if (rope && (s = rope_defs(rope, D, a, defs, &nd, d))) return s;
+    if (!rope) defs[nd++] = "D", defs[nd++] = zcg_i64(a, D);
+    bind(k, x, false);
+    if (norm) {
+        bind(k, norm->in[1], false);
+        defs[nd++] = "B_NW", defs[nd++] = "2";
+        defs[nd++] = "EPS", defs[nd++] = zarena_printf(a, "float(%.9g)", norm->attr.eps);
+    }
+    bind(k, store ? store->in[1] : n->out, true); /* a store's output is a view of its cache */
+    defs[nd++] = "B_Y", defs[nd++] = zcg_i64(a, k->n_bind);
+    defs[nd] = NULL;
+    snprintf(k->name, sizeof k->name, "head%s%s%s_h%lld_d%lld", norm ? "_norm" : "", rope ? "_rope" : "",
+             store ? "_store" : "", (long long)H, (long long)D);
+    k->groups[0] = (zcg_affine){0, H, 1};
+    k->groups[1] = (zcg_affine){1, 0, 1};
+    k->groups[2] = (zcg_affine){0, 1, 1};
+    static const char *const with_rope[] = {"wg_reduce", "rope_lib", "head", NULL};
+    static const char *const without[] = {"wg_reduce", "head", NULL};
+    return finish_files(k, a, defs, rope ? with_rope : without, o, d);
 }
 
 zstatus zcg_misc(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
@@ -215,6 +301,7 @@ zstatus zcg_misc(const zir_graph *g, const zir_node *n, const zcg_opts *o, zaren
     memset(out, 0, sizeof *out);
     zstatus s = check_tokens(n, o, d);
     if (s) return s;
+    if (n->op == ZOP_KERNEL && n->kp.tmpl == ZKT_HEAD) return gen_head(n, o, a, out, d);
     switch (n->op) {
     case ZOP_RMS_NORM: return gen_rms_norm(n, o, a, out, d);
     case ZOP_ADD:

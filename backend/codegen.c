@@ -88,6 +88,7 @@ zstatus zcg_node(const zir_graph *g, const zir_node *n, const zcg_opts *o, zaren
         case ZKT_MATMUL:
         case ZKT_GATE_UP_SWIGLU:
         case ZKT_MLP: return zcg_matmul_family(g, n, o, a, out, d);
+        case ZKT_HEAD: return zcg_misc(g, n, o, a, out, d);
         default: break;
         }
         return zdiag_set(d, ZE_UNSUPPORTED, "codegen: kernel '%s' has template %s, which has no generator",

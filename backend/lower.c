@@ -167,6 +167,7 @@ static zstatus plan_memory(lw *w, const zir_graph *g, zplan_phase ph) {
         w->off[i] = UINT64_MAX;
     live_ends(g, end);
     int n_iv = 0, n_live = 0;
+    uint64_t next = 0;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const zir_value *v = g->nodes[i]->out;
         if (!in_arena(g, v)) continue;
@@ -176,7 +177,12 @@ static zstatus plan_memory(lw *w, const zir_graph *g, zplan_phase ph) {
         for (int j = 0; j < n_live; j++)
             if (live[j].end >= (int)i) live[k++] = live[j];
         n_live = k;
-        iv[n_iv] = (interval){v->id, (int)i, e, size, place(live, n_live, size)};
+        /* Decode values are a token wide: each gets its own place, so that
+         * reusing a slot never orders two dispatches that are otherwise
+         * independent (a write-after-read barrier). Prefill reuses slots. */
+        uint64_t at = ph == ZPLAN_DECODE ? next : place(live, n_live, size);
+        next = at + size;
+        iv[n_iv] = (interval){v->id, (int)i, e, size, at};
         live[n_live++] = iv[n_iv];
         w->off[v->id] = iv[n_iv].off;
         w->size[v->id] = size;

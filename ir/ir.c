@@ -129,6 +129,19 @@ zir_node *zir_node_add(zir_graph *g, zir_op op, const char *name, zir_value *con
     return n;
 }
 
+void zir_node_move(zir_graph *g, zir_node *n, uint32_t pos) {
+    uint32_t from = n->id;
+    if (pos >= g->n_nodes || from >= g->n_nodes || g->nodes[from] != n) return;
+    if (from < pos)
+        memmove(&g->nodes[from], &g->nodes[from + 1], sizeof *g->nodes * (pos - from));
+    else
+        memmove(&g->nodes[pos + 1], &g->nodes[pos], sizeof *g->nodes * (from - pos));
+    g->nodes[pos] = n;
+    uint32_t lo = from < pos ? from : pos, hi = from < pos ? pos : from;
+    for (uint32_t i = lo; i <= hi; i++)
+        g->nodes[i]->id = i;
+}
+
 int64_t zir_value_elems(const zir_value *v, const zir_step *s) {
     int64_t n = 1;
     for (int i = 0; i < v->rank; i++)

@@ -128,6 +128,7 @@ typedef enum zir_ktemplate {
     ZKT_GATE_UP_SWIGLU, /* [rms_norm] matmul matmul swiglu */
     ZKT_MLP,            /* [rms_norm] matmul matmul swiglu matmul [add]: intermediate staged on chip */
     ZKT_ATTENTION,      /* attn_scores softmax_causal attn_mix */
+    ZKT_HEAD,           /* per-head [rms_norm] [rope] [kv_store]: q/k preparation in one pass over a head */
     ZKT_COUNT
 } zir_ktemplate;
 const char *zir_ktemplate_name(zir_ktemplate t);
@@ -202,6 +203,10 @@ zir_node *zir_node_add(zir_graph *g, zir_op op, const char *name, zir_value *con
  * computing them. Only the last body node's output may be used outside the
  * body. The kernel takes the position of the last body node. */
 zir_node *zir_fuse(zir_graph *g, zir_node *const *body, int n, const zir_kparams *kp, zdiag *d);
+
+/* Moves top-level node n to position pos of the node list (the nodes
+ * between shift by one); the caller keeps the order a dependency order. */
+void zir_node_move(zir_graph *g, zir_node *n, uint32_t pos);
 
 /* Re-infers n's output shape and compares it with the recorded one: code on
  * a mismatch (the verifier passes ZE_INTERNAL, the shape pass ZE_INVALID). */

@@ -18,6 +18,19 @@ static double dispatch_bytes(const zpass_opts *o, int dispatches) {
            (double)zcost_step_tokens(o);
 }
 
+/* A measured efficiency of 0 means unmeasured: priced at full bandwidth. */
+static double eff(double e) {
+    return e > 0 ? e : 1;
+}
+
+/* Weight bytes as the time they take: decode kernels stream them at their
+ * family's measured fraction of the bandwidth (ztarget's *_eff), so a
+ * kernel that reads slowly pays for it in the same unit as the bytes it
+ * saves. Prefill reads are shared by the tile and priced as they are. */
+static double weight_time(const zpass_opts *o, double bytes, double e) {
+    return o->phase == ZPH_DECODE ? bytes / eff(e) : bytes;
+}
+
 static void finish(const zpass_opts *o, zcost_option *x) {
     x->dispatch = dispatch_bytes(o, x->dispatches);
     x->total = x->act + x->weight + x->partial + x->dispatch;
@@ -33,7 +46,7 @@ static void staged_like(const zpass_opts *o, const zcost_mlp *m, zcost_option *x
                         .dispatches = disp,
                         .crossings = cross};
     x->act = cross * (double)m->ff * o->target->act_bytes;
-    x->weight = wb / x->token_tile;
+    x->weight = weight_time(o, wb / x->token_tile, o->target->gemv_eff);
     finish(o, x);
 }
 
@@ -82,10 +95,16 @@ static void full_mlp_decode(const zpass_opts *o, const zcost_mlp *m, zcost_optio
         x->total = INFINITY;
         return;
     }
-    x->weight = m->w_gate + m->w_up + m->w_down;
+    /* mlp_split_eff was measured with a workgroup on every compute unit;
+     * fewer slices than units leave the rest idle (Qwen3-0.6B's ff 3072 has
+     * 48 slices of 64 for 132 SMs, and ran at a third of that). */
+    double busy = split < o->target->n_cu ? (double)split / o->target->n_cu : 1.0;
+    x->weight = weight_time(o, m->w_gate + m->w_up + m->w_down, o->target->mlp_split_eff * busy);
     x->partial = split > 1 ? 2.0 * split * acc : 0;
     snprintf(x->note, sizeof x->note,
-             "intermediate split over %d workgroups: %d hidden-wide fp32 partial sums", split, split);
+             "intermediate split over %d workgroups: %d hidden-wide fp32 partial sums; weights streamed at "
+             "%.0f%% of bandwidth (GEMV %.0f%%)",
+             split, split, 100 * eff(o->target->mlp_split_eff) * busy, 100 * eff(o->target->gemv_eff));
     finish(o, x);
 }
 
@@ -121,6 +140,9 @@ void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt
     opt[1].feasible = true;
     opt[1].weight = kv / qt;
     if (o->phase == ZPH_DECODE) { /* split the context so the device fills: online-softmax partials */
+        /* One workgroup per compute unit. Four (shorter key walks, more
+         * partials to combine) measured 7 % faster attention on the 8B
+         * shape but 31 % slower on the 0.6B on the H200 (docs/performance.md). */
         int64_t s = (o->target->n_cu + a->heads - 1) / a->heads;
         int64_t max_s = a->ctx / KV_BLOCK > 0 ? a->ctx / KV_BLOCK : 1;
         opt[1].split = (int)(s < max_s ? s : max_s);

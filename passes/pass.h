@@ -33,6 +33,12 @@ typedef struct ztarget {
     double fuse_threshold; /* default: bytes per token per layer a fusion must save */
     bool coopmat;          /* cooperative matrix available */
     int act_bytes;         /* bytes per element of activations kept in VRAM (2: fp16) */
+    /* Decode streams the weights once per token; how fast depends on the
+     * kernel's shape, so each family has its measured fraction of
+     * bandwidth_gbs (docs/performance.md): the GEMV (many workgroups, rows
+     * streamed whole) and the split MLP (one workgroup per slice of the
+     * intermediate, down read in short column strips). 0 reads as 1. */
+    double gemv_eff, mlp_split_eff;
 } ztarget;
 
 /* Returns the named profile (llvmpipe, h200, rdna4, generic) or NULL. */

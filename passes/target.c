@@ -18,7 +18,9 @@ static const ztarget targets[] = {
      .prefill_tile = 16,
      .fuse_threshold = 256,
      .coopmat = false,
-     .act_bytes = 4},
+     .act_bytes = 4,
+     .gemv_eff = 1,
+     .mlp_split_eff = 1},
     /* NVIDIA H200 under Vulkan: 132 SMs, 48 KiB shared memory per workgroup
      * (the Vulkan limit), 4.0 TB/s measured copy bandwidth (read + write). */
     {.name = "h200",
@@ -31,7 +33,13 @@ static const ztarget targets[] = {
      .prefill_tile = 64,
      .fuse_threshold = 1024,
      .coopmat = true,
-     .act_bytes = 2},
+     .act_bytes = 2,
+     /* zinc bench --profile, Qwen3-8B shape decode (docs/performance.md):
+      * the split MLP streamed 85-98 MB a layer in 133-152 us (~650 GB/s),
+      * the gate+up GEMV 56.6 MB in 43 us and down 28-41 MB in 27-35 us
+      * (~1.2-1.3 TB/s) */
+     .gemv_eff = 0.3,
+     .mlp_split_eff = 0.16},
     /* AMD RDNA4 (RX 9070 XT): 64 CUs, 64 KiB LDS, 640 GB/s, wave32/64. */
     {.name = "rdna4",
      .subgroup = 32,

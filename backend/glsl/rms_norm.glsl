@@ -2,18 +2,14 @@
 // for any rank: a [T, n] hidden state or per-head [T, H, D] rows.
 // One workgroup per row: gl_WorkGroupID.x is the row within its token,
 // gl_WorkGroupID.y the token (so a long prefill stays under the 65535 limit
-// of one grid axis). The sum of squares is a subgroup reduction, then one
-// partial per subgroup in shared memory: correct for any subgroup size,
-// since the same kernel runs on devices other than the one it was tuned for.
+// of one grid axis). The sum of squares is wg_reduce.glsl's.
 // Defines: N (row length), ROWS_PER_T (rows per token), WG (threads), EPS.
-#extension GL_KHR_shader_subgroup_arithmetic : require
 
 layout(local_size_x = WG) in;
 layout(std430, set = 0, binding = 1) readonly buffer X { ACT_T x[]; };
 layout(std430, set = 0, binding = 2) readonly buffer W { uint w[]; }; // f32 weight as raw words
 layout(std430, set = 0, binding = 3) writeonly buffer Y { ACT_T y[]; };
 
-shared float partial[WG];
 
 void main() {
     uint t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
@@ -24,11 +20,7 @@ void main() {
         float v = float(x[base + i]);
         ss += v * v;
     }
-    ss = subgroupAdd(ss);
-    if (subgroupElect()) partial[gl_SubgroupID] = ss;
-    barrier();
-    float tot = 0.0;
-    for (uint s = 0; s < gl_NumSubgroups; s++) tot += partial[s];
+    float tot = wg_sum(ss);
     float scale = 1.0 / sqrt(tot / float(N) + EPS);
     // (x * scale) * w, in the interpreter's order.
     for (uint i = tid; i < N; i += WG) y[base + i] = ACT_T(float(x[base + i]) * scale * uintBitsToFloat(w[i]));

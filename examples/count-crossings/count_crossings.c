@@ -53,10 +53,17 @@ static const zir_value *root(const zir_value *v) {
     return v;
 }
 
-/* The output of a KV-cache store is a window on the cache, not a new value:
- * reading it is cache traffic, which the cost model prices separately. */
+/* What computes a node's output: itself, or a fused kernel's last body node. */
+static const zir_node *tail_of(const zir_node *n) {
+    return n->op == ZOP_KERNEL ? n->body[n->n_body - 1] : n;
+}
+
+/* The output of a KV-cache store (alone or ending a kernel) is a window on
+ * the cache, not a new value: reading it is cache traffic, which the cost
+ * model prices separately. */
 static bool is_activation(const zir_value *v) {
-    return v->role == ZR_ACTIVATION && !(v->producer && (zir_ops[v->producer->op].flags & ZF_STATEFUL));
+    return v->role == ZR_ACTIVATION &&
+           !(v->producer && (zir_ops[tail_of(v->producer)->op].flags & ZF_STATEFUL));
 }
 
 static void cross(cc_cell *c, const zir_value *v, const zpass_opts *o) {
@@ -71,8 +78,9 @@ static void cross(cc_cell *c, const zir_value *v, const zpass_opts *o) {
 static void count_node(cc_table *t, const zir_node *n, const zpass_opts *o) {
     cc_cell *c = cell(t, n);
     c->dispatches++;
-    bool stateful = zir_ops[n->op].flags & ZF_STATEFUL;
-    cross(c, stateful ? n->in[0] : n->out, o); /* a store writes the new rows */
+    const zir_node *tail = tail_of(n);
+    bool stateful = zir_ops[tail->op].flags & ZF_STATEFUL;
+    cross(c, stateful ? tail->in[0] : n->out, o); /* a store writes the new rows */
     for (int i = 0; i < n->n_in; i++) {
         if (!n->in[i] || !is_activation(root(n->in[i]))) continue;
         bool seen = false;
@@ -109,15 +117,17 @@ typedef struct args {
 
 static int usage(const char *why) {
     if (why) fprintf(stderr, "count-crossings: %s\n", why);
-    fprintf(stderr, "usage: count-crossings MODEL.gguf [--target NAME] [--phase prefill|decode] [--ctx N] "
-                    "[--passes a,b,c]\n");
-    return 2;
+    fprintf(why ? stderr : stdout,
+            "usage: count-crossings MODEL.gguf [--target NAME] [--phase prefill|decode] [--ctx N] "
+            "[--passes a,b,c]\n");
+    return why ? 2 : 0;
 }
 
 static int parse(int argc, char **argv, args *a) {
     *a = (args){.target = "h200", .phase = ZPH_DECODE, .ctx = 4096};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) exit(usage(NULL));
         if (argv[i][0] != '-' && !a->model)
             a->model = argv[i];
         else if (!v)

@@ -26,29 +26,31 @@ function(expect_line regex)
 endfunction()
 
 # Decode on h200 (fp16): per layer the staged MLP is 6 dispatches and 14
-# crossings, 6 of them of the 768-wide intermediate; fused it is one kernel
-# that reads the residual stream and writes it back.
+# crossings, 6 of them of the 768-wide intermediate; fused it is two GEMVs
+# (gate+up+SwiGLU, down + residual) with 5 crossings, 2 wide.
 run_example(0 ${model} --target h200 --phase decode)
 message(STATUS "${out}")
 expect_line("count-crossings: qwen3, 2 layers, hidden 256, ff 768; target h200, decode, ctx 4096")
-expect_line("\n0 +mlp +6 +1 +14 +2 +6 +0 +13\\.0 +1\\.0\n")
-expect_line("\n1 +mlp +6 +1 +14 +2 +6 +0 +13\\.0 +1\\.0\n")
-expect_line("\n0 +attn +15 +12 +31 +25 +4 +0 +139\\.0 +10\\.0\n")
-expect_line("\ntotal +45 +28 +95 +57 +21 +1 +307\\.0 +24\\.0\n")
+expect_line("\n0 +mlp +6 +2 +14 +5 +6 +2 +13\\.0 +4\\.5\n")
+expect_line("\n1 +mlp +6 +2 +14 +5 +6 +2 +13\\.0 +4\\.5\n")
+expect_line("\n0 +attn +15 +8 +31 +17 +4 +0 +139\\.0 +7\\.0\n")
+expect_line("\ntotal +45 +22 +95 +47 +21 +5 +307\\.0 +25\\.0\n")
 
 # Prefill on h200 with hidden 256: the whole MLP still fits on chip.
 run_example(0 ${model} --target h200 --phase prefill)
 expect_line("\n0 +mlp +6 +1 +14 +2 +6 +0 ")
 
-# Only fuse-mlp, without the norm and residual passes: the MLP kernel reads
-# the normalized input and writes the down projection for the add.
+# Only fuse-mlp, without the norm and residual passes: the norm, the
+# gate+up+SwiGLU kernel, down and the add stay four dispatches.
 run_example(0 ${model} --passes shape,width,fuse-mlp)
-expect_line("\n0 +mlp +6 +3 +14 +7 +6 +0 +13\\.0 +3\\.5\n")
+expect_line("\n0 +mlp +6 +4 +14 +9 +6 +2 +13\\.0 +6\\.5\n")
 
 # Errors are one line naming what is wrong.
 run_example(1 ${model} --passes shape,bogus)
 expect_line("unknown pass 'bogus'")
 run_example(1 ${WORK}/no-such-model.gguf)
 expect_line("count-crossings: .*no-such-model.gguf")
+run_example(0 --help)
+expect_line("usage: count-crossings MODEL.gguf")
 run_example(2 ${model} --target nope)
 expect_line("unknown target")

@@ -153,7 +153,9 @@ static bool body_fits(zir_ktemplate t, const char *b) {
         [ZKT_MLP] = {"matmul matmul swiglu matmul", "rms_norm matmul matmul swiglu matmul",
                      "matmul matmul swiglu matmul add", "rms_norm matmul matmul swiglu matmul add"},
         [ZKT_ATTENTION] = {"attn_scores softmax_causal attn_mix"},
+        [ZKT_HEAD] = {"rms_norm rope", "rms_norm rope kv_store", "rope kv_store"},
     };
+    _Static_assert(sizeof ok / sizeof ok[0] == ZKT_COUNT, "a body list per template");
     for (int i = 0; i < 4; i++)
         if (ok[t][i] && !strcmp(ok[t][i], b)) return true;
     return false;
@@ -187,13 +189,15 @@ static census take_census(const zir_graph *g) {
 
 /* ---- what each pass must fuse, by hand --------------------------------- */
 
-typedef enum pipe { P_DEQUANT, P_ATTN, P_MLP, P_NORM, P_RESIDUAL, P_DEFAULT, P_COUNT } pipe;
-static const char *const pipe_names[P_COUNT] = {"fuse-dequant", "fuse-attn",     "fuse-mlp",
-                                                "fuse-norm",    "fuse-residual", "default"};
+typedef enum pipe { P_DEQUANT, P_ATTN, P_MLP, P_NORM, P_RESIDUAL, P_HEAD, P_DEFAULT, P_COUNT } pipe;
+static const char *const pipe_names[P_COUNT] = {"fuse-dequant",  "fuse-attn", "fuse-mlp", "fuse-norm",
+                                                "fuse-residual", "fuse-head", "default"};
 
 /* The MLP of the equivalence model (hidden 512, ff 1536, Q4_K):
- * - decode: one fused kernel everywhere; removing three dispatches saves
- *   more than the hidden-wide partial sums cost;
+ * - decode: one fused kernel on llvmpipe and rdna4 (removing three
+ *   dispatches saves more than the partial sums cost); on h200 gate+up+
+ *   SwiGLU, then down: 24 slices would leave most SMs idle, and the
+ *   measured GEMV streams faster than the split MLP (passes/target.c);
  * - prefill on the GPUs: the on-chip accumulator of 4 x (512 + 64) B per
  *   token cuts the 64-token tile to 21 (h200, 48 KiB) or 28 (rdna4, 64 KiB)
  *   tokens, and re-reading ~1.4 MB of weights 3x / 2.3x as often costs more
@@ -201,12 +205,15 @@ static const char *const pipe_names[P_COUNT] = {"fuse-dequant", "fuse-attn",    
  * - prefill on llvmpipe: its tile is 16 and 32 KiB holds 14, so the full
  *   MLP costs almost no extra weight traffic and wins. */
 static zir_ktemplate mlp_choice(const char *target, zpass_phase ph) {
-    if (ph == ZPH_DECODE) return ZKT_MLP;
+    if (ph == ZPH_DECODE) return strcmp(target, "h200") ? ZKT_MLP : ZKT_GATE_UP_SWIGLU;
     return strcmp(target, "llvmpipe") ? ZKT_GATE_UP_SWIGLU : ZKT_MLP;
 }
 
 static census expected(zmk_arch arch, pipe p, const char *target, zpass_phase ph) {
     int L = (int)EQ_SHAPE.layers, bias = arch == ZMK_QWEN2 ? 3 * L : 0;
+    /* q: norm + rope (qwen3); k: [norm +] rope + store; llama's and qwen2's
+     * q rope alone is no fusion */
+    int heads = arch == ZMK_QWEN3 ? 2 * L : L;
     zir_ktemplate mlp = mlp_choice(target, ph);
     census c = {0};
     /* embed + q, k, v, o, gate, up, down per layer + logits: all Q4_K or Q6_K */
@@ -215,15 +222,20 @@ static census expected(zmk_arch arch, pipe p, const char *target, zpass_phase ph
     case P_DEQUANT: c.dequant_fused = dq; break;
     case P_ATTN: c.kernels[ZKT_ATTENTION] = L; break;
     case P_MLP: c.kernels[mlp] = L; break;
-    case P_NORM: c.kernels[ZKT_MATMUL] = 1; break; /* only the output norm has one consumer */
+    /* the output norm has one consumer; the attention norm is recomputed by
+     * q, k and v, the MLP norm by gate and up (no MLP kernel yet) */
+    case P_NORM: c.kernels[ZKT_MATMUL] = 1 + 5 * L; break;
     case P_RESIDUAL: c.kernels[ZKT_MATMUL] = 2 * L + bias; break;
+    case P_HEAD: c.kernels[ZKT_HEAD] = heads; break;
     case P_DEFAULT:
         c.dequant_fused = dq;
         c.kernels[ZKT_ATTENTION] = L;
         c.kernels[mlp] = L;
-        /* attn_out + residual, output norm + logits, biases, and down +
-         * residual when the down projection is outside the MLP kernel */
-        c.kernels[ZKT_MATMUL] = L + 1 + bias + (mlp == ZKT_MLP ? 0 : L);
+        c.kernels[ZKT_HEAD] = heads;
+        /* attn_out + residual, output norm + logits, q, k and v with the
+         * attention norm (and their biases), and down + residual when the
+         * down projection is outside the MLP kernel */
+        c.kernels[ZKT_MATMUL] = L + 1 + 3 * L + (mlp == ZKT_MLP ? 0 : L);
         break;
     default: break;
     }
@@ -318,6 +330,7 @@ static void check_pipe(zmk_arch arch, pipe p) {
     EQ_TEST(arch_name, ARCH, fuse_mlp, P_MLP)                                                                \
     EQ_TEST(arch_name, ARCH, fuse_norm, P_NORM)                                                              \
     EQ_TEST(arch_name, ARCH, fuse_residual, P_RESIDUAL)                                                      \
+    EQ_TEST(arch_name, ARCH, fuse_head, P_HEAD)                                                              \
     EQ_TEST(arch_name, ARCH, default_pipeline, P_DEFAULT)
 EQ_ARCH(qwen3, ZMK_QWEN3)
 EQ_ARCH(llama, ZMK_LLAMA)
@@ -541,8 +554,9 @@ static char *print_of(const zir_graph *g) {
 /* Disabling a pass is the same as leaving it out of the list. */
 Test(manager, disable_pass_removes_it) {
     gguf_file *f = make_model(ZMK_QWEN2, ZMK_Q4_K_M, GOLDEN_SHAPE, "dis.gguf");
-    zpass_opts o = opts_for("h200", ZPH_DECODE, NULL);
-    zir_graph *a = NULL, *b = compile(f, "shape,width,fuse-dequant,fuse-mlp,fuse-norm,fuse-residual", &o);
+    zpass_opts o = opts_for("rdna4", ZPH_DECODE, NULL); /* where decode takes the whole MLP */
+    zir_graph *a = NULL,
+              *b = compile(f, "shape,width,fuse-dequant,fuse-head,fuse-mlp,fuse-norm,fuse-residual", &o);
     zdiag d = {0};
     cr_assert_eq(zir_build_from_gguf(f, &a, &d), ZOK, "%s", d.msg);
     cr_assert_eq(zpass_run_pipeline(a, NULL, "fuse-attn", &o, &d), ZOK, "%s", d.msg);
@@ -681,7 +695,7 @@ Test(targets, choose_differently) {
         {"h200", ZPH_PREFILL, "l1.act", ZKT_GATE_UP_SWIGLU, 64, 1, 16, 1},
         {"rdna4", ZPH_PREFILL, "l1.act", ZKT_GATE_UP_SWIGLU, 64, 1, 16, 1},
         {"llvmpipe", ZPH_DECODE, "l1.resid_mlp", ZKT_MLP, 1, 2, 1, 1},
-        {"h200", ZPH_DECODE, "l1.resid_mlp", ZKT_MLP, 1, 24, 1, 17},
+        {"h200", ZPH_DECODE, "l1.act", ZKT_GATE_UP_SWIGLU, 1, 1, 1, 17},
         {"rdna4", ZPH_DECODE, "l1.resid_mlp", ZKT_MLP, 1, 24, 1, 8},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -714,7 +728,8 @@ Test(targets, tile_zero_means_the_targets) {
         cr_expect_geq(k->kp.token_tile, 1, "kernel '%s' has tile %d", k->out->name, k->kp.token_tile);
         if (k->kp.tmpl == ZKT_MATMUL) cr_expect_eq(k->kp.token_tile, 64, "kernel '%s'", k->out->name);
     }
-    cr_expect_eq(n, 7, "%d kernels", n); /* 3 biases, attention, attn_out, MLP, logits */
+    /* q, k, v (norm + bias), k's rope + store, attention, attn_out, MLP, logits */
+    cr_expect_eq(n, 8, "%d kernels", n);
     zir_graph_free(g);
     gguf_close(f);
 }
