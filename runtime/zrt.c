@@ -324,6 +324,11 @@ void zrt_close(zrt *r) {
     free(r);
 }
 
+const zvk_pipeline_stats *zrt_kernel_stats(const zrt *r, uint32_t kernel) {
+    static const zvk_pipeline_stats none = {0};
+    return kernel < r->plan->n_kernels && r->pipes ? &r->pipes[kernel].stats : &none;
+}
+
 const zplan *zrt_plan(const zrt *r) {
     return r->plan;
 }

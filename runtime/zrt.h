@@ -29,6 +29,9 @@ zstatus zrt_open_plan(zplan *p, const zrt_opts *o, zrt **out, zdiag *d);
 void zrt_close(zrt *r);
 
 const zplan *zrt_plan(const zrt *r);
+/* What the driver said of kernel i's pipeline (registers, spills, ...);
+ * stats.valid is false where VK_KHR_pipeline_executable_properties is absent. */
+const zvk_pipeline_stats *zrt_kernel_stats(const zrt *r, uint32_t kernel);
 const gguf_file *zrt_gguf(const zrt *r); /* the weights' file, for its tokenizer metadata */
 const zvk_profile *zrt_device(const zrt *r);
 int64_t zrt_pos(const zrt *r);
