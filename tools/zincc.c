@@ -37,7 +37,7 @@ static const char *const usage =
     "  --tile=N               prefill token tile (default: the target's)\n"
     "  --ctx=N                KV-cache capacity, also the context the analyses assume\n"
     "                         (default: 4096, or the model's training context if smaller)\n"
-    "  --report[=text|json]   per phase and layer: what crosses VRAM before and after fusion, the\n"
+    "  --report [text|json]   per phase and layer: what crosses VRAM before and after fusion, the\n"
     "                         decisions and their arithmetic, then totals (docs/report.md)\n"
     "  --emit=dot             draw the fused graph of one phase (--phase, default decode) for graphviz\n"
     "  --emit-out FILE        write the drawing to FILE instead of stdout\n"
@@ -124,6 +124,9 @@ static int parse(int argc, char **argv, zincc_opts *o) {
             o->dot_weights = true;
         else if (!strcmp(argv[i], "--report") || !strncmp(argv[i], "--report=", 9)) {
             o->report = argv[i][8] ? argv[i] + 9 : "text";
+            /* --report json, spaced like --emit dot: the format is optional, so only these two words */
+            if (!argv[i][8] && i + 1 < argc && (!strcmp(argv[i + 1], "json") || !strcmp(argv[i + 1], "text")))
+                o->report = argv[++i];
             if (strcmp(o->report, "text") && strcmp(o->report, "json"))
                 return cli_usage_error("zincc", "--report expects text or json, not '%s'", o->report);
         } else if (argv[i][0] == '-' || o->model)

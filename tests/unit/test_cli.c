@@ -555,3 +555,40 @@ Test(cli, bench_like_llama_bench) {
         free(err);
     }
 }
+
+/* ---- small things --------------------------------------------------------- */
+
+/* zinc help CMD; zincc --report json spaced like --emit dot; on a terminal a
+ * newline ends generated text, and Ctrl-C at the chat prompt quits with one. */
+Test(cli, small_things) {
+    const char *gguf = model("qwen3", "f32", 15, "small.gguf");
+    const char *plan = plan_for(gguf, "small.zplan");
+    char *out = NULL;
+    cr_expect_eq(tu_run(&out, ZINC " help bench"), 0, "%s", out);
+    cr_expect(strstr(out, "usage: zinc bench"), "%s", out);
+    free(out);
+    cr_expect_eq(tu_run(&out, "{ " ZINCC " %s --report json --target generic 2>/dev/null; }", gguf), 0, "%s",
+                 out);
+    cr_expect(out[0] == '{', "not JSON: %.200s", out);
+    free(out);
+    term t;
+    char *const run[] = {"zinc", "run", (char *)plan, "-p", "hi", "-n", "3", "--temp", "0", "--quiet", NULL};
+    term_exec(&t, run);
+    int st = 0;
+    waitpid(t.pid, &st, 0);
+    term_wait(&t, 0, "\x01"); /* reads what is left, until the end */
+    close(t.fd);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", t.buf);
+    cr_expect(t.len >= 2 && !memcmp(t.buf + t.len - 2, "\r\n", 2), "no newline after the text: %s", t.buf);
+    char *const chat[] = {"zinc", "chat", (char *)plan, NULL};
+    term_exec(&t, chat);
+    cr_assert(term_wait(&t, 0, "> "), "%s", t.buf);
+    size_t mark = t.len;
+    usleep(300000); /* libedit is reading (a signal before its read() is only a flag) */
+    term_send(&t, "\x03");
+    waitpid(t.pid, &st, 0);
+    term_wait(&t, mark, "\x01");
+    close(t.fd);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", t.buf);
+    cr_expect(strchr(t.buf + mark, '\n'), "no newline after Ctrl-C at the prompt: %s", t.buf + mark);
+}
