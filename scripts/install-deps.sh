@@ -4,7 +4,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git
       libvulkan-dev mesa-vulkan-drivers vulkan-tools
-      libshaderc-dev glslang-dev spirv-tools glslc uthash-dev libcriterion-dev libedit-dev
+      libshaderc-dev glslang-dev spirv-tools spirv-headers glslc uthash-dev libcriterion-dev libedit-dev
       clang libclang-rt-14-dev graphviz)
 
 missing=()
