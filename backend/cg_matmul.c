@@ -15,7 +15,6 @@
  * Shapes are #defines; only T comes from the step buffer. Every weight row
  * length must be a multiple of 8 (the dequantizers work on 8 elements). */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "codegen.h"
@@ -334,35 +333,51 @@ static int gemv_mode(const mm_match *m) {
     return t == ZT_Q4_K ? 12 : t == ZT_Q6_K ? 14 : 0;
 }
 
-/* Decode: RS rows per subgroup, four subgroups per workgroup, one token per
- * workgroup row of the grid. More rows per subgroup share each x load and
- * keep more weight loads in flight, fewer leave more workgroups to fill the
+/* The default layout: RS rows per subgroup, four subgroups per workgroup,
+ * one group per trip. More rows per subgroup share each x load and keep
+ * more weight loads in flight, fewer leave more workgroups to fill the
  * device: RS is the largest of 4, 2, 1 that still gives two workgroups per
- * compute unit (the targets' n_cu). */
-static zstatus gen_gemv(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d) {
+ * compute unit (the targets' n_cu). One group per trip: on the H200 a
+ * second one in flight was 10-25 % slower at every size. What was measured
+ * on the device (zincc --tune) replaces it (docs/performance.md). */
+static zcg_gemv gemv_layout(const kbuild *b, int64_t N) {
     const ztarget *t = b->o->target;
-    int sg = t->subgroup > 0 ? t->subgroup : 32, nsg = 4;
     int64_t cu = t->n_cu > 0 ? t->n_cu : 1;
-    /* One group per trip: on the H200 a second one in flight (UNROLL 2)
-     * was 10-25 % slower at every size (docs/performance.md). */
-    int rs = m->N >= 8 * cu * nsg ? 4 : m->N >= 2 * cu * nsg ? 2 : 1, unroll = 1;
-    /* A measuring knob (docs/performance.md), not a user setting:
-     * "RS,UNROLL[,subgroups per workgroup]". */
-    const char *tune = getenv("ZINC_TUNE_GEMV");
-    if (tune && sscanf(tune, "%d,%d,%d", &rs, &unroll, &nsg) >= 2 &&
-        (rs < 1 || rs > 8 || unroll < 1 || unroll > 8 || nsg < 1 || nsg > 8))
-        rs = 1, unroll = 2, nsg = 4;
+    zcg_gemv g = {N >= 8 * cu * 4 ? 4 : N >= 2 * cu * 4 ? 2 : 1, 1, 4};
+    const zcg_gemv *w = b->o->force_gemv;
+    for (int i = 0; !w && b->o->tuning && i < b->o->tuning->n; i++)
+        if (!strcmp(b->o->tuning->key[i], b->k->key)) w = &b->o->tuning->gemv[i];
+    if (w && w->rs > 0) g.rs = w->rs;
+    if (w && w->unroll > 0) g.unroll = w->unroll;
+    if (w && w->nsg > 0) g.nsg = w->nsg;
+    return g;
+}
+
+/* Decode: RS rows per subgroup, NSG subgroups per workgroup, one token per
+ * workgroup row of the grid. */
+static zstatus gen_gemv(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d) {
+    int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32;
+    mm_name(b, "gemv", m, "");
+    snprintf(b->k->key, sizeof b->k->key, "%s", b->k->name);
+    zcg_gemv g = gemv_layout(b, m->N);
+    if (g.rs > 8 || g.unroll > 8 || g.nsg > 16 || g.nsg * sg > 1024)
+        return zdiag_set(d, ZE_INVALID,
+                         "codegen: '%s': GEMV layout %d rows, %d groups, %d subgroups: expected "
+                         "at most 8, 8 and 16 (1024 threads)",
+                         n->out->name, g.rs, g.unroll, g.nsg);
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    def_i(b, "UNROLL", unroll);
-    def_i(b, "WG", nsg * sg);
-    def_i(b, "RS", rs);
-    def_i(b, "ROWS_WG", nsg * rs);
+    def_i(b, "UNROLL", g.unroll);
+    def_i(b, "WG", g.nsg * sg);
+    def_i(b, "RS", g.rs);
+    def_i(b, "ROWS_WG", g.nsg * g.rs);
     def_i(b, "GMODE", gemv_mode(m));
-    b->k->groups[0] = konst(m->N, nsg * rs);
+    b->k->groups[0] = konst(m->N, g.nsg * g.rs);
     b->k->groups[1] = per_token(1, 1);
     b->k->groups[2] = konst(1, 1);
-    mm_name(b, "gemv", m, zarena_printf(b->a, "_r%d", rs));
+    const char *lay = g.unroll == 1 && g.nsg == 4 ? zarena_printf(b->a, "_r%d", g.rs)
+                                                  : zarena_printf(b->a, "_r%du%dg%d", g.rs, g.unroll, g.nsg);
+    mm_name(b, "gemv", m, lay);
     static const char *const files[] = {"dequant", "matmul_io", "matmul_gemv", NULL};
     return compose(b, files, n, d);
 }

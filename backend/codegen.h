@@ -42,15 +42,32 @@ typedef struct zcg_binding {
     int special;            /* ZCG_BIND_*, with value NULL (last: positional initializers stay valid) */
 } zcg_binding;
 
+/* How a decode GEMV is laid out (matmul_gemv.glsl): rows per subgroup,
+ * groups per trip, subgroups per workgroup. 0 fields: codegen's default. */
+typedef struct zcg_gemv {
+    int rs, unroll, nsg;
+} zcg_gemv;
+
+/* Layouts chosen by measuring (zvk_tune_gemv), by kernel key: the kernel's
+ * name without its layout ("gemv_gateup_q4_K_n12288_k4096+norm"). */
+typedef struct zcg_tuning {
+    int n;
+    const char **key;
+    zcg_gemv *gemv;
+} zcg_tuning;
+
 typedef struct zcg_opts {
     const ztarget *target;
     zpass_phase phase;
     int64_t max_tokens; /* most tokens in one step (prefill chunk) */
     bool act_f16;       /* activations stored as float16 (needs 16-bit storage) */
+    const zcg_tuning *tuning;  /* measured layouts, or NULL */
+    const zcg_gemv *force_gemv; /* the layout of every GEMV (the tuner's candidates), or NULL */
 } zcg_opts;
 
 typedef struct zcg_kernel {
     char name[96];    /* e.g. "matmul_q4_K_n768_k256+norm+add" */
+    char key[96];     /* tunable kernels: the name without the layout; else "" */
     const char *glsl; /* complete source, arena-owned; NULL: the node needs no kernel (a view) */
     int n_bind;
     zcg_binding bind[ZCG_MAX_BIND];

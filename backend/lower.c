@@ -337,7 +337,8 @@ static zstatus lower_phase(lw *w, const zir_graph *g, zplan_phase ph) {
     zcg_opts co = {.target = w->o->target,
                    .phase = ph == ZPLAN_DECODE ? ZPH_DECODE : ZPH_PREFILL,
                    .max_tokens = ph == ZPLAN_DECODE ? 1 : w->o->max_tokens,
-                   .act_f16 = w->o->act_f16};
+                   .act_f16 = w->o->act_f16,
+                   .tuning = w->o->tuning};
     zstatus s = plan_memory(w, g, ph);
     interval_set open = {0};
     w->p->sched[ph] = (zplan_schedule){.first = w->p->n_dispatches,

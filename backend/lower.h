@@ -16,6 +16,7 @@ typedef struct zlower_opts {
     int64_t max_tokens; /* prefill chunk: most tokens in one prefill step */
     int64_t ctx;        /* KV-cache capacity */
     bool act_f16;       /* activations stored as float16 */
+    const struct zcg_tuning *tuning; /* measured kernel layouts (zincc --tune), or NULL */
     const char *gguf_path;
     const void *gguf_base; /* the mapped GGUF: weight offsets are data - base */
     uint64_t gguf_size, gguf_hash;

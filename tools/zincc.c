@@ -11,6 +11,7 @@
 #include "../ir/fileio.h"
 #include "../passes/report.h"
 #include "cli.h"
+#include "zincc_tune.h"
 #include "version.h"
 #include "zincc_plan.h"
 
@@ -25,6 +26,8 @@ static const char *const usage =
     "  -o FILE                write the plan here (run it with: zinc run FILE)\n"
     "  --device N             with --target device: the Vulkan device to compile for (see zinc devices)\n"
     "  --chunk N              most tokens in one prefill step (default: 512, at most the context)\n"
+    "  --tune                 with -o and --target device: time each decode GEMV's layouts on the device\n"
+    "                         and compile the fastest (a table on stderr; docs/performance.md)\n"
     "  --dump-ir              print the tensor IR as built from the GGUF, before any pass, and stop\n"
     "  --target NAME          device, or a named profile: llvmpipe, h200, rdna4, generic\n"
     "                         (default: device with -o, generic otherwise)\n"
@@ -52,7 +55,7 @@ typedef struct zincc_opts {
     const char *model, *target, *passes, *disabled, *print_after, *phase;
     const char *report, *emit, *emit_out; /* report: "text" or "json"; emit: "dot" */
     const char *out, *device;
-    bool dump_ir, verify_each, list, dot_weights;
+    bool dump_ir, verify_each, list, dot_weights, tune;
     double threshold;
     int64_t tile, ctx, chunk;
 } zincc_opts;
@@ -102,6 +105,8 @@ static int parse_value(int argc, char **argv, int *i, zincc_opts *o, bool *match
     return 0;
 }
 
+static bool is_view(const zincc_opts *o);
+
 static int parse(int argc, char **argv, zincc_opts *o) {
     for (int i = 1; i < argc; i++) {
         bool matched;
@@ -122,6 +127,8 @@ static int parse(int argc, char **argv, zincc_opts *o) {
             o->list = true;
         else if (!strcmp(argv[i], "--dot-weights"))
             o->dot_weights = true;
+        else if (!strcmp(argv[i], "--tune"))
+            o->tune = true;
         else if (!strcmp(argv[i], "--report") || !strncmp(argv[i], "--report=", 9)) {
             o->report = argv[i][8] ? argv[i] + 9 : "text";
             /* --report json, spaced like --emit dot: the format is optional, so only these two words */
@@ -140,6 +147,9 @@ static int parse(int argc, char **argv, zincc_opts *o) {
     if (o->emit_out && !o->emit) return cli_usage_error("zincc", "--emit-out needs --emit=dot");
     if (o->out && (o->phase || o->dump_ir))
         return cli_usage_error("zincc", "-o compiles both phases: drop --phase and --dump-ir");
+    if (o->tune && (o->phase || o->dump_ir || is_view(o) || (o->target && strcmp(o->target, "device"))))
+        return cli_usage_error("zincc", "--tune times kernels on the device it compiles for: use it with -o "
+                                        "(or no view) and --target device");
     return 0;
 }
 
@@ -261,7 +271,7 @@ static zstatus resolve_target(const zincc_opts *z, ztarget *t, zvk_profile *prof
 }
 
 static zstatus emit_plan(const zincc_opts *z, const gguf_file *f, phase_out *ph, const ztarget *t,
-                         const zvk_profile *prof, zdiag *d) {
+                         const zvk_profile *prof, const zcg_tuning *tuning, zdiag *d) {
     zir_graph *g[ZPLAN_PHASES] = {ph[ZPH_PREFILL].fused, ph[ZPH_DECODE].fused};
     int64_t ctx = ph[ZPH_PREFILL].po.ctx;
     zincc_plan_opts o = {.target = t,
@@ -269,6 +279,7 @@ static zstatus emit_plan(const zincc_opts *z, const gguf_file *f, phase_out *ph,
                          .ctx = ctx,
                          .chunk = z->chunk ? z->chunk : zincc_default_chunk(ctx),
                          .out = z->out,
+                         .tuning = tuning,
                          .progress = cli_stderr_tty()};
     if (o.chunk > ctx) o.chunk = ctx;
     return zincc_write_plan(f, g, &o, d);
@@ -308,7 +319,10 @@ int main(int argc, char **argv) {
     }
     if (!s && !z.dump_ir && z.report) s = write_report(&z, ph, &rep, &d);
     if (!s && !z.dump_ir && z.emit) s = write_dot(&z, ph, &d);
-    if (!s && z.out) s = emit_plan(&z, f, ph, &t, live ? &prof : NULL, &d);
+    zcg_tuning tuning = {0};
+    if (!s && z.out && z.tune)
+        s = zincc_tune(z.device, ph[ZPH_DECODE].fused, &t, ph[ZPH_DECODE].po.ctx, rep.arena, &tuning, &d);
+    if (!s && z.out) s = emit_plan(&z, f, ph, &t, live ? &prof : NULL, &tuning, &d);
     for (int i = 0; i < ZPH_COUNT; i++) {
         zir_graph_free(ph[i].fused);
         zir_graph_free(ph[i].staged);

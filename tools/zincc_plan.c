@@ -49,6 +49,7 @@ zstatus zincc_lower_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], c
                       .device_name = o->device ? o->device->name : "",
                       .vendor_id = o->device ? o->device->vendor_id : 0,
                       .device_id = o->device ? o->device->device_id : 0,
+                      .tuning = o->tuning,
                       .progress = o->progress ? progress : NULL};
     *out = NULL;
     zstatus s = zlower(g, &lo, out, d);

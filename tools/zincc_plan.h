@@ -13,7 +13,8 @@ typedef struct zincc_plan_opts {
     int64_t ctx, chunk;        /* KV capacity and prefill chunk */
     const char *out;           /* zincc_write_plan: where the plan goes */
     bool progress;
-    const char *prog; /* who says what was written: "zincc" when NULL */
+    const char *prog;                /* who says what was written: "zincc" when NULL */
+    const struct zcg_tuning *tuning; /* zincc --tune's measured layouts, or NULL */
 } zincc_plan_opts;
 
 /* The context when none is asked for: 4096, or the model's training context

@@ -1,0 +1,206 @@
+/* zincc --tune: the decode GEMVs' layouts, timed on the device (tune.h). */
+#include "tune.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "shaderc.h"
+
+/* Rows per subgroup x groups per trip x subgroups per workgroup: around
+ * the default (RS by size, 1, 4), and the corners measured on the H200
+ * (docs/performance.md). */
+static const zcg_gemv builtin[] = {
+    {1, 1, 4}, {2, 1, 4}, {4, 1, 4}, {8, 1, 4}, {1, 2, 4}, {2, 2, 4}, {4, 2, 4}, {1, 1, 1},
+    {2, 1, 1}, {4, 1, 1}, {1, 1, 2}, {2, 1, 2}, {4, 1, 2}, {2, 1, 8}, {4, 1, 8},
+};
+
+const zcg_gemv *zvk_tune_candidates(int *n) {
+    *n = (int)(sizeof builtin / sizeof builtin[0]);
+    return builtin;
+}
+
+/* The buffers of one kernel key: every binding once, shared by its candidates. */
+typedef struct bench {
+    zvk_buffer buf[ZCG_MAX_BIND], step, flush;
+    int n;
+    double weight_bytes;
+} bench;
+
+static uint64_t binding_bytes(const zcg_binding *b, const zvk_tune_opts *o) {
+    const zir_value *v = b->value;
+    zir_step one = {.T = 1, .pos = 0, .ctx = o->ctx};
+    if (!v) return b->scratch_bytes;
+    if (v->role == ZR_WEIGHT) return v->nbytes;
+    if (v->role == ZR_INPUT) return 4;
+    return (uint64_t)zir_value_elems(v, &one) * (o->act_f16 ? 2u : 4u);
+}
+
+/* Weights hold the model's bytes (their timing does not depend on them, but
+ * NaN-free data keeps every path honest); everything else is zero. */
+static zstatus fill(zvk_device *dev, zvk_buffer *buf, const zir_value *v, uint64_t bytes, zdiag *d) {
+    uint64_t n = (bytes + 3) & ~(uint64_t)3;
+    zstatus s = zvk_buffer_create(dev, n ? n : 4, ZVK_MEM_DEVICE, v ? v->name : "scratch", buf, d);
+    if (s || !n) return s;
+    if (v && v->role == ZR_WEIGHT && v->data && n == v->nbytes) return zvk_upload(dev, buf, 0, v->data, n, d);
+    void *z = calloc(1, n);
+    if (!z) return zdiag_set(d, ZE_NOMEM, "tune: out of memory");
+    if (v && v->role == ZR_WEIGHT && v->data) memcpy(z, v->data, v->nbytes);
+    s = zvk_upload(dev, buf, 0, z, n, d);
+    free(z);
+    return s;
+}
+
+static void bench_close(zvk_device *dev, bench *b) {
+    for (int i = 0; i < b->n; i++)
+        zvk_buffer_destroy(dev, &b->buf[i]);
+    zvk_buffer_destroy(dev, &b->step);
+    zvk_buffer_destroy(dev, &b->flush);
+    memset(b, 0, sizeof *b);
+}
+
+static zstatus bench_open(zvk_device *dev, const zcg_kernel *k, const zvk_tune_opts *o, bench *b, zdiag *d) {
+    memset(b, 0, sizeof *b);
+    zstatus s = ZOK;
+    for (int i = 0; !s && i < k->n_bind; i++) {
+        const zir_value *v = k->bind[i].value;
+        s = fill(dev, &b->buf[i], v, binding_bytes(&k->bind[i], o), d);
+        if (!s) b->n = i + 1;
+        if (v && v->role == ZR_WEIGHT) b->weight_bytes += (double)v->nbytes;
+    }
+    if (!s) s = zvk_buffer_create(dev, 16, ZVK_MEM_HOST, "step", &b->step, d);
+    if (!s) memcpy(b->step.map, (uint32_t[4]){1, 0, (uint32_t)o->ctx, 0}, 16);
+    if (!s && o->flush_bytes)
+        s = zvk_buffer_create(dev, o->flush_bytes, ZVK_MEM_DEVICE, "L2 flush", &b->flush, d);
+    if (s) bench_close(dev, b);
+    return s;
+}
+
+static int by_value(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Records a warm-up run, then reps runs each behind a flush of the L2 and
+ * between two timestamps. */
+static zstatus record(zvk_device *dev, const zcg_kernel *k, const zvk_pipeline *p, VkDescriptorSet set,
+                      const bench *b, int reps, zvk_cmd *c, zvk_timer *tm, zdiag *d) {
+    uint32_t g[3];
+    for (int a = 0; a < 3; a++)
+        g[a] = (uint32_t)zcg_affine_eval(k->groups[a], 1);
+    zstatus s = zvk_cmd_begin(dev, c, d);
+    if (s) return s;
+    zvk_timer_reset(c, tm);
+    zvk_cmd_dispatch(c, p, set, NULL, g[0], g[1], g[2]);
+    for (int r = 0; !s && r < reps; r++) {
+        if (b->flush.buffer) {
+            zvk_cmd_barrier(c);
+            vkCmdFillBuffer(c->cb, b->flush.buffer, 0, VK_WHOLE_SIZE, (uint32_t)r);
+        }
+        zvk_cmd_barrier(c);
+        s = zvk_timer_mark(c, tm, d);
+        zvk_cmd_dispatch(c, p, set, NULL, g[0], g[1], g[2]);
+        if (!s) s = zvk_timer_mark(c, tm, d);
+    }
+    if (!s) s = zvk_cmd_end(dev, c, d);
+    return s;
+}
+
+/* The median time of one dispatch of kernel k, in microseconds. */
+static zstatus time_kernel(zvk_device *dev, const zcg_kernel *k, const bench *b, int reps, double *us,
+                           int64_t *regs, zdiag *d) {
+    zarena *a = zarena_new();
+    zvk_glsl_opts go = {.name = k->name, .optimize = true};
+    zvk_spirv spv = {0};
+    zvk_pipeline p = {0};
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    VkDescriptorSet set;
+    zvk_timer tm = {0};
+    zvk_cmd c = {0};
+    zvk_binding bind[ZCG_MAX_BIND + 1] = {{&b->step, 0, 0}};
+    for (int i = 0; i < b->n; i++)
+        bind[i + 1] = (zvk_binding){&b->buf[i], 0, 0};
+    double *t = calloc((size_t)reps * 2, sizeof *t);
+    zstatus s = a && t ? zvk_glsl_compile(a, k->glsl, strlen(k->glsl), &go, &spv, d) : ZE_NOMEM;
+    zvk_pipeline_desc pd = {
+        .name = k->name, .spirv = spv.words, .n_words = spv.n_words, .n_buffers = b->n + 1u};
+    if (!s) s = zvk_pipeline_create(dev, &pd, &p, d);
+    if (!s) s = zvk_desc_pool_create(dev, 1, (uint32_t)b->n + 1, &pool, d);
+    if (!s) s = zvk_desc_set(dev, pool, &p, bind, (uint32_t)b->n + 1, &set, d);
+    if (!s) s = zvk_timer_create(dev, (uint32_t)reps * 2, &tm, d);
+    if (!s) s = record(dev, k, &p, set, b, reps, &c, &tm, d);
+    if (!s) s = zvk_cmd_submit_wait(dev, &c, d);
+    if (!s) s = zvk_timer_read(dev, &tm, t, d);
+    for (int r = 0; !s && r < reps; r++)
+        t[r] = t[2 * r + 1] - t[2 * r];
+    if (!s) qsort(t, (size_t)reps, sizeof *t, by_value);
+    if (!s) *us = t[reps / 2] / 1e3;
+    *regs = p.stats.valid ? p.stats.registers : -1;
+    zvk_cmd_release(dev, &c);
+    zvk_timer_destroy(dev, &tm);
+    zvk_desc_pool_destroy(dev, &pool);
+    zvk_pipeline_destroy(dev, &p);
+    free(t);
+    zarena_free(a);
+    return s;
+}
+
+static bool seen_key(const zcg_tuning *t, const char *key) {
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->key[i], key)) return true;
+    return false;
+}
+
+/* Every candidate of node n's GEMV (key def->key); the fastest goes into out. */
+static zstatus tune_key(zvk_device *dev, const zir_graph *g, const zir_node *n, const zcg_kernel *def,
+                        const zvk_tune_opts *o, zcg_opts co, zarena *a, zcg_tuning *out, zdiag *d) {
+    bench b;
+    zstatus s = bench_open(dev, def, o, &b, d);
+    const zcg_gemv *cand = o->candidates ? o->candidates : builtin;
+    int nc = o->candidates ? o->n_candidates : (int)(sizeof builtin / sizeof builtin[0]);
+    zvk_tune_row best = {.us = -1};
+    for (int i = 0; !s && i < nc; i++) {
+        zcg_kernel k;
+        zdiag skip = {0};
+        co.force_gemv = &cand[i];
+        if (zcg_node(g, n, &co, a, &k, &skip)) continue; /* a layout this target cannot hold */
+        zvk_tune_row r = {.key = def->key, .name = zarena_printf(a, "%s", k.name), .layout = cand[i]};
+        r.is_default = !strcmp(k.name, def->name);
+        s = time_kernel(dev, &k, &b, o->reps > 0 ? o->reps : 15, &r.us, &r.regs, d);
+        if (s) break;
+        r.gbs = r.us > 0 ? b.weight_bytes / (r.us * 1e3) : 0;
+        if (o->report) o->report(o->report_ctx, &r);
+        if (best.us < 0 || r.us < best.us) best = r;
+    }
+    bench_close(dev, &b);
+    if (s || best.us < 0)
+        return s ? s : zdiag_set(d, ZE_INTERNAL, "tune: no layout of '%s' compiled", def->key);
+    best.best = true;
+    if (o->report) o->report(o->report_ctx, &best);
+    const char **keys = zarena_array(a, (size_t)out->n + 1, sizeof *keys);
+    zcg_gemv *gv = zarena_array(a, (size_t)out->n + 1, sizeof *gv);
+    if (!keys || !gv) return zdiag_set(d, ZE_NOMEM, "tune: out of memory");
+    if (out->n) memcpy(keys, out->key, sizeof *keys * (size_t)out->n);
+    if (out->n) memcpy(gv, out->gemv, sizeof *gv * (size_t)out->n);
+    keys[out->n] = zarena_printf(a, "%s", def->key);
+    gv[out->n++] = best.layout;
+    out->key = keys;
+    out->gemv = gv;
+    return keys[out->n - 1] ? ZOK : zdiag_set(d, ZE_NOMEM, "tune: out of memory");
+}
+
+zstatus zvk_tune_gemv(zvk_device *dev, const zir_graph *g, const zvk_tune_opts *o, zarena *a, zcg_tuning *out,
+                      zdiag *d) {
+    memset(out, 0, sizeof *out);
+    if (!dev->prof.timestamps)
+        return zdiag_set(d, ZE_UNSUPPORTED, "tune: %s has no timestamps on its compute queue",
+                         dev->prof.name);
+    zcg_opts co = {.target = o->target, .phase = ZPH_DECODE, .max_tokens = 1, .act_f16 = o->act_f16};
+    zstatus s = ZOK;
+    for (uint32_t i = 0; !s && i < g->n_nodes; i++) {
+        zcg_kernel def;
+        s = zcg_node(g, g->nodes[i], &co, a, &def, d);
+        if (s || !def.glsl || !def.key[0] || seen_key(out, def.key)) continue;
+        s = tune_key(dev, g, g->nodes[i], &def, o, co, a, out, d);
+    }
+    return s;
+}

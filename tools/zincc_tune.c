@@ -1,0 +1,50 @@
+#include "zincc_tune.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../backend/tune.h"
+
+typedef struct table {
+    double default_us;
+    char key[96];
+} table;
+
+/* One line per layout, then the winner against codegen's default. */
+static void row(void *ctx, const zvk_tune_row *r) {
+    table *t = ctx;
+    if (r->best) {
+        double gain = t->default_us > 0 ? 100 * (t->default_us / r->us - 1) : 0;
+        fprintf(stderr, "  -> %s: %.1f us, %.0f GB/s (%+.0f%% against the default)\n", r->name, r->us, r->gbs,
+                gain);
+        t->default_us = 0;
+        return;
+    }
+    if (strcmp(t->key, r->key)) fprintf(stderr, "  %s\n", r->key);
+    snprintf(t->key, sizeof t->key, "%s", r->key);
+    if (r->is_default) t->default_us = r->us;
+    char regs[32] = "";
+    if (r->regs >= 0) snprintf(regs, sizeof regs, "%lld regs", (long long)r->regs);
+    fprintf(stderr, "     rows %d, groups %d, subgroups %d: %9.1f us %7.0f GB/s %9s%s\n", r->layout.rs,
+            r->layout.unroll, r->layout.nsg, r->us, r->gbs, regs, r->is_default ? "  (default)" : "");
+}
+
+zstatus zincc_tune(const char *device, const zir_graph *decode, const ztarget *t, int64_t ctx, zarena *a,
+                   zcg_tuning *out, zdiag *d) {
+    zvk_instance inst = {0};
+    zvk_device dev = {0};
+    uint32_t idx;
+    table tab = {0};
+    /* 256 MiB written between runs: more than any GPU's L2, so every run
+     * streams its weights from VRAM as a decode step does. */
+    zvk_tune_opts o = {.target = t, .ctx = ctx, .flush_bytes = 256u << 20, .report = row, .report_ctx = &tab};
+    zstatus s = zvk_instance_create(&inst, d);
+    if (!s) s = zvk_select_device(&inst, device, &idx, d);
+    if (!s) s = zvk_device_create(&inst, idx, &dev, d);
+    if (!s) fprintf(stderr, "zincc: tuning the decode GEMVs on %s (median of 15 runs each)\n", dev.prof.name);
+    if (!s) s = zvk_tune_gemv(&dev, decode, &o, a, out, d);
+    if (dev.device) zvk_device_destroy(&dev);
+    zvk_instance_destroy(&inst);
+    if (s) zdiag_prefix(d, "--tune");
+    return s;
+}
