@@ -89,6 +89,7 @@ typedef struct chat {
 } chat;
 
 static void drop_turns(chat *c, size_t k) {
+    if (!k) return;
     for (size_t i = 0; i < k; i++)
         free(c->turns[i].user), free(c->turns[i].reply);
     memmove(c->turns, c->turns + k, (c->n - k) * sizeof *c->turns);

@@ -195,7 +195,10 @@ int cmd_run(int argc, char **argv) {
     run_opts o = {0};
     gen_defaults(&o.g);
     int rc = parse(argc, argv, &o);
-    if (rc) return rc;
+    if (rc) {
+        free(o.tokens);
+        return rc;
+    }
     zdiag d = {0};
     zrt *r = NULL;
     zstatus s = model_open("zinc run", &o.m, &r, &d);

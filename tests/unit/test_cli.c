@@ -511,6 +511,15 @@ Test(cli, chat_line_editing_and_history) {
 
 /* ---- zinc bench in llama-bench's form ------------------------------------ */
 
+/* A whole file as a NUL-terminated string. */
+static char *read_text(const char *path) {
+    size_t n;
+    char *b = tu_read_file(path, &n), *t = b ? realloc(b, n + 1) : NULL;
+    cr_assert(t, "cannot read %s", path);
+    t[n] = 0;
+    return t;
+}
+
 /* Value lists and depths make one row each, mean ± sd, every row of the
  * table as wide as the header; -o json and csv hold the same tests; with
  * --profile and -d the profile (per depth) goes to stderr beside JSON. */
@@ -532,9 +541,7 @@ Test(cli, bench_like_llama_bench) {
     cr_assert_eq(tu_run(NULL, "{ " ZINC " bench %s -p 8 -n 4 -d 8 -r 2 -o json --profile > %s 2> %s; }", plan,
                         js_out, js_err),
                  0);
-    size_t n;
-    js = tu_read_file(js_out, &n), err = tu_read_file(js_err, &n);
-    cr_assert(js && err);
+    js = read_text(js_out), err = read_text(js_err);
     cr_expect(js[0] == '[' && strstr(js, "]\n") && !strstr(js, "step of"), "stdout is not one JSON array: %s",
               js);
     cr_expect(count(js, "\"avg_ts\"") == 2 && count(js, "\"n_depth\": 8") == 2 &&
