@@ -6,6 +6,7 @@
  * On a terminal, lines are read with libedit: editing, history (Up/Down). */
 #include <editline/readline.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,10 +207,26 @@ static zstatus one_turn(chat *c, const char *msg, zdiag *d) {
 
 /* ---- reading lines ------------------------------------------------------- */
 
+/* libedit's reads: a byte at a time, watching for Ctrl-C. A SIGINT that comes
+ * while libedit is not inside read() (just before it) only sets the flag, so
+ * the flag is checked between short waits; EOF then ends the prompt. */
+static int getc_or_interrupt(FILE *f) {
+    (void)f;
+    while (!gen_interrupted) {
+        struct pollfd p = {0, POLLIN, 0};
+        int r = poll(&p, 1, 100);
+        if (r < 0 && errno != EINTR) return EOF;
+        unsigned char c;
+        if (r > 0) return read(0, &c, 1) == 1 ? c : EOF;
+    }
+    return EOF;
+}
+
 /* One line without its newline (malloc'd), or NULL at the end of input. On a
  * terminal libedit reads it: editing, and history that Up recalls. */
 static char *read_line(const char *prompt) {
     if (isatty(0)) {
+        rl_getc_function = getc_or_interrupt;
         fflush(stdout);
         char *line = readline(prompt);
         if (line && *line) add_history(line);

@@ -591,8 +591,7 @@ Test(cli, small_things) {
     term_exec(&t, chat);
     cr_assert(term_wait(&t, 0, "> "), "%s", t.buf);
     size_t mark = t.len;
-    usleep(300000); /* libedit is reading (a signal before its read() is only a flag) */
-    term_send(&t, "\x03");
+    term_send(&t, "\x03"); /* at once: even before libedit reads */
     waitpid(t.pid, &st, 0);
     term_wait(&t, mark, "\x01");
     close(t.fd);
