@@ -16,20 +16,16 @@ static const char *const usage =
     "relative RMS error exceeds --tol (default 1e-3).\n";
 
 static float *load(const char *path, size_t *n, zdiag *d) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return zdiag_set(d, ZE_IO, "cannot open %s", path), NULL;
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    float *v = bytes > 0 && bytes % 4 == 0 ? malloc((size_t)bytes) : NULL;
-    if (!v || fread(v, 1, (size_t)bytes, f) != (size_t)bytes) {
-        zdiag_set(d, ZE_FORMAT, "%s: expected a non-empty multiple of 4 bytes, found %ld", path, bytes);
-        free(v);
-        v = NULL;
+    char *b;
+    size_t bytes;
+    if (cli_read_all(path, &b, &bytes, d)) return NULL; /* "cannot open X: the reason" */
+    if (!bytes || bytes % 4) {
+        zdiag_set(d, ZE_FORMAT, "%s: expected a non-empty multiple of 4 bytes, found %zu", path, bytes);
+        free(b);
+        return NULL;
     }
-    fclose(f);
-    *n = (size_t)bytes / 4;
-    return v;
+    *n = bytes / 4;
+    return (float *)(void *)b; /* malloc'd: aligned for any type */
 }
 
 static size_t argmax(const float *x, size_t n) {

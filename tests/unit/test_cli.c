@@ -333,6 +333,9 @@ Test(cli, moved_gguf_and_exit_statuses) {
     cr_expect_eq(tu_run(&out, ZINC " tokenize %s --file /nonexistent/t.txt", moved), 2, "%s", out);
     cr_expect(strstr(out, "cannot open /nonexistent/t.txt: No such file"), "%s", out);
     free(out);
+    cr_expect_eq(tu_run(&out, ZINC " compare /nonexistent/a.f32 /nonexistent/b.f32 --vocab 4"), 2, "%s", out);
+    cr_expect(strstr(out, "cannot open /nonexistent/a.f32: No such file"), "%s", out);
+    free(out);
 }
 
 /* ---- flags that mean what they say --------------------------------------- */
