@@ -350,6 +350,7 @@ static zcg_gemv gemv_layout(const kbuild *b, int64_t N) {
     if (w && w->rs > 0) g.rs = w->rs;
     if (w && w->unroll > 0) g.unroll = w->unroll;
     if (w && w->nsg > 0) g.nsg = w->nsg;
+    if (w) g.restrict_w = w->restrict_w;
     return g;
 }
 
@@ -372,11 +373,13 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, kbuild *b, zdiag *
     def_i(b, "RS", g.rs);
     def_i(b, "ROWS_WG", g.nsg * g.rs);
     def_i(b, "GMODE", gemv_mode(m));
+    if (g.restrict_w) def_s(b, "WEIGHTS_RESTRICT", "1");
     b->k->groups[0] = konst(m->N, g.nsg * g.rs);
     b->k->groups[1] = per_token(1, 1);
     b->k->groups[2] = konst(1, 1);
     const char *lay = g.unroll == 1 && g.nsg == 4 ? zarena_printf(b->a, "_r%d", g.rs)
                                                   : zarena_printf(b->a, "_r%du%dg%d", g.rs, g.unroll, g.nsg);
+    if (g.restrict_w) lay = zarena_printf(b->a, "%s_nc", lay);
     mm_name(b, "gemv", m, lay);
     static const char *const files[] = {"dequant", "matmul_io", "matmul_gemv", NULL};
     return compose(b, files, n, d);

@@ -46,6 +46,7 @@ typedef struct zcg_binding {
  * groups per trip, subgroups per workgroup. 0 fields: codegen's default. */
 typedef struct zcg_gemv {
     int rs, unroll, nsg;
+    int restrict_w; /* 1: weights declared restrict (dequant.glsl) */
 } zcg_gemv;
 
 /* Layouts chosen by measuring (zvk_tune_gemv), by kernel key: the kernel's

@@ -6,12 +6,13 @@
 
 #include "shaderc.h"
 
-/* Rows per subgroup x groups per trip x subgroups per workgroup: around
- * the default (RS by size, 1, 4), and the corners measured on the H200
- * (docs/performance.md). */
+/* Rows per subgroup x groups per trip x subgroups per workgroup (x weights
+ * declared restrict): around the default (RS by size, 1, 4), and the
+ * corners measured on the H200 (docs/performance.md). */
 static const zcg_gemv builtin[] = {
-    {1, 1, 4}, {2, 1, 4}, {4, 1, 4}, {8, 1, 4}, {1, 2, 4}, {2, 2, 4}, {4, 2, 4}, {1, 1, 1},
-    {2, 1, 1}, {4, 1, 1}, {1, 1, 2}, {2, 1, 2}, {4, 1, 2}, {2, 1, 8}, {4, 1, 8},
+    {1, 1, 4, 0}, {2, 1, 4, 0}, {4, 1, 4, 0}, {8, 1, 4, 0}, {1, 2, 4, 0}, {2, 2, 4, 0}, {4, 2, 4, 0},
+    {1, 1, 1, 0}, {2, 1, 1, 0}, {4, 1, 1, 0}, {1, 1, 2, 0}, {2, 1, 2, 0}, {4, 1, 2, 0}, {2, 1, 8, 0},
+    {4, 1, 8, 0}, {1, 1, 4, 1}, {2, 1, 4, 1}, {4, 1, 4, 1}, {2, 1, 1, 1}, {4, 1, 2, 1},
 };
 
 const zcg_gemv *zvk_tune_candidates(int *n) {

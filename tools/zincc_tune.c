@@ -25,8 +25,9 @@ static void row(void *ctx, const zvk_tune_row *r) {
     if (r->is_default) t->default_us = r->us;
     char regs[32] = "";
     if (r->regs >= 0) snprintf(regs, sizeof regs, "%lld regs", (long long)r->regs);
-    fprintf(stderr, "     rows %d, groups %d, subgroups %d: %9.1f us %7.0f GB/s %9s%s\n", r->layout.rs,
-            r->layout.unroll, r->layout.nsg, r->us, r->gbs, regs, r->is_default ? "  (default)" : "");
+    fprintf(stderr, "     rows %d, groups %d, subgroups %d%s: %9.1f us %7.0f GB/s %9s%s\n", r->layout.rs,
+            r->layout.unroll, r->layout.nsg, r->layout.restrict_w ? ", restrict" : "", r->us, r->gbs, regs,
+            r->is_default ? "  (default)" : "");
 }
 
 zstatus zincc_tune(const char *device, const zir_graph *decode, const ztarget *t, int64_t ctx, zarena *a,

@@ -12,6 +12,15 @@
 // q4_K 12, q5_K 13, q6_K 14, bf16 30) and DQ8/DQ1 paste it onto a decoder's
 // name, so a kernel holds only the decoders it uses.
 
+// Weights are never written while a kernel runs: WEIGHTS_RESTRICT also
+// promises the driver that nothing else aliases them (a layout the tuner
+// times, since it may let the loads take a read-only cache path).
+#ifdef WEIGHTS_RESTRICT
+#define WQ_QUAL restrict readonly
+#else
+#define WQ_QUAL readonly
+#endif
+
 #define WQ_W0 0u
 #define WQ_W1 1u
 #define WQ_W2 2u
@@ -30,57 +39,57 @@
 #define WQ_HAS_QUAD(t) ((t) == 0 || (t) == 1 || (t) == 30 || (t) == 12 || (t) == 13)
 #ifdef B_W0
 #if WQ_HAS_WORD(W0_TYPE)
-layout(std430, binding = B_W0) readonly buffer w0b { uint w0[]; };
+layout(std430, binding = B_W0) WQ_QUAL buffer w0b { uint w0[]; };
 #endif
 #if WQ_HAS_PAIR(W0_TYPE)
-layout(std430, binding = B_W0) readonly buffer w0b2 { uvec2 w0_2[]; };
+layout(std430, binding = B_W0) WQ_QUAL buffer w0b2 { uvec2 w0_2[]; };
 #endif
 #if WQ_HAS_QUAD(W0_TYPE)
-layout(std430, binding = B_W0) readonly buffer w0b4 { uvec4 w0_4[]; };
+layout(std430, binding = B_W0) WQ_QUAL buffer w0b4 { uvec4 w0_4[]; };
 #endif
 #endif
 #ifdef B_W1
 #if WQ_HAS_WORD(W1_TYPE)
-layout(std430, binding = B_W1) readonly buffer w1b { uint w1[]; };
+layout(std430, binding = B_W1) WQ_QUAL buffer w1b { uint w1[]; };
 #endif
 #if WQ_HAS_PAIR(W1_TYPE)
-layout(std430, binding = B_W1) readonly buffer w1b2 { uvec2 w1_2[]; };
+layout(std430, binding = B_W1) WQ_QUAL buffer w1b2 { uvec2 w1_2[]; };
 #endif
 #if WQ_HAS_QUAD(W1_TYPE)
-layout(std430, binding = B_W1) readonly buffer w1b4 { uvec4 w1_4[]; };
+layout(std430, binding = B_W1) WQ_QUAL buffer w1b4 { uvec4 w1_4[]; };
 #endif
 #endif
 #ifdef B_W2
 #if WQ_HAS_WORD(W2_TYPE)
-layout(std430, binding = B_W2) readonly buffer w2b { uint w2[]; };
+layout(std430, binding = B_W2) WQ_QUAL buffer w2b { uint w2[]; };
 #endif
 #if WQ_HAS_PAIR(W2_TYPE)
-layout(std430, binding = B_W2) readonly buffer w2b2 { uvec2 w2_2[]; };
+layout(std430, binding = B_W2) WQ_QUAL buffer w2b2 { uvec2 w2_2[]; };
 #endif
 #if WQ_HAS_QUAD(W2_TYPE)
-layout(std430, binding = B_W2) readonly buffer w2b4 { uvec4 w2_4[]; };
+layout(std430, binding = B_W2) WQ_QUAL buffer w2b4 { uvec4 w2_4[]; };
 #endif
 #endif
 #ifdef B_NW
 #if WQ_HAS_WORD(NW_TYPE)
-layout(std430, binding = B_NW) readonly buffer wnwb { uint wnw[]; };
+layout(std430, binding = B_NW) WQ_QUAL buffer wnwb { uint wnw[]; };
 #endif
 #if WQ_HAS_PAIR(NW_TYPE)
-layout(std430, binding = B_NW) readonly buffer wnwb2 { uvec2 wnw_2[]; };
+layout(std430, binding = B_NW) WQ_QUAL buffer wnwb2 { uvec2 wnw_2[]; };
 #endif
 #if WQ_HAS_QUAD(NW_TYPE)
-layout(std430, binding = B_NW) readonly buffer wnwb4 { uvec4 wnw_4[]; };
+layout(std430, binding = B_NW) WQ_QUAL buffer wnwb4 { uvec4 wnw_4[]; };
 #endif
 #endif
 #ifdef B_BIAS
 #if WQ_HAS_WORD(BIAS_TYPE)
-layout(std430, binding = B_BIAS) readonly buffer wbiasb { uint wbias[]; };
+layout(std430, binding = B_BIAS) WQ_QUAL buffer wbiasb { uint wbias[]; };
 #endif
 #if WQ_HAS_PAIR(BIAS_TYPE)
-layout(std430, binding = B_BIAS) readonly buffer wbiasb2 { uvec2 wbias_2[]; };
+layout(std430, binding = B_BIAS) WQ_QUAL buffer wbiasb2 { uvec2 wbias_2[]; };
 #endif
 #if WQ_HAS_QUAD(BIAS_TYPE)
-layout(std430, binding = B_BIAS) readonly buffer wbiasb4 { uvec4 wbias_4[]; };
+layout(std430, binding = B_BIAS) WQ_QUAL buffer wbiasb4 { uvec4 wbias_4[]; };
 #endif
 #endif
 

@@ -103,7 +103,7 @@ Test(tune, every_layout_matches_the_interpreter_q4_k_m, .timeout = 600) {
     check_layouts(ZMK_Q4_K_M, "tq4.gguf", cand, n);
 }
 Test(tune, extreme_layouts_match_the_interpreter_q8_0, .timeout = 600) {
-    static const zcg_gemv cand[] = {{8, 1, 4}, {1, 2, 1}, {4, 2, 8}};
+    static const zcg_gemv cand[] = {{8, 1, 4, 0}, {1, 2, 1, 0}, {4, 2, 8, 1}};
     check_layouts(ZMK_Q8_0, "tq8.gguf", cand, 3);
 }
 
@@ -132,7 +132,7 @@ Test(tune, picks_a_candidate_per_kernel, .timeout = 300) {
     gguf_file *f = model(ZMK_Q4_K_M, "tp.gguf");
     const ztarget *t = ztarget_find("llvmpipe");
     zir_graph *g = decode_graph(f, t);
-    static const zcg_gemv cand[] = {{1, 1, 4}, {2, 1, 1}};
+    static const zcg_gemv cand[] = {{1, 1, 4, 0}, {2, 1, 1, 0}};
     seen_rows seen = {0};
     zvk_tune_opts o = {.target = t,
                        .ctx = 64,
