@@ -159,13 +159,16 @@ static zstatus tune_key(zvk_device *dev, const zir_graph *g, const zir_node *n, 
     const zcg_gemv *cand = o->candidates ? o->candidates : builtin;
     int nc = o->candidates ? o->n_candidates : (int)(sizeof builtin / sizeof builtin[0]);
     zvk_tune_row best = {.us = -1};
-    for (int i = 0; !s && i < nc; i++) {
-        zcg_kernel k;
+    /* Codegen's own layout first (an all-zero layout keeps it), then each
+     * candidate that differs from it. */
+    for (int i = -1; !s && i < nc; i++) {
+        zcg_kernel k = *def;
         zdiag skip = {0};
-        co.force_gemv = &cand[i];
-        if (zcg_node(g, n, &co, a, &k, &skip)) continue; /* a layout this target cannot hold */
-        zvk_tune_row r = {.key = def->key, .name = zarena_printf(a, "%s", k.name), .layout = cand[i]};
-        r.is_default = !strcmp(k.name, def->name);
+        co.force_gemv = i < 0 ? NULL : &cand[i];
+        if (i >= 0 && zcg_node(g, n, &co, a, &k, &skip)) continue; /* a layout this target cannot hold */
+        if (i >= 0 && !strcmp(k.name, def->name)) continue;
+        zvk_tune_row r = {.key = def->key, .name = zarena_printf(a, "%s", k.name), .is_default = i < 0};
+        if (i >= 0) r.layout = cand[i];
         s = time_kernel(dev, &k, &b, o->reps > 0 ? o->reps : 15, &r.us, &r.regs, d);
         if (s) break;
         r.gbs = r.us > 0 ? b.weight_bytes / (r.us * 1e3) : 0;

@@ -19,7 +19,7 @@
 typedef struct zvk_tune_row {
     const char *key;  /* the kernel key */
     const char *name; /* the candidate's kernel name */
-    zcg_gemv layout;
+    zcg_gemv layout;    /* all zero: codegen's default layout */
     double us;       /* median time of one dispatch */
     double gbs;      /* weight bytes bound / us */
     int64_t regs;    /* registers per invocation (-1: not reported) */
