@@ -103,8 +103,29 @@ static int parse(int argc, char **argv, bench_opts *o) {
 typedef struct kernel_time {
     uint32_t kernel;
     double ns;
+    double weight_bytes; /* weights bound, summed over calls */
     int count;
 } kernel_time;
+
+/* Bytes of the weights a dispatch binds: what a decode GEMV must stream. */
+static double weight_bytes(const zplan *p, const zplan_dispatch *dp) {
+    double b = 0;
+    for (uint32_t j = 0; j < dp->n_bindings; j++) {
+        const zplan_buffer *buf = &p->buffers[p->bindings[dp->first_binding + j].buffer];
+        if (buf->kind == ZPB_WEIGHTS) b += (double)buf->size;
+    }
+    return b;
+}
+
+/* "regs 96", "regs 255 spill 40", or "" where the driver says nothing. */
+static const char *regs_of(const zvk_pipeline_stats *st, char *buf, size_t n) {
+    if (!st->valid || st->registers <= 0) return "";
+    if (st->spills > 0)
+        snprintf(buf, n, "%lld+%lld", (long long)st->registers, (long long)st->spills);
+    else
+        snprintf(buf, n, "%lld", (long long)st->registers);
+    return buf;
+}
 
 static int by_time(const void *a, const void *b) {
     double x = ((const kernel_time *)a)->ns, y = ((const kernel_time *)b)->ns;
@@ -112,7 +133,8 @@ static int by_time(const void *a, const void *b) {
 }
 
 /* Each kernel's share of one step's GPU time, largest first. */
-static void print_profile(const zplan *p, zplan_phase ph, int T, const double *ns, FILE *to) {
+static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns, FILE *to) {
+    const zplan *p = zrt_plan(r);
     const zplan_schedule *sc = &p->sched[ph];
     kernel_time *k = calloc(p->n_kernels, sizeof *k);
     double total = 0;
@@ -122,6 +144,7 @@ static void print_profile(const zplan *p, zplan_phase ph, int T, const double *n
     for (uint32_t i = 0; i < sc->count; i++) {
         const zplan_dispatch *dp = &p->dispatches[sc->first + i];
         k[dp->kernel].ns += ns[i];
+        k[dp->kernel].weight_bytes += weight_bytes(p, dp);
         k[dp->kernel].count++;
         total += ns[i];
     }
@@ -129,10 +152,15 @@ static void print_profile(const zplan *p, zplan_phase ph, int T, const double *n
     fprintf(to, "\n%s step of %d token%s: %u dispatches, %.1f us on the GPU (%.2f us per token)\n",
             ph == ZPLAN_DECODE ? "decode" : "prefill", T, T == 1 ? "" : "s", sc->count, total / 1e3,
             total / 1e3 / T);
-    fprintf(to, "  %6s %6s %9s  %s\n", "share", "calls", "us", "kernel");
-    for (uint32_t i = 0; i < p->n_kernels && k[i].count; i++)
-        fprintf(to, "  %5.1f%% %6d %9.1f  %s\n", 100 * k[i].ns / total, k[i].count, k[i].ns / 1e3,
+    /* weights GB/s: the bound weights over the time, what a decode kernel
+     * streams; regs: registers per invocation (+ spilled), from the driver */
+    fprintf(to, "  %6s %6s %9s %8s %7s  %s\n", "share", "calls", "us", "wGB/s", "regs", "kernel");
+    for (uint32_t i = 0; i < p->n_kernels && k[i].count; i++) {
+        char rb[32];
+        fprintf(to, "  %5.1f%% %6d %9.1f %8.0f %7s  %s\n", 100 * k[i].ns / total, k[i].count, k[i].ns / 1e3,
+                k[i].weight_bytes / k[i].ns, regs_of(zrt_kernel_stats(r, k[i].kernel), rb, sizeof rb),
                 zplan_str(p, p->kernels[k[i].kernel].name));
+    }
     free(k);
 }
 
@@ -152,10 +180,10 @@ static zstatus profile(zrt *r, const bench_opts *o, const int32_t *tok, int64_t 
     zstatus s = depth ? zrt_eval(r, tok, (int)depth, NULL, d) : ZOK;
     tok += depth;
     if (!s && T > 0) s = zrt_profile(r, ZPLAN_PREFILL, tok, T, ns, d);
-    if (!s && T > 0) print_profile(p, ZPLAN_PREFILL, T, ns, to);
+    if (!s && T > 0) print_profile(r, ZPLAN_PREFILL, T, ns, to);
     if (!s) s = zrt_eval(r, tok, T > 0 ? T : 1, NULL, d); /* decode after a prompt */
     if (!s) s = zrt_profile(r, ZPLAN_DECODE, tok, 1, ns, d);
-    if (!s) print_profile(p, ZPLAN_DECODE, 1, ns, to);
+    if (!s) print_profile(r, ZPLAN_DECODE, 1, ns, to);
     free(ns);
     return s;
 }
