@@ -77,8 +77,8 @@ const char *zcg_compose(zarena *a, const char *const *defs, const char *const *f
     return s.oom ? NULL : s.p;
 }
 
-zstatus zcg_node(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
-                 zdiag *d) {
+static zstatus node_kernel(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a,
+                           zcg_kernel *out, zdiag *d) {
     memset(out, 0, sizeof *out);
     if (n->parent) return zdiag_set(d, ZE_INTERNAL, "codegen: '%s' is not a top-level node", n->out->name);
     if (zir_ops[n->op].flags & ZF_VIEW) return ZOK; /* aliases its input: no kernel */
@@ -100,4 +100,34 @@ zstatus zcg_node(const zir_graph *g, const zir_node *n, const zcg_opts *o, zaren
     case ZK_ATTENTION: return zcg_attention(g, n, o, a, out, d);
     default: return zcg_misc(g, n, o, a, out, d);
     }
+}
+
+/* The KV cache a bound value is (the cache, or a store's view of it). */
+static const zir_value *cache_of(const zir_value *v) {
+    if (!v || v->role == ZR_KV) return v;
+    const zir_node *p = v->producer;
+    if (p && p->op == ZOP_KERNEL) p = p->body[p->n_body - 1];
+    return p && p->op == ZOP_KV_STORE ? p->in[1] : NULL;
+}
+
+/* A kernel that binds an f16 cache (the kv-type pass) declares it with
+ * KV_T = float16_t (common.glsl): the define goes right after #version. */
+static zstatus mark_kv_f16(zcg_kernel *k, zarena *a, zdiag *d) {
+    bool f16 = false;
+    for (int i = 0; i < k->n_bind; i++) {
+        const zir_value *c = cache_of(k->bind[i].value);
+        f16 |= c && c->dtype == ZT_F16;
+    }
+    if (!f16 || !k->glsl) return ZOK;
+    size_t len = strlen(k->name);
+    if (len + 6 < sizeof k->name) memcpy(k->name + len, "+kv16", 6);
+    const char *nl = strchr(k->glsl, '\n');
+    k->glsl = nl ? zarena_printf(a, "%.*s\n#define KV_F16 1%s", (int)(nl - k->glsl), k->glsl, nl) : NULL;
+    return k->glsl ? ZOK : zdiag_set(d, ZE_NOMEM, "codegen: out of memory");
+}
+
+zstatus zcg_node(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
+                 zdiag *d) {
+    zstatus s = node_kernel(g, n, o, a, out, d);
+    return s ? s : mark_kv_f16(out, a, d);
 }

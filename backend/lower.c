@@ -110,7 +110,9 @@ static zstatus declare_storage(lw *w, const zir_graph *g) {
             uint64_t off = (uint64_t)((const uint8_t *)v->data - (const uint8_t *)w->o->gguf_base);
             if (add_buffer(w, ZPB_WEIGHTS, v->name, round_up(v->nbytes, 4), off) == UINT32_MAX) w->oom = true;
         } else if (v->role == ZR_KV && find_buffer(w, ZPB_KV, v->name) == UINT32_MAX) {
-            uint64_t bytes = (uint64_t)elems(v, w->o, ZPLAN_DECODE) * (uint64_t)act_bytes(w->o);
+            /* the kv-type pass chose the cache's storage */
+            uint64_t bytes = (uint64_t)elems(v, w->o, ZPLAN_DECODE) * (v->dtype == ZT_F16 ? 2u : 4u);
+            if (v->dtype == ZT_F16) w->p->required |= ZPLAN_NEED_FP16 | ZPLAN_NEED_STORAGE16;
             if (add_buffer(w, ZPB_KV, v->name, bytes, 0) == UINT32_MAX) w->oom = true;
         }
     }

@@ -196,8 +196,11 @@ static zstatus op_rope(ctx *c) {
 static zstatus op_kv_store(ctx *c) {
     const zir_value *x = c->n->in[0];
     int64_t T = dim(c, x, 0), row = x->shape[1] * x->shape[2];
-    float *cache = c->it->buf[c->n->in[1]->id];
-    memcpy(cache + c->it->step.pos * row, c->in[0], sizeof(float) * (size_t)(T * row));
+    float *cache = c->it->buf[c->n->in[1]->id], *at = cache + c->it->step.pos * row;
+    memcpy(at, c->in[0], sizeof(float) * (size_t)(T * row));
+    if (c->n->in[1]->dtype == ZT_F16) /* an f16 cache keeps what the device's would (kv-type) */
+        for (int64_t i = 0; i < T * row; i++)
+            at[i] = zf16_to_f32(zf32_to_f16(at[i]));
     c->out = cache; /* the output is a view of the cache's first P rows */
     return ZOK;
 }

@@ -69,6 +69,9 @@ typedef struct zpass_report {
 
 zpass_decision *zpass_report_add(zpass_report *r);
 
+/* The KV cache's storage: the target's choice, or --kv-type's. */
+typedef enum zpass_kv { ZKV_TARGET, ZKV_F32, ZKV_F16 } zpass_kv;
+
 typedef struct zpass_opts {
     const ztarget *target;
     zpass_phase phase;
@@ -79,6 +82,7 @@ typedef struct zpass_opts {
     const char *print_after; /* comma-separated pass names, or "all" */
     FILE *print_to;
     zpass_report *report; /* decisions are appended here (may be NULL) */
+    zpass_kv kv_type;     /* KV-cache storage (the kv-type pass) */
 } zpass_opts;
 
 typedef zstatus (*zpass_fn)(zir_graph *g, const zpass_opts *o, zdiag *d);

@@ -26,6 +26,8 @@ static const char *const usage =
     "  -o FILE                write the plan here (run it with: zinc run FILE)\n"
     "  --device N             with --target device: the Vulkan device to compile for (see zinc devices)\n"
     "  --chunk N              most tokens in one prefill step (default: 512, at most the context)\n"
+    "  --kv-type f16|f32      KV-cache storage (default: f16 on GPUs, f32 on llvmpipe), like llama.cpp's "
+    "-ctk/-ctv\n"
     "  --tune                 with -o and --target device: time each decode GEMV's layouts on the device\n"
     "                         and compile the fastest (a table on stderr; docs/performance.md)\n"
     "  --dump-ir              print the tensor IR as built from the GGUF, before any pass, and stop\n"
@@ -58,6 +60,7 @@ typedef struct zincc_opts {
     bool dump_ir, verify_each, list, dot_weights, tune;
     double threshold;
     int64_t tile, ctx, chunk;
+    zpass_kv kv_type;
 } zincc_opts;
 
 static int parse_value(int argc, char **argv, int *i, zincc_opts *o, bool *matched) {
@@ -91,6 +94,10 @@ static int parse_value(int argc, char **argv, int *i, zincc_opts *o, bool *match
         o->emit_out = v;
     } else if (cli_opt(argc, argv, i, "-o", &v, &miss)) {
         o->out = v;
+    } else if (cli_opt(argc, argv, i, "--kv-type", &v, &miss)) {
+        if (!miss && strcmp(v, "f16") && strcmp(v, "f32"))
+            return cli_usage_error("zincc", "--kv-type expects f16 or f32, not '%s'", v);
+        if (!miss) o->kv_type = strcmp(v, "f16") ? ZKV_F32 : ZKV_F16;
     } else if (cli_opt(argc, argv, i, "--device", &v, &miss)) {
         o->device = v;
     } else if (cli_opt(argc, argv, i, "--chunk", &v, &miss)) {
@@ -247,7 +254,8 @@ static zpass_opts phase_opts(const zincc_opts *z, const ztarget *t, int ph, zpas
                         .verify_each = z->verify_each,
                         .print_after = z->print_after,
                         .print_to = quiet ? stderr : stdout,
-                        .report = rep};
+                        .report = rep,
+                        .kv_type = z->kv_type};
 }
 
 /* The target: a named profile, or the live device (the default with -o). */

@@ -10,6 +10,14 @@
 #else
 #define ACT_T float
 #endif
+// The KV cache's storage (the kv-type pass): arithmetic stays fp32.
+#ifdef KV_F16
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define KV_T float16_t
+#else
+#define KV_T float
+#endif
 
 layout(std430, set = 0, binding = 0) readonly buffer StepParams {
     uint T;    // tokens in this step

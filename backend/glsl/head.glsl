@@ -13,7 +13,12 @@ layout(std430, set = 0, binding = 1) readonly buffer X { ACT_T x[]; };
 #if HAS_NORM
 layout(std430, set = 0, binding = B_NW) readonly buffer W { uint w[]; }; // f32 as raw words
 #endif
-layout(std430, set = 0, binding = B_Y) writeonly buffer Y { ACT_T y[]; };
+#if HAS_STORE
+#define Y_T KV_T // the cache's storage
+#else
+#define Y_T ACT_T
+#endif
+layout(std430, set = 0, binding = B_Y) writeonly buffer Y { Y_T y[]; };
 
 shared float row[D];
 
@@ -45,17 +50,17 @@ void main() {
     for (uint j = tid; j < ROW_THREADS; j += WG) {
         if (j >= NPAIR) {
             uint e = NR + (j - NPAIR);
-            y[ob + e] = ACT_T(row[e]);
+            y[ob + e] = Y_T(row[e]);
             continue;
         }
         uint i0 = NEOX != 0 ? j : 2u * j, i1 = NEOX != 0 ? j + NPAIR : 2u * j + 1u;
         float cs, sn;
         rope_cos_sin(step.pos + t, j, cs, sn);
         float a = row[i0], b = row[i1];
-        y[ob + i0] = ACT_T(a * cs - b * sn);
-        y[ob + i1] = ACT_T(a * sn + b * cs);
+        y[ob + i0] = Y_T(a * cs - b * sn);
+        y[ob + i1] = Y_T(a * sn + b * cs);
     }
 #else
-    for (uint i = tid; i < D; i += WG) y[ob + i] = ACT_T(row[i]);
+    for (uint i = tid; i < D; i += WG) y[ob + i] = Y_T(row[i]);
 #endif
 }

@@ -4,10 +4,10 @@
 // Defines: ROW (Hkv * D), WG.
 layout(local_size_x = WG) in;
 layout(std430, set = 0, binding = 1) readonly buffer X { ACT_T x[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer C { ACT_T cache[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer C { KV_T cache[]; };
 
 void main() {
     uint t = gl_WorkGroupID.y, j = gl_GlobalInvocationID.x;
     if (t >= step.T || j >= ROW || step.pos + t >= step.ctx) return;
-    cache[(step.pos + t) * ROW + j] = x[t * ROW + j];
+    cache[(step.pos + t) * ROW + j] = KV_T(x[t * ROW + j]);
 }

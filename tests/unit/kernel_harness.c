@@ -179,6 +179,22 @@ static zstatus dispatch(kh_ctx *k, const zcg_kernel *kn, slot *slots, int n, zvk
     return s;
 }
 
+/* The KV cache a binding is (the cache, or a store's view of it), or NULL. */
+static const zir_value *cache_of(const zir_value *v) {
+    if (!v || v->role == ZR_KV) return v;
+    const zir_node *p = v->producer;
+    if (p && p->op == ZOP_KERNEL) p = p->body[p->n_body - 1];
+    return p && p->op == ZOP_KV_STORE ? p->in[1] : NULL;
+}
+
+/* Whether a binding is stored as f16: a cache by its dtype (kv-type), an
+ * activation when the plan keeps activations in f16. */
+static bool binding_f16(const zcg_binding *b, const zcg_opts *o) {
+    const zir_value *c = cache_of(b->value);
+    if (c) return c->dtype == ZT_F16;
+    return o->act_f16 && b->value && b->value->role != ZR_WEIGHT;
+}
+
 zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zcg_opts *o,
                       const zir_interp *it, zir_step st, kh_result *r, zdiag *d) {
     memset(r, 0, sizeof *r);
@@ -190,9 +206,8 @@ zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zc
     if (!s && !kn.glsl) s = zdiag_set(d, ZE_INVALID, "node '%s' has no kernel", n->out->name);
     if (!s) snprintf(r->kernel, sizeof r->kernel, "%s", kn.name);
     for (int i = 0; !s && i < kn.n_bind; i++) {
-        s = fill(k, &kn.bind[i], it, st,
-                 o->act_f16 && kn.bind[i].value && kn.bind[i].value->role != ZR_WEIGHT, &slots[i], d);
-        if (!s) unpoison_cache(&kn.bind[i], st, o->act_f16, &slots[i]);
+        s = fill(k, &kn.bind[i], it, st, binding_f16(&kn.bind[i], o), &slots[i], d);
+        if (!s) unpoison_cache(&kn.bind[i], st, binding_f16(&kn.bind[i], o), &slots[i]);
         if (!s && kn.bind[i].value && kn.bind[i].value->role == ZR_INPUT) {
             const int32_t *tok =
                 k->tokens ? k->tokens : (const int32_t *)zir_interp_value(it, kn.bind[i].value, NULL);
@@ -210,10 +225,11 @@ zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zc
     }
     for (int rep = 0; !s && rep < (k->replays > 1 ? k->replays : 1); rep++) {
         for (int i = 0; rep && i < kn.n_bind; i++)
-            repoison(&kn.bind[i], st, o->act_f16, &slots[i]);
+            repoison(&kn.bind[i], st, binding_f16(&kn.bind[i], o), &slots[i]);
         s = dispatch(k, &kn, slots, kn.n_bind, &stepb, st, d);
         for (int i = 0; !s && i < kn.n_bind; i++)
-            if (slots[i].want) s = compare(&slots[i], o->act_f16, kn.bind[i].value->name, r, d);
+            if (slots[i].want)
+                s = compare(&slots[i], binding_f16(&kn.bind[i], o), kn.bind[i].value->name, r, d);
     }
     for (int i = 0; i < ZCG_MAX_BIND; i++)
         zvk_buffer_destroy(&k->dev, &slots[i].buf);

@@ -131,6 +131,13 @@ static void run_model(zmk_arch arch, zmk_quant q, const char *target, const char
     fixture x = {0};
     make_model(arch, q, name, &x);
     enum { N = 13, CHUNK = 5, CTX = 32 };
+    /* The plan stores the KV cache as the kv-type pass says (f16 for h200):
+     * the reference rounds what it stores the same way. */
+    if (!pipeline || strstr(pipeline, "kv-type")) {
+        zpass_opts po = {.target = ztarget_find(target), .phase = ZPH_PREFILL, .ctx = CTX};
+        zdiag kd = {0};
+        cr_assert_eq(zpass_run_pipeline(x.ref, "kv-type", NULL, &po, &kd), ZOK, "%s", kd.msg);
+    }
     int V = x.ref->hp.n_vocab;
     tu_rng r = tu_rng_seed(5);
     int32_t tok[N];
@@ -177,6 +184,11 @@ Test(e2e, qwen3_q4_k_m_unfused) {
 }
 Test(e2e, qwen3_h200_choices) {
     run_model(ZMK_QWEN3, ZMK_Q4_K_M, "h200", NULL, "e2e-qwen3h.gguf");
+}
+/* An f16 KV cache behind the staged kernels: the stores and the scores and
+ * mix steps read and write the cache in half precision. */
+Test(e2e, llama_f16_kv_unfused) {
+    run_model(ZMK_LLAMA, ZMK_Q8_0, "h200", "shape,width,kv-type", "e2e-llamakv.gguf");
 }
 Test(e2e, llama_q8_0_fused) {
     run_model(ZMK_LLAMA, ZMK_Q8_0, "llvmpipe", NULL, "e2e-llama.gguf");

@@ -287,8 +287,17 @@ static void check_one(const gguf_file *f, zmk_arch arch, pipe p, const char *tar
     census got = take_census(g), want_c = expected(arch, p, target, ph);
     expect_census(&got, &want_c, what);
     expect_decisions(&rep, p, mlp_choice(target, ph), what);
-    float *out[N_MODES];
+    float *out[N_MODES], *kv_want[N_MODES] = {0};
     run_modes(g, tok, out);
+    /* The default pipeline also chooses the KV cache's storage (kv-type: f16
+     * on the GPU targets), which rounds what is stored: the fusions must
+     * then equal the unfused graph with the same storage. */
+    if (p == P_DEFAULT) {
+        zir_graph *k = compile(f, "shape,width,kv-type", &o);
+        run_modes(k, tok, kv_want);
+        want = kv_want;
+        zir_graph_free(k);
+    }
     size_t n = (size_t)N_TOK * (size_t)g->hp.n_vocab;
     for (int m = 0; m < N_MODES; m++) {
         char w[200];
@@ -296,6 +305,7 @@ static void check_one(const gguf_file *f, zmk_arch arch, pipe p, const char *tar
         expect_same(out[m], want[m], n, w);
     }
     free_modes(out);
+    if (kv_want[0]) free_modes(kv_want);
     zir_graph_free(g);
     zarena_free(rep.arena);
 }
@@ -358,7 +368,7 @@ typedef struct golden_case {
     zpass_phase phase;
 } golden_case;
 
-#define DEFAULT_PASSES "shape,width,fuse-dequant,fuse-attn,fuse-mlp,fuse-norm,fuse-residual"
+#define DEFAULT_PASSES "shape,width,kv-type,fuse-dequant,fuse-attn,fuse-head,fuse-mlp,fuse-norm,fuse-residual"
 static const golden_case goldens[] = {
     {"fuse-dequant/qwen3-q4km", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-dequant", "h200",
      ZPH_PREFILL},
@@ -556,7 +566,8 @@ Test(manager, disable_pass_removes_it) {
     gguf_file *f = make_model(ZMK_QWEN2, ZMK_Q4_K_M, GOLDEN_SHAPE, "dis.gguf");
     zpass_opts o = opts_for("rdna4", ZPH_DECODE, NULL); /* where decode takes the whole MLP */
     zir_graph *a = NULL,
-              *b = compile(f, "shape,width,fuse-dequant,fuse-head,fuse-mlp,fuse-norm,fuse-residual", &o);
+              *b = compile(f, "shape,width,kv-type,fuse-dequant,fuse-head,fuse-mlp,fuse-norm,fuse-residual",
+                           &o);
     zdiag d = {0};
     cr_assert_eq(zir_build_from_gguf(f, &a, &d), ZOK, "%s", d.msg);
     cr_assert_eq(zpass_run_pipeline(a, NULL, "fuse-attn", &o, &d), ZOK, "%s", d.msg);
@@ -603,15 +614,16 @@ Test(manager, print_after_prints_exactly_there) {
     cr_expect_str_eq(h, "fuse-mlp (prefill)");
     /* What it printed is the graph after fuse-mlp, not before or later. */
     zpass_opts o = opts_for("h200", ZPH_PREFILL, NULL);
-    zir_graph *g = compile(f, "shape,width,fuse-dequant,fuse-attn,fuse-mlp", &o);
+    zir_graph *g = compile(f, "shape,width,kv-type,fuse-dequant,fuse-attn,fuse-head,fuse-mlp", &o);
     char *want = print_of(g);
     cr_expect_str_eq(strchr(one, '\n') + 1, want, "--print-after=fuse-mlp printed another graph");
     char *two = run_printing(f, "fuse-residual,shape"), *all = run_printing(f, "all");
     headers(two, h, sizeof h);
     cr_expect_str_eq(h, "shape (prefill)|fuse-residual (prefill)", "in pipeline order, not list order");
     headers(all, h, sizeof h);
-    cr_expect_str_eq(h, "shape (prefill)|width (prefill)|fuse-dequant (prefill)|fuse-attn (prefill)|"
-                        "fuse-mlp (prefill)|fuse-norm (prefill)|fuse-residual (prefill)");
+    cr_expect_str_eq(h, "shape (prefill)|width (prefill)|kv-type (prefill)|fuse-dequant (prefill)|"
+                        "fuse-attn (prefill)|fuse-head (prefill)|fuse-mlp (prefill)|fuse-norm (prefill)|"
+                        "fuse-residual (prefill)");
     char *none = run_printing(f, NULL);
     cr_expect_str_eq(none, "", "printed without --print-after");
     free(one), free(two), free(all), free(none), free(want);
@@ -751,5 +763,41 @@ Test(manager, passes_are_idempotent) {
         free(twice);
         zir_graph_free(g);
     }
+    gguf_close(f);
+}
+
+/* kv-type: f16 on the GPU targets, f32 on llvmpipe, --kv-type over both;
+ * a storage zincc does not know is refused. */
+Test(passes, kv_type_by_target_and_flag) {
+    gguf_file *f = make_model(ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "kv.gguf");
+    const struct {
+        const char *target;
+        zpass_kv flag;
+        ztype want;
+    } cases[] = {{"h200", ZKV_TARGET, ZT_F16},
+                 {"rdna4", ZKV_TARGET, ZT_F16},
+                 {"llvmpipe", ZKV_TARGET, ZT_F32},
+                 {"h200", ZKV_F32, ZT_F32},
+                 {"llvmpipe", ZKV_F16, ZT_F16}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        zpass_opts o = opts_for(cases[i].target, ZPH_DECODE, NULL);
+        o.kv_type = cases[i].flag;
+        zir_graph *g = compile(f, "shape,width,kv-type", &o);
+        int n = 0;
+        for (uint32_t v = 0; v < g->n_values; v++) {
+            if (g->values[v]->role != ZR_KV) continue;
+            n++;
+            cr_expect_eq(g->values[v]->dtype, cases[i].want, "%s, flag %d: %s is %s", cases[i].target,
+                         cases[i].flag, g->values[v]->name, ztype_name(g->values[v]->dtype));
+        }
+        cr_expect_eq(n, 2 * (int)GOLDEN_SHAPE.layers);
+        zir_graph_free(g);
+    }
+    char *log = NULL;
+    int rc = tu_run(&log, "%s/zincc '%s' --kv-type q8_0 --target h200 --report 2>&1", ZINC_BINARY_DIR,
+                    tu_tmp("kv.gguf"));
+    cr_expect_eq(rc, 64, "%s", log ? log : "");
+    cr_expect(log && strstr(log, "--kv-type expects f16 or f32"), "%s", log ? log : "");
+    free(log);
     gguf_close(f);
 }
