@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The benchmark of docs/performance.md, for one device call on the GPU
+# machine (../shared/tools/README.md): zinc beside llama.cpp on the same
+# generated GGUFs, plus a correctness check of the plan against the CPU
+# reference. Not part of CI (CI has no GPU).
+#
+# Here, before the call: build (scripts/test.sh or cmake), run
+# ../shared/tools/anchor_bundle.sh (makes .gl/ and .anchor/), then pack the
+# two programs:  mkdir -p .dev && strip -o .dev/zinc build/zinc && strip -o .dev/zincc build/zincc
+# The call (carry .gl, .anchor and .dev):  bash scripts/bench-device.sh [--tune] [MODELS...]
+# MODELS: q8b (Qwen3-8B shape), q06 (Qwen3-0.6B shape); default both.
+# Everything is written to $OUT/bench.txt (and printed).
+set -uo pipefail
+tune=""
+[ "${1:-}" = "--tune" ] && { tune="--tune"; shift; }
+models=("$@")
+[ ${#models[@]} -eq 0 ] && models=(q8b q06)
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+B=$PWD/.dev O=${OUT:-/tmp}/bench.txt
+mkdir -p /tmp/nb && tar xJf .anchor/npmbench-bundle.tar.xz -C /tmp/nb
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem \
+  --format=csv | tee -a "$O"
+shape() {
+  case $1 in
+  q8b) echo "--layers 36 --hidden 4096 --ff 12288 --heads 32 --kv-heads 8" ;;
+  q06) echo "--layers 28 --hidden 1024 --ff 3072 --heads 16 --kv-heads 8" ;;
+  s2) echo "--layers 2 --hidden 4096 --ff 12288 --heads 32 --kv-heads 8" ;;
+  esac
+}
+gen() { "$B/zinc" mkmodel --arch qwen3 $(shape "$1") --head-dim 128 --vocab 151936 --quant q4_k_m -o "/tmp/$1.gguf" >/dev/null; }
+for m in "${models[@]}" s2; do gen "$m" & done
+wait
+# Correctness at the 8B's width: prefill and decode logits against the interpreter.
+T=1,2,3,4,5,6,7,8,9,10,11
+"$B/zincc" /tmp/s2.gguf -o /tmp/s2.zplan --ctx 512 2>/dev/null
+"$B/zinc" ref /tmp/s2.gguf --tokens $T --logits-out /tmp/r.f32 >/dev/null 2>&1
+for md in prefill decode; do
+  "$B/zinc" run /tmp/s2.zplan --tokens $T --logits-out "/tmp/g-$md.f32" --mode $md >/dev/null 2>&1
+  echo "== $md logits against the reference: $("$B/zinc" compare "/tmp/g-$md.f32" /tmp/r.f32 --vocab 151936 2>&1)" | tee -a "$O"
+done
+for m in "${models[@]}"; do
+  echo "=== zinc $m" | tee -a "$O"
+  "$B/zincc" "/tmp/$m.gguf" -o "/tmp/$m.zplan" --ctx 4096 $tune 2>>"$O"
+  "$B/zinc" bench "/tmp/$m.zplan" -p 512 -n 128 -r 3 --profile 2>&1 | tee -a "$O"
+  "$B/zinc" bench "/tmp/$m.zplan" -p 512 -n 128 -d 4096 -r 3 2>&1 | tee -a "$O"
+  echo "=== llama.cpp $m" | tee -a "$O"
+  /tmp/nb/bundle/run-bench.sh -m "/tmp/$m.gguf" -ngl 99 -p 512 -n 128 -r 3 -fa 0,1 2>&1 | grep -E '^\|' | tee -a "$O"
+  /tmp/nb/bundle/run-bench.sh -m "/tmp/$m.gguf" -ngl 99 -n 128 -p 0 -d 4096 -r 3 -fa 1 2>&1 | grep -E '^\|' | tee -a "$O"
+done
