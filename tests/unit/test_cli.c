@@ -2,6 +2,7 @@
  * info, zinc run (logits against zinc ref, text generation), zinc chat in a
  * pseudo-terminal (with Ctrl-C), and the one-line errors for wrong input. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <pty.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,8 +151,19 @@ typedef struct term {
     size_t len;
 } term;
 
+/* The terminal tests run one at a time, whatever --jobs says: under load,
+ * two of them side by side once left libedit waiting for a key that never
+ * came (the test then waited for ever). The lock goes with the process. */
+static void term_lock(void) {
+    static int fd = -1;
+    if (fd >= 0) return;
+    fd = open("/tmp/zinc-test-terminal.lock", O_RDWR | O_CREAT, 0600);
+    cr_assert(fd >= 0 && flock(fd, LOCK_EX) == 0, "cannot lock /tmp/zinc-test-terminal.lock");
+}
+
 /* Starts zinc with argv (argv[0] "zinc") in a pseudo-terminal. */
 static void term_exec(term *t, char *const argv[]) {
+    term_lock();
     t->len = 0;
     t->pid = forkpty(&t->fd, NULL, NULL, NULL);
     cr_assert(t->pid >= 0, "forkpty failed");
@@ -158,6 +171,28 @@ static void term_exec(term *t, char *const argv[]) {
         execv(ZINC, argv);
         _exit(127);
     }
+}
+
+/* The child's exit status, waiting at most 60 s; a child still running
+ * then is killed and the test fails with what the terminal showed. */
+static int term_exit(term *t) {
+    int st = 0;
+    for (int ms = 0; ms < 60000; ms += 20) {
+        if (waitpid(t->pid, &st, WNOHANG) == t->pid) return st;
+        struct pollfd p = {t->fd, POLLIN, 0};
+        ssize_t n = 0;
+        if (poll(&p, 1, 0) > 0 && t->len < sizeof t->buf - 1)
+            n = read(t->fd, t->buf + t->len, sizeof t->buf - 1 - t->len);
+        if (n > 0)
+            t->len += (size_t)n;
+        else
+            usleep(20000); /* nothing to read (or the slave side is closed): wait */
+    }
+    kill(t->pid, SIGKILL);
+    waitpid(t->pid, &st, 0);
+    t->buf[t->len] = 0;
+    cr_assert_fail("zinc did not exit within 60 s; the terminal showed: %s", t->buf);
+    return st;
 }
 
 static void term_start(term *t, const char *plan) {
@@ -215,7 +250,7 @@ Test(cli, chat_in_a_terminal_with_ctrl_c) {
     cr_assert(term_wait(&t, mark, "> "), "no prompt after the second reply: %s", t.buf + mark);
     term_send(&t, "/exit\r");
     int st = 0;
-    waitpid(t.pid, &st, 0);
+    st = term_exit(&t);
     close(t.fd);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zinc chat exit status %d: %s", st, t.buf);
 }
@@ -505,7 +540,7 @@ Test(cli, chat_line_editing_and_history) {
     mark = t.len;
     term_send(&t, "\x04");
     int st = 0;
-    waitpid(t.pid, &st, 0);
+    st = term_exit(&t);
     term_wait(&t, mark, "\n");
     close(t.fd);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d: %s", st, t.buf);
@@ -585,7 +620,7 @@ Test(cli, small_things) {
     char *const run[] = {"zinc", "run", (char *)plan, "-p", "hi", "-n", "3", "--temp", "0", "--quiet", NULL};
     term_exec(&t, run);
     int st = 0;
-    waitpid(t.pid, &st, 0);
+    st = term_exit(&t);
     term_wait(&t, 0, "\x01"); /* reads what is left, until the end */
     close(t.fd);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", t.buf);
@@ -595,7 +630,7 @@ Test(cli, small_things) {
     cr_assert(term_wait(&t, 0, "> "), "%s", t.buf);
     size_t mark = t.len;
     term_send(&t, "\x03"); /* at once: even before libedit reads */
-    waitpid(t.pid, &st, 0);
+    st = term_exit(&t);
     term_wait(&t, mark, "\x01");
     close(t.fd);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", t.buf);
