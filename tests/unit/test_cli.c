@@ -174,11 +174,18 @@ static void term_exec(term *t, char *const argv[]) {
 }
 
 /* The child's exit status, waiting at most 60 s; a child still running
- * then is killed and the test fails with what the terminal showed. */
-static int term_exit(term *t) {
+ * then is killed and the test fails with what the terminal showed. `again`
+ * (or NULL) is typed again every second: a key that arrives while readline
+ * switches the terminal between cooked and raw mode can be lost (a Ctrl-D
+ * there is the cooked line discipline's end of file, which the switch
+ * drops), and a person would press it again. */
+static int term_exit(term *t, const char *again) {
     int st = 0;
     for (int ms = 0; ms < 60000; ms += 20) {
         if (waitpid(t->pid, &st, WNOHANG) == t->pid) return st;
+        if (again && ms && ms % 1000 == 0 && write(t->fd, again, strlen(again)) < 0) {
+            /* the child may be gone already: the next waitpid says so */
+        }
         struct pollfd p = {t->fd, POLLIN, 0};
         ssize_t n = 0;
         if (poll(&p, 1, 0) > 0 && t->len < sizeof t->buf - 1)
@@ -250,7 +257,7 @@ Test(cli, chat_in_a_terminal_with_ctrl_c) {
     cr_assert(term_wait(&t, mark, "> "), "no prompt after the second reply: %s", t.buf + mark);
     term_send(&t, "/exit\r");
     int st = 0;
-    st = term_exit(&t);
+    st = term_exit(&t, NULL);
     close(t.fd);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zinc chat exit status %d: %s", st, t.buf);
 }
@@ -540,7 +547,7 @@ Test(cli, chat_line_editing_and_history) {
     mark = t.len;
     term_send(&t, "\x04");
     int st = 0;
-    st = term_exit(&t);
+    st = term_exit(&t, "\x04");
     term_wait(&t, mark, "\n");
     close(t.fd);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d: %s", st, t.buf);
@@ -620,7 +627,7 @@ Test(cli, small_things) {
     char *const run[] = {"zinc", "run", (char *)plan, "-p", "hi", "-n", "3", "--temp", "0", "--quiet", NULL};
     term_exec(&t, run);
     int st = 0;
-    st = term_exit(&t);
+    st = term_exit(&t, NULL);
     term_wait(&t, 0, "\x01"); /* reads what is left, until the end */
     close(t.fd);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", t.buf);
@@ -630,7 +637,7 @@ Test(cli, small_things) {
     cr_assert(term_wait(&t, 0, "> "), "%s", t.buf);
     size_t mark = t.len;
     term_send(&t, "\x03"); /* at once: even before libedit reads */
-    st = term_exit(&t);
+    st = term_exit(&t, NULL);
     term_wait(&t, mark, "\x01");
     close(t.fd);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", t.buf);
