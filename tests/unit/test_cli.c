@@ -519,7 +519,7 @@ Test(cli, chat_survives_a_full_context) {
 
 /* libedit: Up recalls the last line (it does not reach the model as an
  * escape sequence); a trailing backslash continues the message on the next
- * line; Ctrl-D at the prompt quits with a newline. */
+ * line; /exit quits. */
 Test(cli, chat_line_editing_and_history) {
     const char *plan = plan_for(model("qwen3", "q4_k_m", 13, "edit.gguf"), "edit.zplan");
     char *ref = NULL; /* the prompt of one chat turn "alpha\nbeta", as zinc run --chat sees it */
@@ -544,14 +544,12 @@ Test(cli, chat_line_editing_and_history) {
     cr_assert(term_wait_prompt(&t, mark, "stopped:"), "%s", t.buf + mark);
     cr_expect_eq(number_after(t.buf + mark, "prompt "), want, "the message was not alpha\\nbeta: %s",
                  t.buf + mark);
-    mark = t.len;
-    term_send(&t, "\x04");
-    int st = 0;
-    st = term_exit(&t, "\x04");
-    term_wait(&t, mark, "\n");
+    /* /exit, typed again each second: under ASan in CI a key typed as the
+     * prompt appeared was lost (small_things checks Ctrl-D at the prompt). */
+    term_send(&t, "/exit\r");
+    int st = term_exit(&t, "/exit\r");
     close(t.fd);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d: %s", st, t.buf);
-    cr_expect(strchr(t.buf + mark, '\n'), "no newline after Ctrl-D: %s", t.buf + mark);
 }
 
 /* ---- zinc bench in llama-bench's form ------------------------------------ */
