@@ -92,7 +92,7 @@ static zstatus gen_rms_norm(const zir_node *n, const zcg_opts *o, zarena *a, zcg
     const char *defs[] = {"N",  zcg_i64(a, len), "ROWS_PER_T", zcg_i64(a, per / len),
                           "WG", zcg_i64(a, wg),  "EPS",        zarena_printf(a, "float(%.9g)", n->attr.eps),
                           NULL};
-    static const char *const files[] = {"wg_reduce", "rms_norm", NULL};
+    static const char *const files[] = {"attn_reduce", "rms_norm", NULL};
     return finish_files(k, a, defs, files, o, d);
 }
 
@@ -291,8 +291,8 @@ static zstatus gen_head(const zir_node *n, const zcg_opts *o, zarena *a, zcg_ker
     k->groups[0] = (zcg_affine){0, H, 1};
     k->groups[1] = (zcg_affine){1, 0, 1};
     k->groups[2] = (zcg_affine){0, 1, 1};
-    static const char *const with_rope[] = {"wg_reduce", "rope_lib", "head", NULL};
-    static const char *const without[] = {"wg_reduce", "head", NULL};
+    static const char *const with_rope[] = {"attn_reduce", "rope_lib", "head", NULL};
+    static const char *const without[] = {"attn_reduce", "head", NULL};
     return finish_files(k, a, defs, rope ? with_rope : without, o, d);
 }
 

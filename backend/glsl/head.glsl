@@ -32,7 +32,7 @@ void main() {
         float v = float(x[base + i]);
         ss += v * v;
     }
-    float tot = wg_sum(ss); // wg_reduce.glsl
+    float tot = wg_sum(ss); // attn_reduce.glsl
     float scale = 1.0 / sqrt(tot / float(D) + EPS);
     // (x * scale) * w, in the interpreter's order.
     for (uint i = tid; i < D; i += WG) row[i] = float(x[base + i]) * scale * uintBitsToFloat(w[i]);

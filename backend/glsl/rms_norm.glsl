@@ -2,7 +2,7 @@
 // for any rank: a [T, n] hidden state or per-head [T, H, D] rows.
 // One workgroup per row: gl_WorkGroupID.x is the row within its token,
 // gl_WorkGroupID.y the token (so a long prefill stays under the 65535 limit
-// of one grid axis). The sum of squares is wg_reduce.glsl's.
+// of one grid axis). The sum of squares is attn_reduce.glsl's wg_sum.
 // Defines: N (row length), ROWS_PER_T (rows per token), WG (threads), EPS.
 
 layout(local_size_x = WG) in;
