@@ -42,8 +42,10 @@ static zir_value *weight(builder *b, const char *name, int64_t ne0, int64_t ne1,
     }
     const ztype_info *ti = ztype_get((uint32_t)t->type);
     if (!ti || !(ti->flags & ZTF_COMPUTE) || (n == 1 && t->type != ZT_F32)) {
-        zdiag_set(b->d, ZE_UNSUPPORTED, "%s: tensor '%s' has type %s: expected %s", b->f->path, name,
-                  ztype_name(t->type), n == 1 ? "f32" : "one of f32, f16, bf16, q8_0, q4_K, q5_K, q6_K");
+        char types[256] = "f32";
+        if (n == 2) ztype_list(ZTF_COMPUTE, types, sizeof types);
+        zdiag_set(b->d, ZE_UNSUPPORTED, "%s: tensor '%s' has type %s: zinc reads %s%s", b->f->path, name,
+                  ztype_name(t->type), n == 1 ? "1-D tensors in " : "", types);
         return NULL;
     }
     zdim shape[2] = {n == 2 ? ne1 : ne0, ne0};

@@ -104,9 +104,10 @@ static zmk_opts recipe_opts(const uint8_t *b, size_t n) {
 
 /* Norms and biases (one dimension) stay f32 unless the byte is 0xff. */
 static ztype recipe_type(const uint8_t *b, size_t n, zmk_kind k, uint32_t dims, int64_t row) {
-    static const ztype types[] = {ZT_F32, ZT_F16, ZT_BF16, ZT_Q8_0, ZT_Q4_K, ZT_Q5_K, ZT_Q6_K};
+    static const ztype types[] = {ZT_F32,  ZT_F16,  ZT_BF16, ZT_Q8_0, ZT_Q4_K,   ZT_Q5_K,  ZT_Q6_K,
+                                  ZT_Q4_0, ZT_Q4_1, ZT_Q5_0, ZT_Q5_1, ZT_IQ4_NL, ZT_IQ4_XS};
     uint8_t v = at(b, n, 10 + (size_t)k);
-    ztype t = dims == 1 && v != 0xff ? ZT_F32 : types[v % 7];
+    ztype t = dims == 1 && v != 0xff ? ZT_F32 : types[v % (sizeof types / sizeof types[0])];
     bool ok;
     ztype_row_bytes(t, (uint64_t)row, &ok);
     return ok ? t : ZT_F32;

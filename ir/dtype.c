@@ -8,7 +8,9 @@
  * needs no alignment. */
 #include "dtype.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -31,7 +33,28 @@ enum {
     Q6_K_QH = 128, /* u8 qh[64]: high 2 bits, four per byte */
     Q6_K_SC = 192, /* int8 scales[16] */
     Q6_K_D = 208,  /* f16 d */
+    /* 32-element blocks: byte j of qs holds element j (low nibble) and j + 16 (high) */
+    Q4_0_D = 0,     /* f16 d */
+    Q4_0_QS = 2,    /* u8 qs[16] */
+    Q4_1_D = 0,     /* f16 d */
+    Q4_1_M = 2,     /* f16 m: the block's minimum */
+    Q4_1_QS = 4,    /* u8 qs[16] */
+    Q5_0_QH = 2,    /* u32 qh: bit e is the 5th bit of element e (Q5_0 shares d with Q4_0) */
+    Q5_0_QS = 6,    /* u8 qs[16]: low 4 bits */
+    Q5_1_QH = 4,    /* u32 qh (Q5_1 shares d, m with Q4_1) */
+    Q5_1_QS = 8,    /* u8 qs[16] */
+    IQ4_NL_D = 0,   /* f16 d */
+    IQ4_NL_QS = 2,  /* u8 qs[16]: indices into kvalues_iq4nl */
+    IQ4_XS_D = 0,   /* f16 d: scale of the 6-bit sub-block scales */
+    IQ4_XS_SCH = 2, /* u16 scales_h: top 2 bits of sub-block j's scale at bits 2j */
+    IQ4_XS_SCL = 4, /* u8 scales_l[4]: low 4 bits, sub-block j in nibble j % 2 of byte j / 2 */
+    IQ4_XS_QS = 8,  /* u8 qs[128]: 8 sub-blocks of 32, laid out as IQ4_NL's qs */
 };
+
+/* ggml's kvalues_iq4nl: the 16 levels of IQ4_NL and IQ4_XS, a non-uniform
+ * grid denser near zero (ggml-common.h). */
+static const int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                         1,    13,   25,  38,  53,  69,  89,  113};
 
 /* The table, indexed by ggml id; the holes (removed ids) stay zero. An id of
  * ZT_ID_LIMIT or more in dtypes.def makes this initializer fail to compile. */
@@ -51,6 +74,14 @@ _Static_assert(ZTE_Q4_K == QK_K && ZTB_Q4_K == Q4_K_QS + QK_K / 2, "q4_K layout"
 _Static_assert(ZTE_Q5_K == QK_K && ZTB_Q5_K == Q5_K_QS + QK_K / 2 && Q5_K_QH + QK_K / 8 == Q5_K_QS,
                "q5_K layout");
 _Static_assert(ZTE_Q6_K == QK_K && ZTB_Q6_K == Q6_K_D + 2 && Q6_K_SC + QK_K / 16 == Q6_K_D, "q6_K layout");
+_Static_assert(ZTE_Q4_0 == 32 && ZTB_Q4_0 == Q4_0_QS + 16, "q4_0 layout");
+_Static_assert(ZTE_Q4_1 == 32 && ZTB_Q4_1 == Q4_1_QS + 16, "q4_1 layout");
+_Static_assert(ZTE_Q5_0 == 32 && ZTB_Q5_0 == Q5_0_QS + 16 && Q5_0_QH + 4 == Q5_0_QS, "q5_0 layout");
+_Static_assert(ZTE_Q5_1 == 32 && ZTB_Q5_1 == Q5_1_QS + 16 && Q5_1_QH + 4 == Q5_1_QS, "q5_1 layout");
+_Static_assert(ZTE_IQ4_NL == 32 && ZTB_IQ4_NL == IQ4_NL_QS + 16, "iq4_nl layout");
+_Static_assert(ZTE_IQ4_XS == QK_K && ZTB_IQ4_XS == IQ4_XS_QS + QK_K / 2 &&
+                   IQ4_XS_SCL + QK_K / 64 == IQ4_XS_QS,
+               "iq4_xs layout");
 
 /* ---- the table ---------------------------------------------------------- */
 
@@ -66,6 +97,17 @@ bool ztype_valid(uint32_t id) {
 const char *ztype_name(ztype t) {
     const ztype_info *ti = ztype_get((uint32_t)t);
     return ti ? ti->name : "?";
+}
+
+void ztype_list(uint32_t flags, char *buf, size_t cap) {
+    size_t o = 0;
+    if (cap) buf[0] = 0;
+    for (uint32_t id = 0; id < ZT_ID_LIMIT && o + 1 < cap; id++) {
+        const ztype_info *ti = ztype_get(id);
+        if (!ti || (ti->flags & flags) != flags) continue;
+        int k = snprintf(buf + o, cap - o, "%s%s", o ? ", " : "", ti->name);
+        o = k < 0 ? cap : o + (size_t)k;
+    }
 }
 
 uint64_t ztype_row_bytes(ztype t, uint64_t n, bool *ok) {
@@ -178,6 +220,90 @@ static void dq_q8_0(const uint8_t *s, float *y, int64_t nb) {
     }
 }
 
+static inline uint32_t rd32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Q4_0: x = d * (q - 8). */
+static void dq_q4_0(const uint8_t *s, float *y, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, s += ZTB_Q4_0, y += 32) {
+        const float d = f16_to_f32(rd16(s + Q4_0_D));
+        const uint8_t *q = s + Q4_0_QS;
+        for (int j = 0; j < 16; j++) {
+            y[j] = ((q[j] & 0xF) - 8) * d;
+            y[j + 16] = ((q[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+/* Q4_1: x = d * q + m (two roundings, as ggml's plain C). */
+static void dq_q4_1(const uint8_t *s, float *y, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, s += ZTB_Q4_1, y += 32) {
+        const float d = f16_to_f32(rd16(s + Q4_1_D)), m = f16_to_f32(rd16(s + Q4_1_M));
+        const uint8_t *q = s + Q4_1_QS;
+        for (int j = 0; j < 16; j++) {
+            y[j] = (q[j] & 0xF) * d + m;
+            y[j + 16] = (q[j] >> 4) * d + m;
+        }
+    }
+}
+
+/* Q5_0: x = d * (q - 16), q's 5th bit from bit e of qh. */
+static void dq_q5_0(const uint8_t *s, float *y, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, s += ZTB_Q5_0, y += 32) {
+        const float d = f16_to_f32(rd16(s + Q4_0_D));
+        const uint32_t qh = rd32(s + Q5_0_QH);
+        const uint8_t *q = s + Q5_0_QS;
+        for (int j = 0; j < 16; j++) {
+            y[j] = ((int)((q[j] & 0xF) | (qh >> j & 1) << 4) - 16) * d;
+            y[j + 16] = ((int)((q[j] >> 4) | (qh >> (j + 16) & 1) << 4) - 16) * d;
+        }
+    }
+}
+
+/* Q5_1: x = d * q + m, q's 5th bit from bit e of qh. */
+static void dq_q5_1(const uint8_t *s, float *y, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, s += ZTB_Q5_1, y += 32) {
+        const float d = f16_to_f32(rd16(s + Q4_1_D)), m = f16_to_f32(rd16(s + Q4_1_M));
+        const uint32_t qh = rd32(s + Q5_1_QH);
+        const uint8_t *q = s + Q5_1_QS;
+        for (int j = 0; j < 16; j++) {
+            y[j] = (int)((q[j] & 0xF) | (qh >> j & 1) << 4) * d + m;
+            y[j + 16] = (int)((q[j] >> 4) | (qh >> (j + 16) & 1) << 4) * d + m;
+        }
+    }
+}
+
+/* IQ4_NL: x = d * kvalues_iq4nl[q]. */
+static void dq_iq4_nl(const uint8_t *s, float *y, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, s += ZTB_IQ4_NL, y += 32) {
+        const float d = f16_to_f32(rd16(s + IQ4_NL_D));
+        const uint8_t *q = s + IQ4_NL_QS;
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * kvalues_iq4nl[q[j] & 0xF];
+            y[j + 16] = d * kvalues_iq4nl[q[j] >> 4];
+        }
+    }
+}
+
+/* IQ4_XS: sub-block j of 32 has the 6-bit scale ls (low 4 bits in scales_l,
+ * top 2 in scales_h) and x = (d * (ls - 32)) * kvalues_iq4nl[q]. */
+static void dq_iq4_xs(const uint8_t *s, float *y, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, s += ZTB_IQ4_XS) {
+        const float d = f16_to_f32(rd16(s + IQ4_XS_D));
+        const unsigned sh = rd16(s + IQ4_XS_SCH);
+        const uint8_t *q = s + IQ4_XS_QS;
+        for (int j = 0; j < 8; j++, q += 16, y += 32) {
+            const int ls = (s[IQ4_XS_SCL + j / 2] >> 4 * (j % 2) & 0xF) | (int)(sh >> 2 * j & 3) << 4;
+            const float dl = d * (ls - 32);
+            for (int l = 0; l < 16; l++) {
+                y[l] = dl * kvalues_iq4nl[q[l] & 0xF];
+                y[l + 16] = dl * kvalues_iq4nl[q[l] >> 4];
+            }
+        }
+    }
+}
+
 /* Scale and min of sub-block j from the 12 packed bytes (ggml's
  * get_scale_min_k4): j < 4 sit in the low 6 bits of bytes j and j+4; j >= 4
  * take their low 4 bits from byte j+4 and their top 2 bits from the top of
@@ -274,6 +400,12 @@ static dq_fn dequant_fn(ztype t) {
     case ZT_Q4_K: return dq_q4_k;
     case ZT_Q5_K: return dq_q5_k;
     case ZT_Q6_K: return dq_q6_k;
+    case ZT_Q4_0: return dq_q4_0;
+    case ZT_Q4_1: return dq_q4_1;
+    case ZT_Q5_0: return dq_q5_0;
+    case ZT_Q5_1: return dq_q5_1;
+    case ZT_IQ4_NL: return dq_iq4_nl;
+    case ZT_IQ4_XS: return dq_iq4_xs;
     default: return NULL;
     }
 }
@@ -365,6 +497,243 @@ static void q_q8_0(const float *x, uint8_t *out, int64_t nb) {
         wr16(out + Q8_0_D, dh);
         for (int l = 0; l < 32; l++)
             out[Q8_0_QS + l] = (uint8_t)round_clamp(x[l] * inv, -127, 127);
+    }
+}
+
+/* ---- Q4_0, Q4_1, Q5_0, Q5_1: llama.cpp's reference quantizers ---------- *
+ * Ports of ggml's quantize_row_q{4,5}_{0,1}_ref, which llama-quantize uses
+ * when no importance matrix is given: the same float operations in the same
+ * order, so the same bytes (tests/llamacpp checks it). The one departure:
+ * a block scale or minimum beyond the f16 range saturates at +-65504 (where
+ * ggml writes an infinity), as every zincc quantizer does. */
+
+/* f16 of a signed block scale, saturated at +-65504 (-0 stays -0). */
+static inline uint16_t sat_f16(float v) {
+    return f32_to_f16(v > 65504.0f ? 65504.0f : v < -65504.0f ? -65504.0f : v);
+}
+
+/* The element of largest magnitude, with its sign (the first one on ties). */
+static float signed_absmax(const float *x, int n) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < n; j++)
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    return max;
+}
+
+/* Symmetric 4- or 5-bit (nmax 15 or 31): d = max / -(nmax + 1) / 2, so that
+ * the largest magnitude lands on level 0, q = min(nmax, trunc(x/d + half)).
+ * Writes d and returns the levels in L[32]. */
+static uint16_t sym32_levels(const float *x, int nmax, uint8_t *L) {
+    const float half = (float)(nmax + 1) / 2, d = signed_absmax(x, 32) / -half, id = d ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; j++) {
+        const int8_t q = (int8_t)(x[j] * id + (half + 0.5f)); /* truncates, as ggml's cast */
+        L[j] = (uint8_t)(q < nmax ? q : nmax);
+    }
+    return sat_f16(d);
+}
+
+/* Affine 4- or 5-bit: d = (max - min) / nmax, m = min, q = trunc((x - min)/d + 0.5)
+ * (clamped to 15 for Q4_1; ggml's Q5_1 does not clamp, and cannot pass 31). */
+static void aff32_levels(const float *x, int nmax, uint8_t *out_d, uint8_t *out_m, uint8_t *L) {
+    float min = FLT_MAX, max = -FLT_MAX;
+    for (int j = 0; j < 32; j++) {
+        min = x[j] < min ? x[j] : min;
+        max = x[j] > max ? x[j] : max;
+    }
+    const float d = (max - min) / (float)nmax, id = d ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; j++) {
+        const float v = (x[j] - min) * id + 0.5f;
+        if (nmax == 15) {
+            const int8_t q = (int8_t)v;
+            L[j] = (uint8_t)(q < 15 ? q : 15);
+        } else {
+            L[j] = (uint8_t)v;
+        }
+    }
+    wr16(out_d, sat_f16(d));
+    wr16(out_m, sat_f16(min));
+}
+
+/* Byte j of qs: element j in the low nibble, j + 16 in the high; for Q5_*,
+ * the 5th bit of element e goes to bit e of qh. */
+static void pack32(const uint8_t *L, uint8_t *qs, uint8_t *qh) {
+    uint32_t h = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((L[j] & 0xF) | (L[j + 16] & 0xF) << 4);
+        h |= (uint32_t)(L[j] >> 4 & 1) << j | (uint32_t)(L[j + 16] >> 4 & 1) << (j + 16);
+    }
+    if (!qh) return;
+    for (int k = 0; k < 4; k++)
+        qh[k] = (uint8_t)(h >> 8 * k);
+}
+
+static void q_q4_0(const float *x, uint8_t *out, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, x += 32, out += ZTB_Q4_0) {
+        uint8_t L[32];
+        wr16(out + Q4_0_D, sym32_levels(x, 15, L));
+        pack32(L, out + Q4_0_QS, NULL);
+    }
+}
+
+static void q_q5_0(const float *x, uint8_t *out, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, x += 32, out += ZTB_Q5_0) {
+        uint8_t L[32];
+        wr16(out + Q4_0_D, sym32_levels(x, 31, L));
+        pack32(L, out + Q5_0_QS, out + Q5_0_QH);
+    }
+}
+
+static void q_q4_1(const float *x, uint8_t *out, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, x += 32, out += ZTB_Q4_1) {
+        uint8_t L[32];
+        aff32_levels(x, 15, out + Q4_1_D, out + Q4_1_M, L);
+        pack32(L, out + Q4_1_QS, NULL);
+    }
+}
+
+static void q_q5_1(const float *x, uint8_t *out, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, x += 32, out += ZTB_Q5_1) {
+        uint8_t L[32];
+        aff32_levels(x, 31, out + Q4_1_D, out + Q4_1_M, L);
+        pack32(L, out + Q5_1_QS, out + Q5_1_QH);
+    }
+}
+
+/* ---- IQ4_NL and IQ4_XS: ggml's quantize_iq4_nl / quantize_iq4_xs --------- *
+ * A port of quantize_row_iq4_nl_impl without an importance matrix (weights
+ * x^2) and with ntry = 7: what llama-quantize writes through
+ * ggml_quantize_chunk. (ggml's quantize_row_iq4_nl_ref passes ntry = -1 and
+ * is not what files hold.) Same operations in the same order, same bytes,
+ * scales saturated as above; a block beyond 2^16, where ggml's sums
+ * overflow, is searched at a smaller scale (iq4_range). */
+
+/* Index of the level of kvalues_iq4nl nearest to v (ggml's best_index_int8:
+ * a bisection, then the nearer neighbour, the upper one on a tie). */
+static int iq4_index(float v) {
+    const int8_t *k = kvalues_iq4nl;
+    if (v <= k[0]) return 0;
+    if (v >= k[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (v < k[mid])
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return v - k[hi - 1] < k[hi] - v ? hi - 1 : hi;
+}
+
+/* sum w q x and sum w q^2 over one sub-block of 32 for the grid 1/id, w = x^2. */
+static void iq4_sums(const float *x, float id, float *sqx, float *sq2, uint8_t *L) {
+    float a = 0, c = 0;
+    for (int j = 0; j < 32; j++) {
+        const int l = iq4_index(id * x[j]);
+        const float q = kvalues_iq4nl[l], w = x[j] * x[j];
+        if (L) L[j] = (uint8_t)l;
+        a += w * q * x[j];
+        c += w * q * q;
+    }
+    *sqx = a;
+    *sq2 = c;
+}
+
+/* The scale of one sub-block of 32: the grid that puts the largest magnitude
+ * on the level -127, refit by least squares, then 15 grids around it. */
+static float iq4_sub_scale(const float *x, uint8_t *L) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    if (amax < 1e-15f) return 0; /* ggml's GROUP_MAX_EPS */
+    float d = -max / kvalues_iq4nl[0], sqx, sq2;
+    iq4_sums(x, 1 / d, &sqx, &sq2, L);
+    d = sq2 > 0 ? sqx / sq2 : 0.f;
+    float best = d * sqx;
+    for (int t = -7; t <= 7; t++) {
+        iq4_sums(x, (t + kvalues_iq4nl[0]) / max, &sqx, &sq2, NULL);
+        if (sq2 > 0 && sqx * sqx > best * sq2) {
+            d = sqx / sq2;
+            best = d * sqx;
+        }
+    }
+    return d;
+}
+
+/* ggml's IQ4 search weighs elements by x^2, sums w q x and compares squares
+ * of those sums: past |x| = 2^16 they overflow (ggml then skips the refits,
+ * and past 2^32 writes NaN scales). Such a block is searched scaled down by a
+ * power of two, which changes no rounding, and its scale scaled back up (then
+ * saturated). Returns the factor (1 for any block below 2^16, which is left
+ * as it is), with the block to search in *use. */
+static float iq4_range(const float *x, int n, float *buf, const float **use) {
+    float amax = 0;
+    for (int j = 0; j < n; j++)
+        amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    *use = x;
+    int e;
+    frexpf(amax, &e);
+    if (e <= 16) return 1;
+    const float up = ldexpf(1.0f, e - 16);
+    for (int j = 0; j < n; j++)
+        buf[j] = x[j] / up;
+    *use = buf;
+    return up;
+}
+
+/* Sub-blocks of 32: byte j of qs holds element j and j + 16. */
+static void iq4_pack(const uint8_t *L, int n, uint8_t *qs) {
+    for (int i = 0; i < n / 32; i++)
+        for (int j = 0; j < 16; j++)
+            qs[16 * i + j] = (uint8_t)(L[32 * i + j] | L[32 * i + 16 + j] << 4);
+}
+
+static void q_iq4_nl(const float *xb, uint8_t *out, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, xb += 32, out += ZTB_IQ4_NL) {
+        uint8_t L[32];
+        float buf[32];
+        const float *x, up = iq4_range(xb, 32, buf, &x);
+        const float d = iq4_sub_scale(x, L), id = d ? 1 / d : 0;
+        wr16(out + IQ4_NL_D, sat_f16(d * up));
+        for (int j = 0; j < 32; j++)
+            L[j] = (uint8_t)iq4_index(id * x[j]);
+        iq4_pack(L, 32, out + IQ4_NL_QS);
+    }
+}
+
+/* The 8 sub-block scales become 6-bit codes ls - 32 against d = -max/32,
+ * max the scale of largest magnitude; levels are refit against each code. */
+static void q_iq4_xs(const float *xb, uint8_t *out, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, xb += QK_K, out += ZTB_IQ4_XS) {
+        float sc[8], max_scale = 0, amax_scale = 0, buf[QK_K];
+        const float *x, up = iq4_range(xb, QK_K, buf, &x);
+        uint8_t L[QK_K];
+        for (int j = 0; j < 8; j++) {
+            sc[j] = iq4_sub_scale(x + 32 * j, L + 32 * j);
+            if (fabsf(sc[j]) > amax_scale) {
+                amax_scale = fabsf(sc[j]);
+                max_scale = sc[j];
+            }
+        }
+        const float d = -max_scale / 32, id = d ? 1 / d : 0.f;
+        unsigned sh = 0;
+        memset(out + IQ4_XS_SCL, 0, QK_K / 64);
+        for (int j = 0; j < 8; j++) {
+            const int l = round_clamp(id * sc[j], -32, 31) + 32;
+            const float dl = d * (float)(l - 32), idl = dl ? 1 / dl : 0.f;
+            for (int i = 0; i < 32; i++)
+                L[32 * j + i] = (uint8_t)iq4_index(idl * x[32 * j + i]);
+            out[IQ4_XS_SCL + j / 2] |= (uint8_t)((l & 0xF) << 4 * (j % 2));
+            sh |= (unsigned)(l >> 4) << 2 * j;
+        }
+        wr16(out + IQ4_XS_D, sat_f16(d * up));
+        wr16(out + IQ4_XS_SCH, (uint16_t)sh);
+        iq4_pack(L, QK_K, out + IQ4_XS_QS);
     }
 }
 
@@ -620,6 +989,12 @@ static q_fn quant_fn(ztype t) {
     case ZT_Q4_K: return q_q4_k;
     case ZT_Q5_K: return q_q5_k;
     case ZT_Q6_K: return q_q6_k;
+    case ZT_Q4_0: return q_q4_0;
+    case ZT_Q4_1: return q_q4_1;
+    case ZT_Q5_0: return q_q5_0;
+    case ZT_Q5_1: return q_q5_1;
+    case ZT_IQ4_NL: return q_iq4_nl;
+    case ZT_IQ4_XS: return q_iq4_xs;
     default: return NULL;
     }
 }

@@ -43,6 +43,10 @@ const ztype_info *ztype_get(uint32_t id);
 bool ztype_valid(uint32_t id);
 const char *ztype_name(ztype t); /* "?" for an unknown id */
 
+/* The names of the types with all of `flags`, in id order, comma-separated
+ * ("f32, f16, q4_0, ..."), into buf (truncated to cap - 1 characters). */
+void ztype_list(uint32_t flags, char *buf, size_t cap);
+
 /* Bytes for a row of n elements; n must be a multiple of the block size
  * (returns 0 with *ok false otherwise, on overflow, or for an unknown type).
  * ok may be NULL. */

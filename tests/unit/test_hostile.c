@@ -404,9 +404,9 @@ static void up_iq2_xs(gguf_writer *w, const gguf_file *f) {
     const gguf_tensor *t = gguf_find_tensor(f, "blk.0.ffn_up.weight");
     add_zero_tensor(w, t->name, ZT_IQ2_XS, t->ne[0], t->ne[1]);
 }
-static void up_iq4_nl(gguf_writer *w, const gguf_file *f) {
+static void up_mxfp4(gguf_writer *w, const gguf_file *f) {
     const gguf_tensor *t = gguf_find_tensor(f, "blk.0.ffn_up.weight");
-    add_zero_tensor(w, t->name, ZT_IQ4_NL, t->ne[0], t->ne[1]);
+    add_zero_tensor(w, t->name, ZT_MXFP4, t->ne[0], t->ne[1]);
 }
 static void norm_q8_0(gguf_writer *w, const gguf_file *f) {
     const gguf_tensor *t = gguf_find_tensor(f, NORM);
@@ -481,10 +481,12 @@ static const model_case model_cases[] = {
      "blk.0.attn_q.weight|expected"},
     {"shape mismatch: vocabulary", EMBD, embd_extra_token, false, "output.weight|expected [32, 271]"},
     {"hidden size disagrees with the tensors", NULL, hidden_64, false, "expected"},
-    {"unsupported quant iq2_xs", "blk.0.ffn_up.weight", up_iq2_xs, true, "iq2_xs|blk.0.ffn_up.weight"},
-    {"unsupported quant iq4_nl", "blk.0.ffn_up.weight", up_iq4_nl, false, "iq4_nl|blk.0.ffn_up.weight"},
+    {"unsupported quant iq2_xs", "blk.0.ffn_up.weight", up_iq2_xs, true,
+     "iq2_xs|blk.0.ffn_up.weight|zinc reads f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K, iq4_nl, "
+     "iq4_xs, bf16"},
+    {"unsupported quant mxfp4", "blk.0.ffn_up.weight", up_mxfp4, false, "mxfp4|blk.0.ffn_up.weight"},
     {"integer weights", EMBD, embd_i32, false, "i32|" EMBD},
-    {"quantized norm", NORM, norm_q8_0, false, NORM},
+    {"quantized norm", NORM, norm_q8_0, false, NORM "|type q8_0: zinc reads 1-D tensors in f32"},
     {"zero heads", NULL, heads_0, false, "head_count"},
     {"zero KV heads (means: as many as heads)", NULL, kv_heads_0, false,
      "blk.0.attn_k.weight|expected [32, 32]"},
