@@ -91,9 +91,11 @@ static zcg_affine per_token(int64_t a, int64_t div) {
 
 /* ---- weights -------------------------------------------------------------- */
 
+/* Every type the interpreter dequantizes (ZTF_COMPUTE) has a decoder in
+ * dequant.glsl (dq8_t<id>); test_kernels_matmul runs each one. */
 static bool type_supported(ztype t) {
-    return t == ZT_F32 || t == ZT_F16 || t == ZT_BF16 || t == ZT_Q8_0 || t == ZT_Q4_K || t == ZT_Q5_K ||
-           t == ZT_Q6_K;
+    const ztype_info *ti = ztype_get((uint32_t)t);
+    return ti && (ti->flags & ZTF_COMPUTE);
 }
 
 /* Checks weight w ([rows, k] or [k]) and defines <slot>_TYPE, <slot>_ROWB
@@ -105,12 +107,12 @@ static zstatus weight(kbuild *b, const zir_node *n, const char *slot, const zir_
     if (w->role != ZR_WEIGHT || !w->data)
         return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': operand '%s' is not a weight with data",
                          n->out->name, w->name);
-    if (!type_supported(w->dtype))
-        return zdiag_set(
-            d, ZE_UNSUPPORTED,
-            "codegen: '%s': weight '%s' has type %s; the kernels read f32, f16, bf16, q8_0, q4_K, "
-            "q5_K, q6_K",
-            n->out->name, w->name, ztype_name(w->dtype));
+    if (!type_supported(w->dtype)) {
+        char types[256];
+        ztype_list(ZTF_COMPUTE, types, sizeof types);
+        return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': weight '%s' has type %s; the kernels read %s",
+                         n->out->name, w->name, ztype_name(w->dtype), types);
+    }
     if (!ok || k % 8 || w->shape[w->rank - 1] != k)
         return zdiag_set(
             d, ZE_UNSUPPORTED,

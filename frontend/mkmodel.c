@@ -6,6 +6,9 @@
  *    256), and token_embd too when there is no output.weight; attn_v and
  *    ffn_down -> Q6_K on layers where use_more_bits; other 2-D weights Q4_K;
  *    1-D tensors (norms, biases) stay F32.
+ *  - --pure file types (q4_0 ... iq4_xs, q8_0, f16): every 2-D weight in the
+ *    one type. Rows a type cannot hold fall back as tensor_type_fallback
+ *    does: Q4_K -> Q5_0, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL, then F16.
  *  - llama requires rope.dimension_count == key_length; qwen2 requires
  *    head_count * key_length == embedding_length (its attn_q is {H, H}).
  *  - Vocabulary padding uses "[PAD<id>]" tokens of type UNUSED. */
@@ -43,13 +46,24 @@ const char *zmk_arch_name(zmk_arch a) {
     return (unsigned)a < ZMK_ARCH_COUNT ? arch_names[a] : "?";
 }
 
+/* The file types, and the one type a pure file type gives every 2-D weight. */
+static const struct {
+    zmk_quant q;
+    const char *name;
+    ztype t; /* ZT_F32 for q4_k_m's mix, chosen per tensor */
+} quants[] = {
+    {ZMK_F32, "f32", ZT_F32},          {ZMK_F16, "f16", ZT_F16},    {ZMK_Q8_0, "q8_0", ZT_Q8_0},
+    {ZMK_Q4_K_M, "q4_k_m", ZT_F32},    {ZMK_Q4_0, "q4_0", ZT_Q4_0}, {ZMK_Q4_1, "q4_1", ZT_Q4_1},
+    {ZMK_Q5_0, "q5_0", ZT_Q5_0},       {ZMK_Q5_1, "q5_1", ZT_Q5_1}, {ZMK_IQ4_NL, "iq4_nl", ZT_IQ4_NL},
+    {ZMK_IQ4_XS, "iq4_xs", ZT_IQ4_XS},
+};
+#define N_QUANTS (sizeof quants / sizeof quants[0])
+
+const char zmk_quant_names[] = "q4_k_m, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, f16 or f32";
+
 const char *zmk_quant_name(zmk_quant q) {
-    switch (q) {
-    case ZMK_F32: return "f32";
-    case ZMK_F16: return "f16";
-    case ZMK_Q8_0: return "q8_0";
-    case ZMK_Q4_K_M: return "q4_k_m";
-    }
+    for (size_t i = 0; i < N_QUANTS; i++)
+        if (quants[i].q == q) return quants[i].name;
     return "?";
 }
 
@@ -63,10 +77,9 @@ bool zmk_parse_arch(const char *s, zmk_arch *out) {
 }
 
 bool zmk_parse_quant(const char *s, zmk_quant *out) {
-    static const zmk_quant all[] = {ZMK_F32, ZMK_F16, ZMK_Q8_0, ZMK_Q4_K_M};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (!strcmp(s, zmk_quant_name(all[i]))) {
-            *out = all[i];
+    for (size_t i = 0; i < N_QUANTS; i++)
+        if (!strcmp(s, quants[i].name)) {
+            *out = quants[i].q;
             return true;
         }
     return false;
@@ -210,13 +223,10 @@ static ztype q4_k_m_type(const zmk_opts *o, zmk_kind k, int layer) {
 static ztype wanted_type(const zmk_opts *o, zmk_kind k, int layer) {
     int64_t ne[2];
     if (zmk_kind_shape(o, k, ne) < 2) return ZT_F32;
-    switch (o->quant) {
-    case ZMK_F32: return ZT_F32;
-    case ZMK_F16: return ZT_F16;
-    case ZMK_Q8_0: return ZT_Q8_0;
-    case ZMK_Q4_K_M: break;
-    }
-    return q4_k_m_type(o, k, layer);
+    if (o->quant == ZMK_Q4_K_M) return q4_k_m_type(o, k, layer);
+    for (size_t i = 0; i < N_QUANTS; i++)
+        if (quants[i].q == o->quant) return quants[i].t;
+    return ZT_F32;
 }
 
 ztype zmk_tensor_type(const zmk_opts *o, zmk_kind k, int layer, bool *fell_back) {
@@ -224,9 +234,10 @@ ztype zmk_tensor_type(const zmk_opts *o, zmk_kind k, int layer, bool *fell_back)
     zmk_kind_shape(o, k, ne);
     ztype t = wanted_type(o, k, layer);
     bool fb = ne[0] % ztype_get(t)->block_elems != 0;
-    /* llama-quantize falls back Q6_K -> Q8_0 and Q4_K -> Q5_0; zincc cannot
-     * write Q5_0, so both go to Q8_0 (and to F16 when not even 32 divides). */
-    if (fb) t = ne[0] % 32 ? ZT_F16 : ZT_Q8_0;
+    /* llama-quantize's tensor_type_fallback: a 256-element block type takes
+     * its 32-element stand-in, and F16 when not even 32 divides. */
+    if (fb) t = t == ZT_IQ4_XS ? ZT_IQ4_NL : t == ZT_Q4_K ? ZT_Q5_0 : t == ZT_Q6_K ? ZT_Q8_0 : t;
+    if (fb && ne[0] % ztype_get(t)->block_elems) t = ZT_F16;
     if (fell_back) *fell_back = fb;
     return t;
 }

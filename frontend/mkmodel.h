@@ -18,13 +18,23 @@
 
 typedef enum zmk_arch { ZMK_QWEN3, ZMK_LLAMA, ZMK_QWEN2, ZMK_ARCH_COUNT } zmk_arch;
 
-/* The file types we can write, with llama.cpp's LLAMA_FTYPE numbers. */
+/* The file types we can write, with llama.cpp's LLAMA_FTYPE numbers. All but
+ * q4_k_m put every 2-D weight in one type (llama-quantize --pure). */
 typedef enum zmk_quant {
     ZMK_F32 = 0,
     ZMK_F16 = 1,
+    ZMK_Q4_0 = 2,
+    ZMK_Q4_1 = 3,
     ZMK_Q8_0 = 7,
+    ZMK_Q5_0 = 8,
+    ZMK_Q5_1 = 9,
     ZMK_Q4_K_M = 15,
+    ZMK_IQ4_NL = 25,
+    ZMK_IQ4_XS = 30,
 } zmk_quant;
+
+/* The names zmk_parse_quant accepts, comma-separated, for messages. */
+extern const char zmk_quant_names[];
 
 typedef struct zmk_opts {
     zmk_arch arch;
@@ -79,9 +89,10 @@ uint32_t zmk_kind_shape(const zmk_opts *o, zmk_kind k, int64_t ne[2]);
 bool zmk_use_more_bits(int i, int n);
 
 /* The type a tensor gets in the file: what llama-quantize picks for the file
- * type, then the fallback for a row length the type cannot hold (K-quants need
- * a multiple of 256 -> Q8_0; Q8_0 needs a multiple of 32 -> F16). *fell_back,
- * when not NULL, tells whether the fallback was taken. */
+ * type, then llama-quantize's fallback for a row length the type cannot hold
+ * (a 256-element block: Q4_K -> Q5_0, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL; then
+ * a 32-element block -> F16). *fell_back, when not NULL, tells whether the
+ * fallback was taken. */
 ztype zmk_tensor_type(const zmk_opts *o, zmk_kind k, int layer, bool *fell_back);
 
 /* ---- tokenizer ---------------------------------------------------------- */

@@ -23,9 +23,13 @@ static void usage(FILE *to) {
             "  --head-dim D      width of one head, even; qwen2 needs A*D == H [%u]\n"
             "  --vocab V         exact vocabulary size, at least 256 bytes + the family's special\n"
             "                    tokens (259 for Qwen, 261 for Llama 3) [%u]\n"
-            "  --quant Q         file type as llama-quantize means it: q4_k_m, q8_0, f16 or f32 [%s]\n"
+            "  --quant Q         file type as llama-quantize means it: q4_k_m, q8_0, q4_0, q4_1, q5_0,\n"
+            "                    q5_1, iq4_nl, iq4_xs, f16 or f32 [%s]\n"
             "                    (q4_k_m: Q6_K output and, on use_more_bits layers, attn_v and ffn_down;\n"
-            "                    Q4_K elsewhere; rows not a multiple of 256 fall back to q8_0)\n"
+            "                    Q4_K elsewhere. The others put every matrix in that one type, like\n"
+            "                    llama-quantize --pure. Norms and biases stay f32. Rows a type cannot\n"
+            "                    hold fall back as llama-quantize does: q4_K to q5_0, q6_K to q8_0,\n"
+            "                    iq4_xs to iq4_nl, and to f16 when 32 does not divide them)\n"
             "  --seed S          seed of the weights [%llu]\n"
             "  --ctx C           context_length written in the metadata [%u]\n"
             "  --tied            no output.weight: the output projection reuses token_embd [off]\n"
@@ -79,7 +83,7 @@ static int parse_args(int argc, char **argv, zmk_opts *o, const char **out) {
                                        val ? val : "");
         } else if (cli_opt(argc, argv, &i, "--quant", &val, &missing)) {
             if (missing || !zmk_parse_quant(val, &o->quant))
-                return cli_usage_error(prog, "--quant: expected q4_k_m, q8_0, f16 or f32, found '%s'",
+                return cli_usage_error(prog, "--quant: expected %s, found '%s'", zmk_quant_names,
                                        val ? val : "");
         } else if (cli_opt(argc, argv, &i, "--seed", &val, &missing)) {
             int64_t v;

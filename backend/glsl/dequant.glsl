@@ -8,9 +8,10 @@
 //   B_BIAS            a bias [N]
 // GLSL cannot pass a buffer to a function, so the helpers take a constant
 // selector (WQ_*) that folds away once inlined. The type is chosen in the
-// preprocessor: <slot>_TYPE is the ggml type id (f32 0, f16 1, q8_0 8,
-// q4_K 12, q5_K 13, q6_K 14, bf16 30) and DQ8/DQ1 paste it onto a decoder's
-// name, so a kernel holds only the decoders it uses.
+// preprocessor: <slot>_TYPE is the ggml type id (f32 0, f16 1, q4_0 2,
+// q4_1 3, q5_0 6, q5_1 7, q8_0 8, q4_K 12, q5_K 13, q6_K 14, iq4_nl 20,
+// iq4_xs 23, bf16 30) and DQ8/DQ1 paste it onto a decoder's name, so a
+// kernel holds only the decoders it uses.
 
 // Weights are never written while a kernel runs: WEIGHTS_RESTRICT also
 // promises the driver that nothing else aliases them (a layout the tuner
@@ -31,10 +32,12 @@
 // 8- and 16-byte loads where the layout keeps them aligned: fewer, wider
 // memory requests per lane. Only the views a type uses are declared, since
 // every declaration counts against the stage's storage-buffer limit (16 on
-// llvmpipe): words for f32/f16/bf16 (single elements), q8_0 and q6_K
-// (unaligned blocks); pairs for q4_K/q5_K quants; quads for whole float
-// chunks and K-quant headers.
-#define WQ_HAS_WORD(t) ((t) == 0 || (t) == 1 || (t) == 30 || (t) == 8 || (t) == 14)
+// llvmpipe): words for f32/f16/bf16 (single elements), q8_0, q6_K and the
+// 32-element blocks (unaligned blocks, or 8 bytes of quants at most); pairs
+// for q4_K/q5_K quants; quads for whole float chunks and K-quant headers.
+#define WQ_HAS_WORD(t)                                                                                         \
+    ((t) == 0 || (t) == 1 || (t) == 30 || (t) == 8 || (t) == 14 || (t) == 2 || (t) == 3 || (t) == 6 ||      \
+     (t) == 7 || (t) == 20 || (t) == 23)
 #define WQ_HAS_PAIR(t) ((t) == 12 || (t) == 13)
 #define WQ_HAS_QUAD(t) ((t) == 0 || (t) == 1 || (t) == 30 || (t) == 12 || (t) == 13)
 #ifdef B_W0
@@ -309,6 +312,91 @@ void dq8_q6_K(const uint which, uint row_off, uint k0, out float v[8]) {
     }
 }
 
+// ---- 32-element blocks (ggml's Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) and IQ4_XS.
+// Byte l (0..15) of a block's qs holds element l in its low nibble and
+// l + 16 in its high one, so elements e0 .. e0+7 (e0 % 8 == 0) are one
+// nibble of 8 consecutive bytes from qs + (e0 & 15). Each decoder computes
+// what ir/dtype.c does, operation for operation; `precise` keeps d * q + m
+// from becoming an fma, so that the values are those of ggml's plain C.
+
+// Nibble h (0 low, 1 high) of the 8 bytes in q0, q1, as 8 integers.
+void nib8(uint q0, uint q1, uint h, out uint n[8]) {
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        n[i] = (q0 >> (8u * i + 4u * h)) & 0xfu;
+        n[i + 4u] = (q1 >> (8u * i + 4u * h)) & 0xfu;
+    }
+}
+
+// Q4_0: { f16 d; u8 qs[16] } (18 bytes, so blocks are 2-byte aligned), x = (q - 8) * d.
+void dq8_q4_0(const uint which, uint row_off, uint k0, out float v[8]) {
+    uint off = row_off + (k0 >> 5u) * 18u, e0 = k0 & 31u, n[8];
+    float d = wf16(which, off);
+    uint qo = off + 2u + (e0 & 15u);
+    nib8(wu32(which, qo), wu32(which, qo + 4u), e0 >> 4u, n);
+    [[unroll]] for (uint i = 0u; i < 8u; i++) v[i] = float(int(n[i]) - 8) * d;
+}
+
+// Q4_1: { f16 d, m; u8 qs[16] } (20 bytes, word aligned), x = q * d + m.
+void dq8_q4_1(const uint which, uint row_off, uint k0, out float v[8]) {
+    uint wi = (row_off + (k0 >> 5u) * 20u) >> 2u, e0 = k0 & 31u, n[8];
+    vec2 dm = unpackHalf2x16(wword(which, wi));
+    uint qi = wi + 1u + ((e0 & 15u) >> 2u);
+    nib8(wword(which, qi), wword(which, qi + 1u), e0 >> 4u, n);
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        precise float x = float(n[i]) * dm.x + dm.y;
+        v[i] = x;
+    }
+}
+
+// Q5_0: { f16 d; u32 qh; u8 qs[16] } (22 bytes), x = (q - 16) * d, the 5th
+// bit of element e at bit e of qh.
+void dq8_q5_0(const uint which, uint row_off, uint k0, out float v[8]) {
+    uint off = row_off + (k0 >> 5u) * 22u, e0 = k0 & 31u, n[8];
+    float d = wf16(which, off);
+    uint qh = wu32(which, off + 2u) >> e0, qo = off + 6u + (e0 & 15u);
+    nib8(wu32(which, qo), wu32(which, qo + 4u), e0 >> 4u, n);
+    [[unroll]] for (uint i = 0u; i < 8u; i++) v[i] = float(int(n[i] | (((qh >> i) & 1u) << 4u)) - 16) * d;
+}
+
+// Q5_1: { f16 d, m; u32 qh; u8 qs[16] } (24 bytes, word aligned), x = q * d + m.
+void dq8_q5_1(const uint which, uint row_off, uint k0, out float v[8]) {
+    uint wi = (row_off + (k0 >> 5u) * 24u) >> 2u, e0 = k0 & 31u, n[8];
+    vec2 dm = unpackHalf2x16(wword(which, wi));
+    uint qh = wword(which, wi + 1u) >> e0, qi = wi + 2u + ((e0 & 15u) >> 2u);
+    nib8(wword(which, qi), wword(which, qi + 1u), e0 >> 4u, n);
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        precise float x = float(n[i] | (((qh >> i) & 1u) << 4u)) * dm.x + dm.y;
+        v[i] = x;
+    }
+}
+
+// IQ4_NL and IQ4_XS index ggml's kvalues_iq4nl.
+const float KV_IQ4NL[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0,
+                                     38.0, 53.0, 69.0, 89.0, 113.0);
+
+// IQ4_NL: { f16 d; u8 qs[16] } (18 bytes), x = d * kvalues_iq4nl[q].
+void dq8_iq4_nl(const uint which, uint row_off, uint k0, out float v[8]) {
+    uint off = row_off + (k0 >> 5u) * 18u, e0 = k0 & 31u, n[8];
+    float d = wf16(which, off);
+    uint qo = off + 2u + (e0 & 15u);
+    nib8(wu32(which, qo), wu32(which, qo + 4u), e0 >> 4u, n);
+    [[unroll]] for (uint i = 0u; i < 8u; i++) v[i] = d * KV_IQ4NL[n[i]];
+}
+
+// IQ4_XS: { f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128] } (136 bytes,
+// 8-byte aligned): sub-block j of 32 is laid out as an IQ4_NL block's qs at
+// qs + 16j, with the scale ls = scales_l nibble j | 2 bits j of scales_h << 4;
+// x = (d * (ls - 32)) * kvalues_iq4nl[q].
+void dq8_iq4_xs(const uint which, uint row_off, uint k0, out float v[8]) {
+    uint wi = (row_off + (k0 >> 8u) * 136u) >> 2u, in_b = k0 & 255u, j = in_b >> 5u, e0 = in_b & 31u, n[8];
+    uint h0 = wword(which, wi), sl = wword(which, wi + 1u);
+    uint ls = ((sl >> (4u * j)) & 0xfu) | (((h0 >> (16u + 2u * j)) & 3u) << 4u);
+    float dl = unpackHalf2x16(h0).x * float(int(ls) - 32);
+    uint qi = wi + 2u + 4u * j + ((e0 & 15u) >> 2u);
+    nib8(wword(which, qi), wword(which, qi + 1u), e0 >> 4u, n);
+    [[unroll]] for (uint i = 0u; i < 8u; i++) v[i] = dl * KV_IQ4NL[n[i]];
+}
+
 // One name per type id, so that DQ8 picks the decoder in the preprocessor:
 // W0_TYPE is a plain number (12 for q4_K), pasted onto dq8_t.
 void dq8_t0(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
@@ -320,18 +408,21 @@ void dq8_t1(const uint which, const uint rowb, uint row, uint k0, out float v[8]
 void dq8_t30(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
     dq8_bf16(which, row * rowb + k0 * 2u, v);
 }
-void dq8_t8(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
-    dq8_q8_0(which, row * rowb, k0, v);
-}
-void dq8_t12(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
-    dq8_q4_K(which, row * rowb, k0, v);
-}
-void dq8_t13(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
-    dq8_q5_K(which, row * rowb, k0, v);
-}
-void dq8_t14(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
-    dq8_q6_K(which, row * rowb, k0, v);
-}
+// Block types address their row by bytes: row * rowb.
+#define DQ8_BLOCKS(ty, fn)                                                                                     \
+    void dq8_t##ty(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {                     \
+        fn(which, row * rowb, k0, v);                                                                          \
+    }
+DQ8_BLOCKS(2, dq8_q4_0)
+DQ8_BLOCKS(3, dq8_q4_1)
+DQ8_BLOCKS(6, dq8_q5_0)
+DQ8_BLOCKS(7, dq8_q5_1)
+DQ8_BLOCKS(8, dq8_q8_0)
+DQ8_BLOCKS(12, dq8_q4_K)
+DQ8_BLOCKS(13, dq8_q5_K)
+DQ8_BLOCKS(14, dq8_q6_K)
+DQ8_BLOCKS(20, dq8_iq4_nl)
+DQ8_BLOCKS(23, dq8_iq4_xs)
 
 // DQ8(which, TYPE, rowb, row, k0, v): elements k0 .. k0+7 (k0 % 8 == 0) of
 // row `row` of a weight of type TYPE (a type-id macro) whose rows are rowb
@@ -347,23 +438,20 @@ float dq1_t1(const uint which, uint k) { return wf16(which, k * 2u); }
 float dq1_t30(const uint which, uint k) {
     return uintBitsToFloat(((wword(which, k >> 1u) >> ((k & 1u) * 16u)) & 0xffffu) << 16u);
 }
-float dq1_t8(const uint which, uint k) {
-    float v[8];
-    dq8_t8(which, 0u, 0u, k & ~7u, v);
-    return v[k & 7u];
-}
-float dq1_t12(const uint which, uint k) {
-    float v[8];
-    dq8_t12(which, 0u, 0u, k & ~7u, v);
-    return v[k & 7u];
-}
-float dq1_t13(const uint which, uint k) {
-    float v[8];
-    dq8_t13(which, 0u, 0u, k & ~7u, v);
-    return v[k & 7u];
-}
-float dq1_t14(const uint which, uint k) {
-    float v[8];
-    dq8_t14(which, 0u, 0u, k & ~7u, v);
-    return v[k & 7u];
-}
+// Block types: the element out of its group of 8.
+#define DQ1_FROM_DQ8(ty)                                                                                       \
+    float dq1_t##ty(const uint which, uint k) {                                                                \
+        float v[8];                                                                                            \
+        dq8_t##ty(which, 0u, 0u, k & ~7u, v);                                                                  \
+        return v[k & 7u];                                                                                      \
+    }
+DQ1_FROM_DQ8(2)
+DQ1_FROM_DQ8(3)
+DQ1_FROM_DQ8(6)
+DQ1_FROM_DQ8(7)
+DQ1_FROM_DQ8(8)
+DQ1_FROM_DQ8(12)
+DQ1_FROM_DQ8(13)
+DQ1_FROM_DQ8(14)
+DQ1_FROM_DQ8(20)
+DQ1_FROM_DQ8(23)

@@ -3,14 +3,15 @@
  * every element against the reference interpreter.
  *
  * One small one-layer model per weight type (f32, f16, bf16, q8_0, q4_K_M =
- * q4_K + q6_K, q5_K): hidden 512, ff 1536, vocab 600. Llama and qwen3 get
- * 6 heads of 48: q (288 rows), k and v (96) and the logits (600) are not
- * multiples of the 64-row tiles, and attn_output's rows of 288 are not a
- * multiple of the K-quants' 256 (q8_0 takes them). Each model is compiled with the
- * default pipeline for llvmpipe and h200 in both phases: these graphs hold every
- * template (a census checks it). The interpreter runs steps of T tokens at
- * pos 0 and pos > 0 (prefill: 5 then 17; decode: 1, 3, 1) and after each
- * checked step kh_check_node runs every node of the family.
+ * q4_K + q6_K + q5_0, q5_K, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs + iq4_nl):
+ * hidden 512, ff 1536, vocab 600. Llama and qwen3 get 6 heads of 48: q (288
+ * rows), k and v (96) and the logits (600) are not multiples of the 64-row
+ * tiles, and attn_output's rows of 288 are not a multiple of the 256-element
+ * blocks (their 32-element stand-ins take them). Each model is compiled with
+ * the default pipeline for llvmpipe and h200 in both phases: these graphs
+ * hold every template (a census checks it). The interpreter runs steps of T
+ * tokens at pos 0 and pos > 0 (prefill: 5 then 17; decode: 1, 3, 1) and
+ * after each checked step kh_check_node runs every node of the family.
  *
  * Kernels compiled for h200 run here with the device's shared memory as the
  * limit (llvmpipe has 32 KiB, h200 48): a tile that does not fit is refused
@@ -241,6 +242,11 @@ static void check_nodes(run_ctx *r, const zir_interp *it, zir_step st) {
         cr_expect(res.max_err < r->tol, "%s: %s ('%s', T=%lld pos=%lld): error %.3g of the output RMS > %.1g",
                   r->what, res.kernel, n->out->name, (long long)st.T, (long long)st.pos, res.max_err, r->tol);
         cr_assert_gt(res.checked, 0, "%s: %s checked nothing", r->what, res.kernel);
+        /* An embedding is dequantization alone: what dequant.glsl decodes
+         * must be what ir/dtype.c (and ggml) decode, to the bit. */
+        cr_expect(r->o.act_f16 || strncmp(res.kernel, "embed", 5) || res.max_err == 0,
+                  "%s: %s: error %.3g: the dequantized rows differ from the interpreter's", r->what,
+                  res.kernel, res.max_err);
         census(res.kernel, r->seen);
         note(r->w, res.kernel, res.max_err);
     }
@@ -322,10 +328,15 @@ static void check_model(const mspec *m, bool act_f16, double tol) {
  * (a product of two near-Gaussians) reach 10x their RMS: 5e-3 measured. */
 #define TOL_F16 1e-2
 
+/* The one-type files follow llama-quantize's fallbacks: in q4_k_m the
+ * attn_output rows of 288 are Q5_0, in iq4_xs IQ4_NL. */
 static const mspec MODELS[] = {
     {"f32", ZMK_QWEN2, ZMK_F32, ZT_F32},       {"f16", ZMK_LLAMA, ZMK_F16, ZT_F32},
     {"bf16", ZMK_QWEN3, ZMK_F32, ZT_BF16},     {"q8_0", ZMK_QWEN2, ZMK_Q8_0, ZT_F32},
     {"q4_k_m", ZMK_QWEN3, ZMK_Q4_K_M, ZT_F32}, {"q5_K", ZMK_LLAMA, ZMK_F32, ZT_Q5_K},
+    {"q4_0", ZMK_QWEN3, ZMK_Q4_0, ZT_F32},     {"q4_1", ZMK_LLAMA, ZMK_Q4_1, ZT_F32},
+    {"q5_0", ZMK_QWEN2, ZMK_Q5_0, ZT_F32},     {"q5_1", ZMK_QWEN3, ZMK_Q5_1, ZT_F32},
+    {"iq4_nl", ZMK_LLAMA, ZMK_IQ4_NL, ZT_F32}, {"iq4_xs", ZMK_QWEN2, ZMK_IQ4_XS, ZT_F32},
 };
 enum { N_MODELS = sizeof MODELS / sizeof MODELS[0], M_Q4_K_M = 4 };
 
@@ -346,6 +357,24 @@ Test(kernels_matmul, q4_k_m, .timeout = 300) {
 }
 Test(kernels_matmul, q5_K, .timeout = 300) {
     check_model(&MODELS[5], false, TOL_F32);
+}
+Test(kernels_matmul, q4_0, .timeout = 300) {
+    check_model(&MODELS[6], false, TOL_F32);
+}
+Test(kernels_matmul, q4_1, .timeout = 300) {
+    check_model(&MODELS[7], false, TOL_F32);
+}
+Test(kernels_matmul, q5_0, .timeout = 300) {
+    check_model(&MODELS[8], false, TOL_F32);
+}
+Test(kernels_matmul, q5_1, .timeout = 300) {
+    check_model(&MODELS[9], false, TOL_F32);
+}
+Test(kernels_matmul, iq4_nl, .timeout = 300) {
+    check_model(&MODELS[10], false, TOL_F32);
+}
+Test(kernels_matmul, iq4_xs, .timeout = 300) {
+    check_model(&MODELS[11], false, TOL_F32);
 }
 Test(kernels_matmul, q4_k_m_f16_activations, .timeout = 300) {
     check_model(&MODELS[M_Q4_K_M], true, TOL_F16);

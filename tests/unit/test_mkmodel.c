@@ -119,8 +119,10 @@ Test(mkmodel, plain_file_types) {
         zmk_quant q;
         ztype matrix;
         uint32_t ftype;
-    } cases[] = {{ZMK_F32, ZT_F32, 0}, {ZMK_F16, ZT_F16, 1}, {ZMK_Q8_0, ZT_Q8_0, 7}};
-    for (size_t c = 0; c < 3; c++) {
+    } cases[] = {{ZMK_F32, ZT_F32, 0},   {ZMK_F16, ZT_F16, 1},        {ZMK_Q8_0, ZT_Q8_0, 7},
+                 {ZMK_Q4_0, ZT_Q4_0, 2}, {ZMK_Q4_1, ZT_Q4_1, 3},      {ZMK_Q5_0, ZT_Q5_0, 8},
+                 {ZMK_Q5_1, ZT_Q5_1, 9}, {ZMK_IQ4_NL, ZT_IQ4_NL, 25}, {ZMK_IQ4_XS, ZT_IQ4_XS, 30}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         zmk_opts o;
         zmk_defaults(&o);
         o.quant = cases[c].q;
@@ -130,8 +132,34 @@ Test(mkmodel, plain_file_types) {
         cr_expect_eq(tensor(f, "output.weight", 0)->type, cases[c].matrix);
         cr_expect_eq(tensor(f, "blk.%d.ffn_down.weight", 1)->type, cases[c].matrix);
         cr_expect_eq(tensor(f, "blk.%d.attn_norm.weight", 1)->type, ZT_F32);
+        /* the name round-trips through the parser */
+        zmk_quant back;
+        cr_expect(zmk_parse_quant(zmk_quant_name(cases[c].q), &back) && back == cases[c].q, "%s",
+                  zmk_quant_name(cases[c].q));
         gguf_close(f);
     }
+}
+
+/* llama-quantize's tensor_type_fallback for the one-type files: IQ4_XS rows
+ * that are not a multiple of 256 take IQ4_NL; a 32-element type keeps rows
+ * that 32 divides and gives F16 to the rest. */
+Test(mkmodel, pure_file_types_fall_back_like_llama_quantize) {
+    zmk_opts o;
+    zmk_defaults(&o);
+    o.arch = ZMK_LLAMA, o.hidden = 320, o.heads = 5, o.kv_heads = 1, o.ff = 300, o.quant = ZMK_IQ4_XS;
+    zmk_report rep;
+    gguf_file *f = make(&o, "odd-iq4xs.gguf", &rep);
+    cr_expect_eq(tensor(f, "blk.%d.attn_q.weight", 0)->type, ZT_IQ4_NL);
+    cr_expect_eq(tensor(f, "output.weight", 0)->type, ZT_IQ4_NL);
+    cr_expect_eq(tensor(f, "blk.%d.ffn_down.weight", 0)->type, ZT_F16, "300 is not a multiple of 32 either");
+    cr_expect_eq(rep.n_notes, 9u, "expected 9 notes, found %u", rep.n_notes);
+    gguf_close(f);
+    o.quant = ZMK_Q5_1;
+    f = make(&o, "odd-q51.gguf", &rep);
+    cr_expect_eq(tensor(f, "blk.%d.attn_q.weight", 0)->type, ZT_Q5_1);
+    cr_expect_eq(tensor(f, "blk.%d.ffn_down.weight", 0)->type, ZT_F16);
+    cr_expect_eq(rep.n_notes, 1u, "only ffn_down falls back: %u notes", rep.n_notes);
+    gguf_close(f);
 }
 
 Test(mkmodel, rows_that_k_quants_cannot_hold_fall_back) {
@@ -140,8 +168,8 @@ Test(mkmodel, rows_that_k_quants_cannot_hold_fall_back) {
     o.arch = ZMK_LLAMA, o.hidden = 320, o.heads = 5, o.kv_heads = 1, o.ff = 300;
     zmk_report rep;
     gguf_file *f = make(&o, "odd.gguf", &rep);
-    cr_expect_eq(tensor(f, "blk.%d.attn_q.weight", 0)->type, ZT_Q8_0);
-    cr_expect_eq(tensor(f, "output.weight", 0)->type, ZT_Q8_0);
+    cr_expect_eq(tensor(f, "blk.%d.attn_q.weight", 0)->type, ZT_Q5_0, "Q4_K falls back to Q5_0");
+    cr_expect_eq(tensor(f, "output.weight", 0)->type, ZT_Q8_0, "Q6_K falls back to Q8_0");
     cr_expect_eq(tensor(f, "blk.%d.ffn_down.weight", 0)->type, ZT_F16, "300 is not a multiple of 32 either");
     /* One note per tensor kind: token_embd, q, k, v, output, gate, up, down, attn_output. */
     cr_expect_eq(rep.n_notes, 9u, "expected 9 notes, found %u", rep.n_notes);

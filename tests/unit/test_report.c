@@ -225,6 +225,39 @@ Test(materialize, weights_scratch_and_dispatches) {
     done(&p);
 }
 
+/* The cost model prices a weight by its bytes as stored: per type, ggml's
+ * block size over its block length (ggml-common.h), whatever the type. In
+ * decode every MLP weight is read once per token, dequantized in its kernel
+ * (fuse-dequant: no scratch copy). */
+Test(materialize, weight_bytes_per_type) {
+    static const struct {
+        zmk_quant q;
+        double bytes_per_weight;
+    } cases[] = {{ZMK_Q4_0, 18.0 / 32}, {ZMK_Q4_1, 20.0 / 32},   {ZMK_Q5_0, 22.0 / 32},
+                 {ZMK_Q5_1, 24.0 / 32}, {ZMK_IQ4_NL, 18.0 / 32}, {ZMK_IQ4_XS, 136.0 / 256}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *path = make_model("types.gguf", 1, HID, FF, cases[i].q);
+        zdiag d = {0};
+        gguf_file *f = NULL;
+        zir_graph *g = NULL;
+        cr_assert_eq(gguf_open(path, &f, &d), ZOK, "%s", d.msg);
+        cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
+        zpass_opts o = {.target = ztarget_find("h200"), .phase = ZPH_DECODE, .token_tile = 64, .ctx = 4096};
+        cr_assert_eq(zpass_run_pipeline(g, NULL, NULL, &o, &d), ZOK, "%s", d.msg);
+        zarena *a = zarena_new();
+        zpass_mat m;
+        cr_assert_eq(zpass_materialize(g, &o, a, &m, &d), ZOK, "%s", d.msg);
+        const zpass_mat_group *mlp = grp(&m, 0, ZG_MLP);
+        double want = 3.0 * HID * FF * cases[i].bytes_per_weight + 4.0 * HID; /* + the f32 norm */
+        cr_expect_float_eq(mlp->t.weight, want, 1e-9, "%s: MLP weights %g B per token, expected %g",
+                           zmk_quant_name(cases[i].q), mlp->t.weight, want);
+        cr_expect_eq(mlp->t.scratch, 0.0, "%s: dequantized in the kernels", zmk_quant_name(cases[i].q));
+        zarena_free(a);
+        zir_graph_free(g);
+        gguf_close(f);
+    }
+}
+
 Test(materialize, needs_widths) {
     const char *path = make_model("w.gguf", 1, HID, FF, ZMK_Q8_0);
     zdiag d = {0};
