@@ -6,7 +6,8 @@
 # chat template, then compare the logits of a teacher-forced token list, prefill
 # and decode: zinc against llama.cpp, zinc against llama.cpp run in f32 on the
 # model's ggml-dequantized twin (`harness dequant`), and llama.cpp against itself;
-# last, `zinc tokenize` against llama.cpp's tokenizer on a few texts.
+# then the quantized types bit for bit against ggml's own (de)quantizers
+# (quantcheck); last, `zinc tokenize` against llama.cpp's tokenizer on a few texts.
 # Tolerances are justified in docs/test-models.md. One line per check, then
 # "N passed, M failed"; exits non-zero on any failure (or if nothing ran).
 set -uo pipefail
@@ -29,11 +30,15 @@ result() { # result OK|other LABEL DETAIL
 }
 
 # Relative-RMS tolerances, zinc vs llama.cpp, by file type (see docs/test-models.md).
-declare -A TOL=([f32]=1e-5 [f16]=5e-3 [q8_0]=8e-2 [q4_k_m]=1e-1)
+declare -A TOL=([f32]=1e-5 [f16]=5e-3 [q8_0]=8e-2 [q4_k_m]=1e-1
+    [q4_0]=8e-2 [q4_1]=8e-2 [q5_0]=8e-2 [q5_1]=8e-2 [iq4_nl]=8e-2 [iq4_xs]=1e-1)
 # A top-1 disagreement passes only when llama.cpp's own margin is below this.
-declare -A TIE=([f32]=1e-4 [f16]=2e-2 [q8_0]=3e-1 [q4_k_m]=3e-1)
+declare -A TIE=([f32]=1e-4 [f16]=2e-2 [q8_0]=3e-1 [q4_k_m]=3e-1
+    [q4_0]=3e-1 [q4_1]=3e-1 [q5_0]=3e-1 [q5_1]=3e-1 [iq4_nl]=3e-1 [iq4_xs]=4e-1)
 # llama.cpp prefill vs its own decode.
-declare -A SELF=([f32]=1e-5 [f16]=5e-3 [q8_0]=8e-2 [q4_k_m]=8e-2)
+declare -A SELF=([f32]=1e-5 [f16]=5e-3 [q8_0]=8e-2 [q4_k_m]=8e-2
+    [q4_0]=8e-2 [q4_1]=8e-2 [q5_0]=8e-2 [q5_1]=8e-2 [iq4_nl]=8e-2 [iq4_xs]=8e-2)
+QTYPES=(q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs)
 # zinc on a quantized model vs llama.cpp on its F32 twin: both fp32 arithmetic.
 TWIN_TOL=1e-5 TWIN_TIE=1e-4
 
@@ -96,10 +101,67 @@ for arch in qwen3 llama qwen2; do
     done
 done
 # Tied embeddings (token_embd becomes Q6_K under q4_k_m) and rows that K-quants
-# cannot hold (320 -> Q8_0 fallback), with a GQA ratio of 5.
+# cannot hold (320: Q4_K falls back to Q5_0, Q6_K to Q8_0), with a GQA ratio of 5.
 check_model qwen3-q4_k_m-tied q4_k_m -- --arch qwen3 "${SHAPE[@]}" --tied
 check_model llama-q4_k_m-odd q4_k_m -- --arch llama --layers 3 --hidden 320 --ff 640 --heads 5 --kv-heads 1 \
     --head-dim 64 --vocab 1024 --seed 9
+
+# Every file type zinc mkmodel writes with one quantized type (--pure), through
+# zinc ref against llama.cpp and against the ggml-dequantized F32 twin; rows of
+# 320 and 640 make iq4_xs fall back to iq4_nl, as llama-quantize does.
+for q in "${QTYPES[@]}"; do
+    check_model "qwen3-$q" "$q" -- --arch qwen3 "${SHAPE[@]}"
+done
+check_model llama-iq4_xs-odd iq4_xs -- --arch llama --layers 3 --hidden 320 --ff 640 --heads 5 --kv-heads 1 \
+    --head-dim 64 --vocab 1024 --seed 9
+
+# The quantized types against ggml's own code: zinc's dequantization
+# (ztype_dequant_row, what zinc ref runs) bit for bit against ggml's to_float,
+# on blocks of random bytes of every type zinc reads and on blocks zinc's
+# quantizers write; those quantizers byte for byte against ggml_quantize_chunk
+# on data that is hard on them (tests/llamacpp/quantcheck.c).
+# Adds up the PASS and FAIL lines a checker printed (and shows them); a
+# checker that failed without a FAIL line, or printed nothing, fails LABEL.
+tally() { # tally LABEL STATUS OUTPUT LOG
+    local p f
+    [ -n "$3" ] && echo "$3"
+    p=$(grep -c '^PASS' <<<"$3") f=$(grep -c '^FAIL' <<<"$3")
+    passed=$((passed + p)) failed=$((failed + f))
+    if [ "$f" -eq 0 ] && { [ "$2" -ne 0 ] || [ "$p" -eq 0 ]; }; then
+        result FAIL "$1" "exit $2: $(tail -n 1 "$4")"
+    fi
+}
+check_dequant() { # check_dequant LABEL MODEL
+    if ! "$harness" "$2" dequant "$work/twin.gguf" 2>"$work/h.log"; then
+        result FAIL "$1 ggml dequant" "$(tail -n 1 "$work/h.log")"; return
+    fi
+    local out rc=0
+    out=$("$quantcheck" dequant "$2" "$work/twin.gguf" 2>"$work/q.log") || rc=$?
+    tally "$1 quantcheck dequant" $rc "$out" "$work/q.log"
+}
+quantcheck=$build/quantcheck
+if [ -x "$quantcheck" ]; then
+    if "$quantcheck" random "$work/random.gguf" 2>"$work/q.log"; then
+        check_dequant "random blocks" "$work/random.gguf"
+    else
+        result FAIL "quantcheck random" "$(tail -n 1 "$work/q.log")"
+    fi
+    if ! "$quantcheck" sources "$work/src.gguf" 2>"$work/q.log"; then
+        result FAIL "quantcheck sources" "$(tail -n 1 "$work/q.log")"; QTYPES=()
+    fi
+    for q in "${QTYPES[@]}"; do
+        if ! "$quantcheck" quantize "$work/src.gguf" "$q" "$work/$q.gguf" 2>"$work/q.log"; then
+            result FAIL "$q quantcheck quantize" "$(tail -n 1 "$work/q.log")"; continue
+        fi
+        rc=0
+        out=$("$harness" "$work/src.gguf" requant "$work/$q.gguf" 2>"$work/h.log") || rc=$?
+        tally "$q ggml requant" $rc "$out" "$work/h.log"
+        check_dequant "$q written by zinc" "$work/$q.gguf"
+    done
+    rm -f "$work"/*.gguf
+else
+    result FAIL "quantcheck" "no $quantcheck (build the 'quantcheck' target)"
+fi
 
 # zinc's tokenizer against llama.cpp's on the same vocabulary: plain text, code,
 # runs of spaces and newlines, digits, multi-byte UTF-8, and special-token text

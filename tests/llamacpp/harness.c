@@ -15,6 +15,11 @@
  *             weights without llama.cpp's activation rounding: an fp32 oracle
  *             for a reference that dequantizes weights, checked by ggml's
  *             dequantizers rather than ours.
+ *   requant   SRC.gguf requant Q.gguf: every tensor of Q.gguf of a quantized
+ *             type is quantized again from SRC.gguf's F32 tensor of the same
+ *             name by ggml's quantizer (ggml_quantize_chunk, no importance
+ *             matrix: what llama-quantize writes) and compared byte for byte.
+ *             One line per type; exits 1 on any difference.
  *
  * Numerics: the KV cache is F32 and flash attention is off by default, so that
  * the only rounding llama.cpp adds over an fp32 reference is the one its
@@ -58,6 +63,7 @@ static int usage(FILE *to) {
                 "       harness MODEL.gguf chat\n"
                 "       harness MODEL.gguf info\n"
                 "       harness MODEL.gguf dequant OUT.gguf\n"
+                "       harness SRC.gguf requant Q.gguf\n"
                 "options: --threads N (2)  --kv f32|f16 (f32)  --flash-attn on|off (off)\n"
                 "         --cpu-variant NAME (best-scoring libggml-cpu-NAME.so)  -v (llama.cpp's log)\n");
     return to == stdout ? 0 : 2;
@@ -68,7 +74,7 @@ static int parse_args(int argc, char **argv, opts *o) {
     if (argc < 3) return usage(stderr);
     o->model = argv[1];
     o->cmd = argv[2];
-    if (!strcmp(o->cmd, "dequant")) {
+    if (!strcmp(o->cmd, "dequant") || !strcmp(o->cmd, "requant")) {
         if (argc != 4) return usage(stderr);
         o->out = argv[3];
         return -1;
@@ -336,6 +342,55 @@ static int cmd_dequant(const opts *o) {
     return rc;
 }
 
+/* Quantizes src's F32 data for tensor q again and counts the blocks whose
+ * bytes differ from q's. */
+static int requant_tensor(struct ggml_tensor *src, struct ggml_tensor *q, long *blocks, long *differ) {
+    const int64_t n = q->ne[0], rows = ggml_nrows(q);
+    const size_t rb = ggml_row_size(q->type, n), bb = ggml_type_size(q->type);
+    if (!src || src->type != GGML_TYPE_F32 || ggml_nelements(src) != ggml_nelements(q)) {
+        fprintf(stderr, "harness: no F32 source of %lld elements for %s\n", (long long)ggml_nelements(q),
+                q->name);
+        return 2;
+    }
+    unsigned char *buf = malloc(rb * (size_t)rows);
+    if (!buf) return fprintf(stderr, "harness: out of memory\n"), 2;
+    ggml_quantize_chunk(q->type, src->data, buf, 0, rows, n, NULL);
+    for (size_t b = 0; b < rb * (size_t)rows / bb; b++) {
+        if (memcmp(buf + b * bb, (unsigned char *)q->data + b * bb, bb) && !(*differ)++)
+            fprintf(stderr, "harness: %s %s: block %zu differs from ggml's\n", ggml_type_name(q->type),
+                    q->name, b);
+        ++*blocks;
+    }
+    free(buf);
+    return 0;
+}
+
+static int cmd_requant(const opts *o) {
+    struct ggml_context *sc = NULL, *qc = NULL;
+    struct gguf_context *s = gguf_init_from_file(o->model, (struct gguf_init_params){false, &sc});
+    struct gguf_context *q = s ? gguf_init_from_file(o->out, (struct gguf_init_params){false, &qc}) : NULL;
+    if (!s || !q) return fprintf(stderr, "harness: ggml cannot read %s\n", s ? o->out : o->model), 2;
+    long tensors[GGML_TYPE_COUNT] = {0}, blocks[GGML_TYPE_COUNT] = {0}, differ[GGML_TYPE_COUNT] = {0};
+    int rc = 0;
+    for (struct ggml_tensor *t = ggml_get_first_tensor(qc); t && !rc; t = ggml_get_next_tensor(qc, t)) {
+        if (!ggml_is_quantized(t->type)) continue;
+        rc = requant_tensor(ggml_get_tensor(sc, t->name), t, &blocks[t->type], &differ[t->type]);
+        tensors[t->type]++;
+    }
+    for (int k = 0; k < GGML_TYPE_COUNT && !rc; k++)
+        if (tensors[k])
+            printf("%s %s quantization zincc-vs-ggml: %ld tensors, %ld blocks, %ld differ\n",
+                   differ[k] ? "FAIL" : "PASS", ggml_type_name((enum ggml_type)k), tensors[k], blocks[k],
+                   differ[k]);
+    for (int k = 0; k < GGML_TYPE_COUNT && !rc; k++)
+        if (differ[k]) rc = 1;
+    gguf_free(q);
+    gguf_free(s);
+    ggml_free(qc);
+    ggml_free(sc);
+    return rc;
+}
+
 static int cmd_info(struct llama_model *m) {
     const struct llama_vocab *v = llama_model_get_vocab(m);
     char desc[256];
@@ -354,6 +409,7 @@ int main(int argc, char **argv) {
     g_verbose = o.verbose;
     llama_log_set(on_log, NULL);
     if (!strcmp(o.cmd, "dequant")) return cmd_dequant(&o);
+    if (!strcmp(o.cmd, "requant")) return cmd_requant(&o);
     ggml_backend_dev_t cpu = load_cpu_backend(o.cpu_variant);
     if (!cpu) return 1;
     llama_backend_init();
