@@ -9,6 +9,20 @@
 
 #include "../frontend/gguf.h"
 
+/* A sequence: a KV cache and where it stands. The zrt's own sequence binds
+ * the plan's KV buffers; each one zrt_seq_new adds binds copies of them, and
+ * shares everything else (weights, activations, step I/O): steps run one at a
+ * time, so sequences interleave step by step. */
+struct zrt_seq {
+    zvk_buffer *kv; /* one per plan buffer, created for ZPB_KV only; NULL: the zrt's own */
+    VkDescriptorPool pool;
+    VkDescriptorSet *sets; /* one per dispatch */
+    zvk_cmd decode;        /* recorded once, replayed per token */
+    bool decode_recorded;
+    int64_t pos;
+    int last_T; /* tokens of the last step: its logits rows */
+};
+
 struct zrt {
     zplan *plan;
     gguf_file *gguf;
@@ -16,12 +30,8 @@ struct zrt {
     zvk_device dev;
     zvk_buffer *bufs;    /* one per plan buffer */
     zvk_pipeline *pipes; /* one per kernel */
-    VkDescriptorPool pool;
-    VkDescriptorSet *sets; /* one per dispatch */
-    zvk_cmd decode;        /* recorded once, replayed per token */
-    bool decode_recorded;
-    int64_t pos;
-    int last_T; /* tokens of the last step: its logits rows */
+    zrt_seq main;        /* the sequence of zrt_open */
+    zrt_seq *cur;        /* the one steps run on (zrt_seq_use) */
     bool progress;
 };
 
@@ -226,16 +236,23 @@ static zstatus create_pipelines(zrt *r, zdiag *d) {
         zstatus s = zvk_pipeline_create(&r->dev, &pd, &r->pipes[i], d);
         if (s) return s;
     }
+    return ZOK;
+}
+
+/* A sequence's descriptor sets: its KV buffers, the zrt's others. */
+static zstatus create_sets(zrt *r, zrt_seq *q, zdiag *d) {
+    const zplan *p = r->plan;
     zstatus s = zvk_desc_pool_create(&r->dev, p->n_dispatches ? p->n_dispatches : 1,
-                                     p->n_bindings ? p->n_bindings : 1, &r->pool, d);
+                                     p->n_bindings ? p->n_bindings : 1, &q->pool, d);
     for (uint32_t i = 0; !s && i < p->n_dispatches; i++) {
         const zplan_dispatch *dp = &p->dispatches[i];
         zvk_binding b[ZPLAN_MAX_BINDINGS];
         for (uint32_t j = 0; j < dp->n_bindings; j++) {
             const zplan_binding *pb = &p->bindings[dp->first_binding + j];
-            b[j] = (zvk_binding){&r->bufs[pb->buffer], pb->offset, pb->range};
+            bool own = q->kv && p->buffers[pb->buffer].kind == ZPB_KV;
+            b[j] = (zvk_binding){own ? &q->kv[pb->buffer] : &r->bufs[pb->buffer], pb->offset, pb->range};
         }
-        s = zvk_desc_set(&r->dev, r->pool, &r->pipes[dp->kernel], b, dp->n_bindings, &r->sets[i], d);
+        s = zvk_desc_set(&r->dev, q->pool, &r->pipes[dp->kernel], b, dp->n_bindings, &q->sets[i], d);
         if (s) zdiag_prefix(d, "dispatch %u (%s)", i, zplan_str(p, dp->node));
     }
     return s;
@@ -260,10 +277,20 @@ static zstatus record(zrt *r, zplan_phase ph, int64_t T, zvk_cmd *c, zvk_timer *
         }
         if (dp->flags & ZPLAN_BARRIER) zvk_cmd_barrier(c);
         if (g[0] && g[1] && g[2])
-            zvk_cmd_dispatch(c, &r->pipes[dp->kernel], r->sets[i], NULL, g[0], g[1], g[2]);
+            zvk_cmd_dispatch(c, &r->pipes[dp->kernel], r->cur->sets[i], NULL, g[0], g[1], g[2]);
         if (tm) s = zvk_timer_mark(c, tm, d);
     }
     if (!s) s = zvk_cmd_end(&r->dev, c, d);
+    return s;
+}
+
+static zstatus record_decode(zrt *r, zrt_seq *q, zdiag *d) {
+    if (!r->plan->sched[ZPLAN_DECODE].count) return ZOK;
+    zrt_seq *was = r->cur;
+    r->cur = q;
+    zstatus s = record(r, ZPLAN_DECODE, 1, &q->decode, NULL, d);
+    r->cur = was;
+    q->decode_recorded = !s;
     return s;
 }
 
@@ -278,18 +305,17 @@ zstatus zrt_open_plan(zplan *p, const zrt_opts *o, zrt **out, zdiag *d) {
     r->progress = o && o->progress;
     r->bufs = calloc(p->n_buffers ? p->n_buffers : 1, sizeof *r->bufs);
     r->pipes = calloc(p->n_kernels ? p->n_kernels : 1, sizeof *r->pipes);
-    r->sets = calloc(p->n_dispatches ? p->n_dispatches : 1, sizeof *r->sets);
-    zstatus s = r->bufs && r->pipes && r->sets ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
+    r->main.sets = calloc(p->n_dispatches ? p->n_dispatches : 1, sizeof *r->main.sets);
+    r->cur = &r->main;
+    zstatus s = r->bufs && r->pipes && r->main.sets ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
     if (!s) s = check_spirv(p, d);
     if (!s) s = check_gguf(r, o && o->gguf_path ? o->gguf_path : zplan_str(p, p->gguf_path), d);
     if (!s) s = check_device(r, o ? o->device : NULL, d);
     if (!s) s = check_memory(r, d);
     if (!s) s = create_buffers(r, d);
     if (!s) s = create_pipelines(r, d);
-    if (!s && p->sched[ZPLAN_DECODE].count) {
-        s = record(r, ZPLAN_DECODE, 1, &r->decode, NULL, d);
-        r->decode_recorded = !s;
-    }
+    if (!s) s = create_sets(r, &r->main, d);
+    if (!s) s = record_decode(r, &r->main, d);
     if (s) {
         zrt_close(r);
         return s;
@@ -308,8 +334,8 @@ zstatus zrt_open(const char *plan_path, const zrt_opts *o, zrt **out, zdiag *d) 
 void zrt_close(zrt *r) {
     if (!r) return;
     if (r->dev.device) vkDeviceWaitIdle(r->dev.device);
-    zvk_cmd_release(&r->dev, &r->decode);
-    zvk_desc_pool_destroy(&r->dev, &r->pool);
+    zvk_cmd_release(&r->dev, &r->main.decode);
+    zvk_desc_pool_destroy(&r->dev, &r->main.pool);
     for (uint32_t i = 0; r->pipes && i < r->plan->n_kernels; i++)
         zvk_pipeline_destroy(&r->dev, &r->pipes[i]);
     for (uint32_t i = 0; r->bufs && i < r->plan->n_buffers; i++)
@@ -320,7 +346,7 @@ void zrt_close(zrt *r) {
     zplan_free(r->plan);
     free(r->bufs);
     free(r->pipes);
-    free(r->sets);
+    free(r->main.sets);
     free(r);
 }
 
@@ -339,11 +365,77 @@ const zvk_profile *zrt_device(const zrt *r) {
     return &r->dev.prof;
 }
 int64_t zrt_pos(const zrt *r) {
-    return r->pos;
+    return r->cur->pos;
 }
 void zrt_reset(zrt *r) {
-    r->pos = 0;
-    r->last_T = 0;
+    r->cur->pos = 0;
+    r->cur->last_T = 0;
+}
+
+/* Refuses before allocating when the device cannot hold another cache. */
+static zstatus check_seq_memory(zrt *r, uint64_t *need, zdiag *d) {
+    *need = 0;
+    for (uint32_t i = 0; i < r->plan->n_buffers; i++)
+        if (r->plan->buffers[i].kind == ZPB_KV) *need += r->plan->buffers[i].size;
+    uint64_t avail = zvk_heap_free(&r->dev, r->dev.prof.vram_heap);
+    if (*need > avail)
+        return zdiag_set(d, ZE_NOMEM,
+                         "not enough device memory on '%s' for another sequence: its KV cache needs %.1f "
+                         "MiB, %.1f MiB are free: use fewer sequences or a smaller context",
+                         r->dev.prof.name, *need / 1048576.0, avail / 1048576.0);
+    return ZOK;
+}
+
+static zstatus create_seq_kv(zrt *r, zrt_seq *q, zdiag *d) {
+    const zplan *p = r->plan;
+    zvk_cmd c = {0};
+    zstatus s = ZOK;
+    for (uint32_t i = 0; !s && i < p->n_buffers; i++)
+        if (p->buffers[i].kind == ZPB_KV)
+            s = zvk_buffer_create(&r->dev, p->buffers[i].size, ZVK_MEM_DEVICE, zplan_str(p, p->buffers[i].name),
+                                  &q->kv[i], d);
+    if (!s) s = zvk_cmd_begin(&r->dev, &c, d);
+    if (s) return s;
+    for (uint32_t i = 0; i < p->n_buffers; i++)
+        if (p->buffers[i].kind == ZPB_KV) vkCmdFillBuffer(c.cb, q->kv[i].buffer, 0, VK_WHOLE_SIZE, 0);
+    return zvk_cmd_run(&r->dev, &c, d);
+}
+
+zstatus zrt_seq_new(zrt *r, zrt_seq **out, zdiag *d) {
+    uint64_t need;
+    *out = NULL;
+    zstatus s = check_seq_memory(r, &need, d);
+    if (s) return s;
+    zrt_seq *q = calloc(1, sizeof *q);
+    if (q) q->kv = calloc(r->plan->n_buffers, sizeof *q->kv);
+    if (q && q->kv) q->sets = calloc(r->plan->n_dispatches ? r->plan->n_dispatches : 1, sizeof *q->sets);
+    s = q && q->kv && q->sets ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (!s) s = create_seq_kv(r, q, d);
+    if (!s) s = create_sets(r, q, d);
+    if (!s) s = record_decode(r, q, d);
+    if (s) {
+        zrt_seq_free(r, q);
+        return s;
+    }
+    *out = q;
+    return ZOK;
+}
+
+void zrt_seq_free(zrt *r, zrt_seq *q) {
+    if (!q || q == &r->main) return;
+    if (r->cur == q) r->cur = &r->main;
+    vkDeviceWaitIdle(r->dev.device);
+    zvk_cmd_release(&r->dev, &q->decode);
+    zvk_desc_pool_destroy(&r->dev, &q->pool);
+    for (uint32_t i = 0; q->kv && i < r->plan->n_buffers; i++)
+        if (q->kv[i].buffer) zvk_buffer_destroy(&r->dev, &q->kv[i]);
+    free(q->kv);
+    free(q->sets);
+    free(q);
+}
+
+void zrt_seq_use(zrt *r, zrt_seq *q) {
+    r->cur = q ? q : &r->main;
 }
 
 static zstatus check_step(const zrt *r, zplan_phase ph, const int32_t *tokens, int n, zdiag *d) {
@@ -352,10 +444,10 @@ static zstatus check_step(const zrt *r, zplan_phase ph, const int32_t *tokens, i
     if (n < 1 || (uint32_t)n > sc->max_tokens || (ph == ZPLAN_DECODE && n != 1))
         return zdiag_set(d, ZE_INVALID, "%s step of %d tokens: expected 1..%u",
                          ph == ZPLAN_DECODE ? "decode" : "prefill", n, sc->max_tokens);
-    if (r->pos + n > p->ctx)
+    if (r->cur->pos + n > p->ctx)
         return zdiag_set(d, ZE_INVALID,
                          "context full: %lld cached + %d new tokens exceed the plan's context of %u",
-                         (long long)r->pos, n, p->ctx);
+                         (long long)r->cur->pos, n, p->ctx);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= p->n_vocab)
             return zdiag_set(d, ZE_INVALID, "token %d at index %d: expected an id below %u", tokens[i], i,
@@ -365,7 +457,7 @@ static zstatus check_step(const zrt *r, zplan_phase ph, const int32_t *tokens, i
 
 static void write_step(zrt *r, const int32_t *tokens, int n) {
     const zplan *p = r->plan;
-    uint32_t step[4] = {(uint32_t)n, (uint32_t)r->pos, p->ctx, 0};
+    uint32_t step[4] = {(uint32_t)n, (uint32_t)r->cur->pos, p->ctx, 0};
     memcpy(r->bufs[p->step_buffer].map, step, sizeof step);
     memcpy(r->bufs[p->tokens_buffer].map, tokens, sizeof *tokens * (size_t)n);
 }
@@ -376,8 +468,8 @@ zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *log
     if (s) return s;
     write_step(r, tokens, n);
     zvk_cmd c = {0};
-    if (ph == ZPLAN_DECODE && r->decode_recorded)
-        s = zvk_cmd_submit_wait(&r->dev, &r->decode, d);
+    if (ph == ZPLAN_DECODE && r->cur->decode_recorded)
+        s = zvk_cmd_submit_wait(&r->dev, &r->cur->decode, d);
     else {
         s = record(r, ph, n, &c, NULL, d);
         if (!s) s = zvk_cmd_submit_wait(&r->dev, &c, d);
@@ -388,8 +480,8 @@ zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *log
         s = zvk_download(&r->dev, &r->bufs[p->logits_buffer], 0, logits,
                          sizeof(float) * (size_t)n * p->n_vocab, d);
     if (s) return s;
-    r->pos += n;
-    r->last_T = n;
+    r->cur->pos += n;
+    r->cur->last_T = n;
     return ZOK;
 }
 
@@ -407,9 +499,10 @@ zstatus zrt_eval(zrt *r, const int32_t *tokens, int n, float *logits, zdiag *d) 
 
 zstatus zrt_last_logits(zrt *r, float *last, zdiag *d) {
     const zplan *p = r->plan;
-    if (!r->last_T) return zdiag_set(d, ZE_INVALID, "no step has run: there are no logits to read");
+    if (!r->cur->last_T) return zdiag_set(d, ZE_INVALID, "no step has run: there are no logits to read");
     uint64_t row = sizeof(float) * p->n_vocab;
-    return zvk_download(&r->dev, &r->bufs[p->logits_buffer], row * (uint64_t)(r->last_T - 1), last, row, d);
+    return zvk_download(&r->dev, &r->bufs[p->logits_buffer], row * (uint64_t)(r->cur->last_T - 1), last, row,
+                        d);
 }
 
 zstatus zrt_top(const zrt *r, zrt_sample_cand *top, size_t *n, zdiag *d) {

@@ -15,6 +15,7 @@
 #include "../ir/zstatus.h"
 
 typedef struct zrt zrt;
+typedef struct zrt_seq zrt_seq;
 
 typedef struct zrt_opts {
     const char *gguf_path; /* NULL: the path recorded in the plan */
@@ -36,6 +37,17 @@ const gguf_file *zrt_gguf(const zrt *r); /* the weights' file, for its tokenizer
 const zvk_profile *zrt_device(const zrt *r);
 int64_t zrt_pos(const zrt *r);
 void zrt_reset(zrt *r); /* forget the KV cache: the next token is at position 0 */
+
+/* Sequences: each has its own KV cache (a copy of the plan's KV buffers)
+ * and position, and shares the weights and everything else, so that one
+ * executor serves several conversations (zinc serve's slots): select one with
+ * zrt_seq_use, then zrt_run/eval/pos/reset/top/last_logits act on it. Steps
+ * run one at a time, so a sequence gives the same logits alone as
+ * interleaved with others. zrt_seq_use(r, NULL) selects the zrt's own. Free
+ * sequences before zrt_close. Not thread-safe: one thread drives a zrt. */
+zstatus zrt_seq_new(zrt *r, zrt_seq **out, zdiag *d);
+void zrt_seq_free(zrt *r, zrt_seq *q);
+void zrt_seq_use(zrt *r, zrt_seq *q);
 
 /* Runs n tokens at the current position with one phase's schedule: prefill
  * takes 1..max_tokens tokens, decode exactly 1. logits (may be NULL)

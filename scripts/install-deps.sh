@@ -5,7 +5,8 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config git
       libvulkan-dev mesa-vulkan-drivers vulkan-tools
       libshaderc-dev glslang-dev spirv-tools spirv-headers glslc uthash-dev libcriterion-dev libedit-dev
-      clang libclang-rt-14-dev graphviz)
+      clang libclang-rt-14-dev graphviz
+      libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -162,17 +162,16 @@ static bool emit(holdback *h, const char *text, size_t len, const gen_opts *o) {
 
 /* The next token: from the GPU's top-k candidates when the sampler needs no
  * more, else from the whole row of logits (read back only then). */
-static zstatus pick(gen_ctx *g, int32_t *id, zdiag *d) {
+zstatus gen_pick(zrt *r, zrt_sampler *smp, float *logits, int32_t *id, zdiag *d) {
     zrt_sample_cand top[ZPLAN_TOPK_CAP];
     size_t n = 0;
     zdiag ignore = {0};
-    if (zrt_sample_needs_only_top(g->smp, ZPLAN_TOPK_K) && !zrt_top(g->r, top, &n, &ignore) &&
-        n >= ZPLAN_TOPK_K) {
-        *id = zrt_sample_top(g->smp, top, n);
+    if (zrt_sample_needs_only_top(smp, ZPLAN_TOPK_K) && !zrt_top(r, top, &n, &ignore) && n >= ZPLAN_TOPK_K) {
+        *id = zrt_sample_top(smp, top, n);
         return ZOK;
     }
-    zstatus s = zrt_last_logits(g->r, g->logits, d);
-    if (!s) *id = zrt_sample(g->smp, g->logits);
+    zstatus s = zrt_last_logits(r, logits, d);
+    if (!s) *id = zrt_sample(smp, logits);
     return s;
 }
 
@@ -195,7 +194,7 @@ static zstatus generate(gen_ctx *g, const gen_opts *o, FILE *out, gen_stats *st,
             break;
         }
         int32_t id;
-        if ((s = pick(g, &id, d))) break;
+        if ((s = gen_pick(g->r, g->smp, g->logits, &id, d))) break;
         if (zrt_tok_is_eog(g->tok, id)) {
             st->why = "end of text";
             break;

@@ -58,6 +58,11 @@ void gen_close(gen_ctx *g);
 zstatus gen_run(gen_ctx *g, const int32_t *prompt, size_t n, const gen_opts *o, FILE *out, gen_stats *st,
                 zdiag *d);
 
+/* The next token after the last step: from the GPU's top-k candidates when
+ * the sampler needs no more, else from the whole row of logits (read into
+ * logits[n_vocab] only then). */
+zstatus gen_pick(zrt *r, zrt_sampler *smp, float *logits, int32_t *id, zdiag *d);
+
 /* Renders m[0..n) and the opening of the assistant's turn in format f, and
  * tokenizes it: the template's markers become special tokens, the messages'
  * contents stay text unless flags has ZRT_TOK_PARSE_SPECIAL (--special), so
