@@ -27,6 +27,11 @@ static void put16(uint8_t *p, uint16_t v) {
     p[1] = (uint8_t)(v >> 8);
 }
 
+static void put32(uint8_t *p, uint32_t v) {
+    put16(p, (uint16_t)v);
+    put16(p + 2, (uint16_t)(v >> 16));
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 /* ggml_type ids, type_traits names, blck_size and sizeof(block_*) from
@@ -474,8 +479,7 @@ static const uint32_t q5_qh = 0xa5c3f00fu;
 Test(dtype, dequant_q5_0_by_hand) {
     uint8_t b[22];
     put16(b, 0x3800); /* d = 0.5 */
-    for (int k = 0; k < 4; k++)
-        b[2 + k] = (uint8_t)(q5_qh >> 8 * k);
+    put32(b + 2, q5_qh);
     fill_qs(b + 6, 0);
     float y[32];
     cr_assert_eq(ztype_dequant_row(ZT_Q5_0, b, y, 32), ZOK);
@@ -494,8 +498,7 @@ Test(dtype, dequant_q5_1_by_hand) {
     uint8_t b[24];
     put16(b, 0x3400);     /* d = 0.25 */
     put16(b + 2, 0xbe00); /* m = -1.5 */
-    for (int k = 0; k < 4; k++)
-        b[4 + k] = (uint8_t)(q5_qh >> 8 * k);
+    put32(b + 4, q5_qh);
     fill_qs(b + 8, 0);
     float y[32];
     cr_assert_eq(ztype_dequant_row(ZT_Q5_1, b, y, 32), ZOK);

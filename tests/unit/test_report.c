@@ -57,17 +57,21 @@ typedef struct fixture {
     zpass_mat m;
 } fixture;
 
-/* The staged partition of the small model for one phase on h200. */
-static void staged(fixture *x, zpass_phase ph) {
-    const char *path = make_model("m.gguf", LAYERS, HID, FF, ZMK_Q4_K_M);
+/* The model at path after `pipeline` (NULL: the default) for one phase on h200. */
+static void load(fixture *x, const char *path, const char *pipeline, zpass_phase ph) {
     zdiag d = {0};
     cr_assert_eq(gguf_open(path, &x->f, &d), ZOK, "%s", d.msg);
     cr_assert_eq(zir_build_from_gguf(x->f, &x->g, &d), ZOK, "%s", d.msg);
     const ztarget *t = ztarget_find("h200");
     x->o = (zpass_opts){.target = t, .phase = ph, .token_tile = 64, .ctx = 4096, .fuse_threshold = 1024};
-    cr_assert_eq(zpass_run_pipeline(x->g, "shape,width", NULL, &x->o, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(zpass_run_pipeline(x->g, pipeline, NULL, &x->o, &d), ZOK, "%s", d.msg);
     x->a = zarena_new();
     cr_assert(x->a);
+}
+
+/* The staged partition of the small model for one phase on h200. */
+static void staged(fixture *x, zpass_phase ph) {
+    load(x, make_model("m.gguf", LAYERS, HID, FF, ZMK_Q4_K_M), "shape,width", ph);
 }
 
 static void analyse(fixture *x) {
@@ -236,25 +240,15 @@ Test(materialize, weight_bytes_per_type) {
     } cases[] = {{ZMK_Q4_0, 18.0 / 32}, {ZMK_Q4_1, 20.0 / 32},   {ZMK_Q5_0, 22.0 / 32},
                  {ZMK_Q5_1, 24.0 / 32}, {ZMK_IQ4_NL, 18.0 / 32}, {ZMK_IQ4_XS, 136.0 / 256}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *path = make_model("types.gguf", 1, HID, FF, cases[i].q);
-        zdiag d = {0};
-        gguf_file *f = NULL;
-        zir_graph *g = NULL;
-        cr_assert_eq(gguf_open(path, &f, &d), ZOK, "%s", d.msg);
-        cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
-        zpass_opts o = {.target = ztarget_find("h200"), .phase = ZPH_DECODE, .token_tile = 64, .ctx = 4096};
-        cr_assert_eq(zpass_run_pipeline(g, NULL, NULL, &o, &d), ZOK, "%s", d.msg);
-        zarena *a = zarena_new();
-        zpass_mat m;
-        cr_assert_eq(zpass_materialize(g, &o, a, &m, &d), ZOK, "%s", d.msg);
-        const zpass_mat_group *mlp = grp(&m, 0, ZG_MLP);
+        fixture x = {0};
+        load(&x, make_model("types.gguf", 1, HID, FF, cases[i].q), NULL, ZPH_DECODE);
+        analyse(&x);
+        const zpass_mat_group *mlp = grp(&x.m, 0, ZG_MLP);
         double want = 3.0 * HID * FF * cases[i].bytes_per_weight + 4.0 * HID; /* + the f32 norm */
         cr_expect_float_eq(mlp->t.weight, want, 1e-9, "%s: MLP weights %g B per token, expected %g",
                            zmk_quant_name(cases[i].q), mlp->t.weight, want);
         cr_expect_eq(mlp->t.scratch, 0.0, "%s: dequantized in the kernels", zmk_quant_name(cases[i].q));
-        zarena_free(a);
-        zir_graph_free(g);
-        gguf_close(f);
+        done(&x);
     }
 }
 
