@@ -6,13 +6,14 @@ pkgs=(build-essential cmake pkg-config git
       libvulkan-dev mesa-vulkan-drivers vulkan-tools
       libshaderc-dev glslang-dev spirv-tools spirv-headers glslc uthash-dev libcriterion-dev libedit-dev
       clang libclang-rt-14-dev graphviz
-      libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev)
+      libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev chromium)
 
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-# npm fetches llama.cpp's prebuilt libraries for the external oracle test.
+# npm fetches llama.cpp's prebuilt libraries for the external oracle test, and
+# the openai and puppeteer-core packages of tests/serve (pinned in its lock file).
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then

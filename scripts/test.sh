@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: the Criterion suite
-# in a plain build and under ASan+UBSan, a bounded run of each fuzzer, then
-# the llama.cpp oracle.
+# in a plain build and under ASan+UBSan, a bounded run of each fuzzer, zinc
+# serve against real clients (tests/serve), then the llama.cpp oracle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -20,6 +20,9 @@ cmake --build build-asan -j"$jobs"
 
 echo "== fuzzing (libFuzzer + ASan/UBSan, ${FUZZ_SECONDS:-60} s per harness)"
 bash scripts/fuzz.sh
+
+echo "== zinc serve: the openai npm client, the chat page in headless Chromium, a load test"
+bash tests/serve/run.sh build
 
 echo "== external oracle: llama.cpp (logits and token ids)"
 bash tests/llamacpp/compare.sh build
