@@ -4,13 +4,14 @@
 # BUILD_DIR holds the zinc and zincc programs; OUT_DIR gets one folder per
 # harness: gguf/ and frontend/ (tiny models from zinc mkmodel, every
 # architecture and weight type; frontend/ also model recipes), plan/ (zincc
-# -o plans of two of them), and tokenizer/ (texts and id lists behind the
-# harness's control byte).
+# -o plans of two of them), tokenizer/ (texts and id lists behind the
+# harness's control byte), and serve/ (request bodies of zinc serve's
+# endpoints behind fuzz_serve's endpoint byte).
 set -euo pipefail
 build=${1:?usage: seeds.sh BUILD_DIR OUT_DIR}
 out=${2:?usage: seeds.sh BUILD_DIR OUT_DIR}
 src=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$out"/{gguf,frontend,plan,tokenizer}
+mkdir -p "$out"/{gguf,frontend,plan,tokenizer,serve}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -74,5 +75,20 @@ for c in 20 21 22 30 31 32 e0 f0; do
     printf '\x00\x00\x01\x00\x02\x00\xff\x00\x0a\x01\x30\x01\xff\xff' >>"$out/tokenizer/t$n"
     n=$((n + 1))
 done
+# zinc serve's request bodies: endpoint byte (0 chat, 1 completion, 2
+# tokenize, 3 detokenize), then the JSON.
+k=0
+seed_body() {
+    printf "\\x$1" >"$out/serve/s$k"
+    printf '%s' "$2" >>"$out/serve/s$k"
+    k=$((k + 1))
+}
+seed_body 00 '{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0.7,"top_p":0.9,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,"seed":42,"stop":["\n","END"],"stream":true,"stream_options":{"include_usage":true}}'
+seed_body 00 '{"messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":null},{"role":"user","content":"\u00e9\ud83d\ude00"}],"n":1,"max_completion_tokens":3}'
+seed_body 01 '{"prompt":"Once upon a time","max_tokens":16,"stop":"x","temperature":0,"n_predict":4,"repeat_last_n":-1}'
+seed_body 01 '{"prompt":["a\u0000b"],"stream":false,"seed":-1}'
+seed_body 02 '{"content":"Hello <|im_start|> world","add_special":true,"with_pieces":true}'
+seed_body 03 '{"tokens":[1,2,3,399,0]}'
+
 echo "seeds: $(ls "$out/gguf" | wc -l) GGUF, $(ls "$out/frontend" | grep -c recipe) recipes," \
-    "$(ls "$out/plan" | wc -l) plans, $n tokenizer inputs in $out"
+    "$(ls "$out/plan" | wc -l) plans, $n tokenizer inputs, $k serve bodies in $out"

@@ -9,7 +9,7 @@
 #
 # Environment:
 #   FUZZ_SECONDS    seconds per harness (default 60)
-#   FUZZ_TARGETS    harnesses to run (default "gguf plan tokenizer frontend")
+#   FUZZ_TARGETS    harnesses to run (default "gguf plan tokenizer frontend serve")
 #   FUZZ_BUILD_DIR  build directory (default build-fuzz)
 #   FUZZ_WORK       corpora, logs and artifacts (default $FUZZ_BUILD_DIR/fuzz-work); the
 #                   corpora grow across runs, so a later run starts where the last stopped
@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-gguf plan tokenizer frontend}
+targets=${FUZZ_TARGETS:-gguf plan tokenizer frontend serve}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 work=${FUZZ_WORK:-$build/fuzz-work}
 jobs=${FUZZ_JOBS:-$(nproc)}
@@ -30,7 +30,7 @@ max_len() {
     case $1 in
     gguf | frontend) echo 131072 ;;
     plan) echo 262144 ;;
-    tokenizer) echo 4096 ;;
+    tokenizer | serve) echo 4096 ;;
     *) echo 65536 ;;
     esac
 }

@@ -99,6 +99,9 @@ char *srv_chunk_event(srv_kind kind, const srv_ident *id, const char *text, size
 /* The usage-only chunk (stream_options.include_usage). */
 char *srv_usage_event(srv_kind kind, const srv_ident *id, int64_t n_prompt, int64_t n_gen);
 
+/* A JSON string of text[0..n): bytes that are not valid UTF-8 become U+FFFD. */
+json_t *srv_text_json(const char *p, size_t n);
+
 /* Serializes a jansson value compactly and frees it (NULL-safe). */
 char *srv_dump(json_t *v);
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../runtime/unicode.h"
 #include "serve.h"
 
 #define BAD "invalid_request_error"
@@ -18,6 +19,8 @@ bool srv_fail(srv_err *e, int status, const char *type, const char *code, const 
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
+    for (char *c = e->msg; *c; c++) /* one line, whatever a request's strings held */
+        if ((unsigned char)*c < 0x20) *c = '?';
     e->status = status, e->type = type, e->code = code;
     return false;
 }
@@ -28,8 +31,22 @@ char *srv_dump(json_t *v) {
     return s;
 }
 
+json_t *srv_text_json(const char *p, size_t n) {
+    json_t *v = json_stringn(p, n);
+    if (v) return v;
+    char *out = malloc(3 * n + 1);
+    size_t i = 0, k = 0;
+    while (out && i < n)
+        k += zrt_tok_utf8_put(zrt_tok_utf8_next((const uint8_t *)p, n, &i), (uint8_t *)out + k);
+    v = out ? json_stringn(out, k) : NULL;
+    free(out);
+    return v;
+}
+
 char *srv_error_body(const srv_err *e) {
-    json_t *err = json_pack("{s:s, s:s, s:s?}", "message", e->msg, "type", e->type, "code", e->code);
+    /* the message may quote a request's bytes, cut anywhere */
+    json_t *err = json_pack("{s:o, s:s, s:s?}", "message", srv_text_json(e->msg, strlen(e->msg)), "type",
+                            e->type, "code", e->code);
     if (err && e->status == 413) json_object_set_new(err, "status", json_integer(413));
     return srv_dump(err ? json_pack("{s:o}", "error", err) : NULL);
 }

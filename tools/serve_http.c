@@ -16,7 +16,6 @@
 #include <time.h>
 
 #include "../runtime/tokenizer.h"
-#include "../runtime/unicode.h"
 #include "gen.h"
 #include "serve_http.h"
 
@@ -265,19 +264,6 @@ static reply generate(srv_http *h, struct MHD_Connection *c, srv_kind kind, cons
     return fail(500, "server_error", NULL, "out of memory");
 }
 
-/* Text that jansson takes: bytes that are not valid UTF-8 become U+FFFD. */
-static json_t *text_json(const char *p, size_t n) {
-    json_t *v = json_stringn(p, n);
-    if (v) return v;
-    char *out = malloc(3 * n + 1);
-    size_t i = 0, k = 0;
-    while (out && i < n)
-        k += zrt_tok_utf8_put(zrt_tok_utf8_next((const uint8_t *)p, n, &i), (uint8_t *)out + k);
-    v = out ? json_stringn(out, k) : NULL;
-    free(out);
-    return v;
-}
-
 static reply tokenize(srv_http *h, const request *rq) {
     zarena *a = zarena_new();
     srv_tok_req t;
@@ -299,7 +285,7 @@ static reply tokenize(srv_http *h, const request *rq) {
             const char *piece;
             size_t len = zrt_tok_piece(h->tok, ids[i], true, &piece);
             json_array_append_new(
-                arr, t.with_pieces ? json_pack("{s:i, s:o}", "id", ids[i], "piece", text_json(piece, len))
+                arr, t.with_pieces ? json_pack("{s:i, s:o}", "id", ids[i], "piece", srv_text_json(piece, len))
                                    : json_integer(ids[i]));
         }
         r = json_reply(json_pack("{s:o}", "tokens", arr));
@@ -322,7 +308,7 @@ static reply detokenize(srv_http *h, const request *rq) {
     else if (zrt_tok_detokenize(h->tok, t.tokens, t.n_tokens, 0, a, &text, &len, &d))
         r = fail(400, "invalid_request_error", "invalid_tokens", d.msg);
     else
-        r = json_reply(json_pack("{s:o}", "content", text_json(text, len)));
+        r = json_reply(json_pack("{s:o}", "content", srv_text_json(text, len)));
     zarena_free(a);
     return r;
 }
