@@ -132,10 +132,11 @@ Test(mkmodel, plain_file_types) {
         cr_expect_eq(tensor(f, "output.weight", 0)->type, cases[c].matrix);
         cr_expect_eq(tensor(f, "blk.%d.ffn_down.weight", 1)->type, cases[c].matrix);
         cr_expect_eq(tensor(f, "blk.%d.attn_norm.weight", 1)->type, ZT_F32);
-        /* the name round-trips through the parser */
+        /* the name round-trips through the parser, and the usage message lists it */
         zmk_quant back;
         cr_expect(zmk_parse_quant(zmk_quant_name(cases[c].q), &back) && back == cases[c].q, "%s",
                   zmk_quant_name(cases[c].q));
+        cr_expect(strstr(zmk_quant_names, zmk_quant_name(cases[c].q)), "%s", zmk_quant_name(cases[c].q));
         gguf_close(f);
     }
 }
