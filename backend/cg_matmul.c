@@ -15,6 +15,7 @@
  * Shapes are #defines; only T comes from the step buffer. Every weight row
  * length must be a multiple of 8 (the dequantizers work on 8 elements). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen.h"
@@ -407,6 +408,7 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, kbuild *b, zdiag *
                          n->out->name, gemm_smem(bm), t->name, t->smem_bytes);
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
+    if (m->first->attr.mm_f16) def_s(b, "MM_F16", "1");
     def_i(b, "BM", bm);
     def_i(b, "BN", GEMM_BN);
     def_i(b, "BK", GEMM_BK);
@@ -418,6 +420,62 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, kbuild *b, zdiag *
     b->k->groups[2] = konst(1, 1);
     mm_name(b, "gemm", m, zarena_printf(b->a, "_t%d", bm));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_gemm", NULL};
+    return compose(b, files, n, d);
+}
+
+/* The tensor-core GEMM's layout (matmul_cm.glsl): a BM x BN tile, BK per
+ * step, SGM x SGN subgroups of 32. */
+enum { CM_SG = 32 };
+typedef struct cm_layout {
+    int bm, bn, bk, sgm, sgn;
+} cm_layout;
+
+/* The x and weight tiles (padded rows of fp16) and the norm scales; the
+ * epilogue reuses the weight tile (NSG x 1 KiB). */
+static uint32_t cm_smem(const cm_layout *c) {
+    uint32_t tiles = 2u * (uint32_t)((c->bm + c->bn) * (c->bk + 8)), epi = 1024u * (uint32_t)(c->sgm * c->sgn);
+    uint32_t w = 2u * (uint32_t)(c->bn * (c->bk + 8));
+    return tiles + 4u * (uint32_t)c->bm + (epi > w ? epi - w : 0u);
+}
+
+/* 64 tokens x 64 rows (128 with gate+up) in 8 subgroups, 64 of K a step:
+ * the fastest of the layouts measured on the H200 (docs/performance.md):
+ * small tiles keep two workgroups (<= 128 registers a lane) on each SM, and
+ * a step of 64 amortizes the memory latency each step's prefetch waits on.
+ * Shorter steps where K or shared memory ask for them.
+ * ZINC_CM_LAYOUT=bm,bn,bk,sgm,sgn replaces it, to measure others. */
+static cm_layout cm_default(const kbuild *b, const mm_match *m) {
+    cm_layout c = {64, 64, 64, 2, 4};
+    const char *e = getenv("ZINC_CM_LAYOUT");
+    cm_layout w;
+    if (e && sscanf(e, "%d,%d,%d,%d,%d", &w.bm, &w.bn, &w.bk, &w.sgm, &w.sgn) == 5 && w.bm > 0 && w.bn > 0 &&
+        w.bk > 0 && w.sgm > 0 && w.sgn > 0 && w.bm % (16 * w.sgm) == 0 && w.bn % (16 * w.sgn) == 0 &&
+        w.bk % 32 == 0 && w.sgm * w.sgn * CM_SG <= 1024)
+        c = w;
+    if (m->glu && c.bn < 32 * c.sgn) c.bn = 32 * c.sgn; /* a gate and an up fragment per subgroup */
+    while (c.bk > 32 && (m->K % c.bk || cm_smem(&c) > b->o->target->smem_bytes))
+        c.bk /= 2;
+    return c;
+}
+
+static bool use_coopmat(const kbuild *b, const mm_match *m, const cm_layout *c) {
+    const ztarget *t = b->o->target;
+    return m->first->attr.mm_f16 && t->coopmat && t->subgroup == CM_SG && m->K % c->bk == 0 &&
+           cm_smem(c) <= t->smem_bytes;
+}
+
+static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout *c, kbuild *b, zdiag *d) {
+    zstatus s = mm_bindings(b, n, m, d);
+    if (s) return s;
+    const int64_t v[] = {c->bm, c->bn, c->bk, c->sgm, c->sgn, CM_SG, c->sgm * c->sgn * CM_SG};
+    const char *const names[] = {"BM", "BN", "BK", "SGM", "SGN", "SG", "WG"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        def_i(b, names[i], v[i]);
+    b->k->groups[0] = konst(m->N, m->glu ? c->bn / 2 : c->bn);
+    b->k->groups[1] = per_token(1, c->bm);
+    b->k->groups[2] = konst(1, 1);
+    mm_name(b, "gemm", m, zarena_printf(b->a, "_cm%dx%dk%d", c->bm, c->bn, c->bk));
+    static const char *const files[] = {"dequant", "matmul_io", "matmul_cm", NULL};
     return compose(b, files, n, d);
 }
 
@@ -514,5 +572,7 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     zstatus s = match(n, &m, d);
     if (s) return s;
     if (m.down) return gen_mlp(n, &m, &b, d);
-    return o->phase == ZPH_DECODE ? gen_gemv(n, &m, &b, d) : gen_gemm(n, &m, &b, d);
+    if (o->phase == ZPH_DECODE) return gen_gemv(n, &m, &b, d);
+    cm_layout c = cm_default(&b, &m);
+    return use_coopmat(&b, &m, &c) ? gen_gemm_cm(n, &m, &c, &b, d) : gen_gemm(n, &m, &b, d);
 }

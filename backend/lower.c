@@ -6,6 +6,7 @@
 
 #include "codegen.h"
 #include "shaderc.h"
+#include "spv_coopmat.h"
 
 enum { ALIGN = 256 };
 
@@ -228,6 +229,8 @@ static zstatus intern_kernel(lw *w, const zcg_kernel *k, uint32_t *index) {
         if (!grow_array(p->arena, (void **)&p->spirv, 4, p->n_spirv_words, &w->cap_spv))
             return zdiag_set(w->d, ZE_NOMEM, "out of memory");
     memcpy(p->spirv + p->n_spirv_words, spv.words, spv.n_words * 4);
+    /* Written in the NV form; the executor rewrites it for KHR-only devices. */
+    if (zspv_uses_coopmat_nv(spv.words, spv.n_words)) p->required |= ZPLAN_NEED_COOPMAT_NV | ZPLAN_NEED_FP16;
     p->kernels[p->n_kernels] = (zplan_kernel){.name = add_string(w, k->name),
                                               .code = p->n_spirv_words,
                                               .n_words = (uint32_t)spv.n_words,

@@ -1,9 +1,11 @@
 /* Compute pipelines from SPIR-V, the driver's statistics about them, and
  * descriptor sets that bind buffer ranges to them. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "spv_coopmat.h"
 #include "vk_internal.h"
 
 #define SPIRV_MAGIC  0x07230203u
@@ -176,6 +178,15 @@ static void read_stats(zvk_device *dev, zvk_pipeline *p) {
     zarena_free(a);
 }
 
+/* Kernels are written with NV cooperative matrices: on a device without
+ * them (or with ZINC_COOPMAT=khr, to measure the KHR path where both
+ * exist) the module is rewritten to the KHR form. */
+static bool want_khr(const zvk_device *dev, const zvk_pipeline_desc *pd) {
+    const char *e = getenv("ZINC_COOPMAT");
+    bool force = e && !strcasecmp(e, "khr") && dev->prof.coopmat_khr;
+    return (force || !dev->prof.coopmat_nv) && zspv_uses_coopmat_nv(pd->spirv, pd->n_words);
+}
+
 zstatus zvk_pipeline_create(zvk_device *dev, const zvk_pipeline_desc *pd, zvk_pipeline *p, zdiag *d) {
     memset(p, 0, sizeof *p);
     const char *name = pd->name ? pd->name : "(unnamed kernel)";
@@ -187,8 +198,24 @@ zstatus zvk_pipeline_create(zvk_device *dev, const zvk_pipeline_desc *pd, zvk_pi
     VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                    .codeSize = pd->n_words * 4,
                                    .pCode = pd->spirv};
+    zarena *tmp = NULL;
+    if (want_khr(dev, pd)) {
+        uint32_t *w;
+        size_t nw;
+        tmp = zarena_new();
+        if (!tmp) return zdiag_set(d, ZE_NOMEM, "pipeline %s: out of host memory", name);
+        s = zspv_coopmat_nv_to_khr(pd->spirv, pd->n_words, tmp, &w, &nw, d);
+        if (s != ZOK) {
+            zarena_free(tmp);
+            zdiag_prefix(d, "pipeline %s: NV to KHR cooperative matrix", name);
+            return s;
+        }
+        mi.codeSize = nw * 4;
+        mi.pCode = w;
+    }
     VkShaderModule mod;
     VkResult r = vkCreateShaderModule(dev->device, &mi, NULL, &mod);
+    zarena_free(tmp);
     if (r != VK_SUCCESS) return zvk_fail(dev, r, d, "vkCreateShaderModule", name);
     s = make_layouts(dev, pd, p, name, d);
     if (s == ZOK) s = make_pipeline(dev, pd, p, mod, name, d);

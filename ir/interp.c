@@ -141,15 +141,37 @@ static zstatus op_rms_norm(ctx *c) {
     return ZOK;
 }
 
+static void round_f16(float *v, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        v[i] = zf16_to_f32(zf32_to_f16(v[i]));
+}
+
+/* With attr.mm_f16 both operands are rounded to fp16 first; a product of
+ * two halves is exact in fp32, so only the order of the sums differs from
+ * the matrix units'. */
 static zstatus op_matmul(ctx *c) {
     const zir_value *w = c->n->in[1];
     int64_t T = dim(c, c->n->out, 0), N = w->shape[0], K = w->shape[1];
+    bool f16 = c->n->attr.mm_f16;
+    float *xh = NULL;
+    if (f16) {
+        if (!(xh = malloc(sizeof(float) * (size_t)(T * K))))
+            return zdiag_set(c->d, ZE_NOMEM, "interpreter: out of memory for '%s'", c->n->out->name);
+        memcpy(xh, c->in[0], sizeof(float) * (size_t)(T * K));
+        round_f16(xh, T * K);
+    }
+    const float *x = f16 ? xh : c->in[0];
     for (int64_t r = 0; r < N; r++) {
         zstatus s = zir_weight_row(w, r, c->it->row, c->d);
-        if (s) return s;
+        if (s) {
+            free(xh);
+            return s;
+        }
+        if (f16) round_f16(c->it->row, K);
         for (int64_t t = 0; t < T; t++)
-            c->out[t * N + r] = dot(c->in[0] + t * K, c->it->row, K);
+            c->out[t * N + r] = dot(x + t * K, c->it->row, K);
     }
+    free(xh);
     return ZOK;
 }
 

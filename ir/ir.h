@@ -114,6 +114,10 @@ typedef struct zir_attrs {
         float theta;      /* frequency base */
         float freq_scale; /* 1 / linear scaling factor */
     } rope;
+    /* matmul: both operands rounded to fp16, products summed in fp32, as the
+     * matrix units compute them (the mm-f16 pass; the interpreter rounds
+     * the same way). */
+    bool mm_f16;
 } zir_attrs;
 
 /* The group of a node, for reports: which part of a layer it belongs to. */

@@ -71,6 +71,9 @@ zpass_decision *zpass_report_add(zpass_report *r);
 
 /* The KV cache's storage: the target's choice, or --kv-type's. */
 typedef enum zpass_kv { ZKV_TARGET, ZKV_F32, ZKV_F16 } zpass_kv;
+/* Prefill matmul operands (the mm-f16 pass): the target's choice (fp16
+ * where it has matrix units), or --matmul's. */
+typedef enum zpass_mm { ZMM_TARGET, ZMM_F32, ZMM_F16 } zpass_mm;
 
 typedef struct zpass_opts {
     const ztarget *target;
@@ -83,6 +86,7 @@ typedef struct zpass_opts {
     FILE *print_to;
     zpass_report *report; /* decisions are appended here (may be NULL) */
     zpass_kv kv_type;     /* KV-cache storage (the kv-type pass) */
+    zpass_mm mm_type;     /* prefill matmul operands (the mm-f16 pass) */
 } zpass_opts;
 
 typedef zstatus (*zpass_fn)(zir_graph *g, const zpass_opts *o, zdiag *d);

@@ -124,7 +124,8 @@ static const char *missing_feature(const zvk_profile *pr, uint32_t need) {
         return "16-bit float support";
     if (need & ZPLAN_NEED_STORAGE8 && !pr->storage8) return "8-bit storage buffers";
     if (need & ZPLAN_NEED_INT_DOT && !pr->int_dot) return "integer dot products";
-    if (need & ZPLAN_NEED_COOPMAT_NV && !pr->coopmat_nv) return "NV cooperative matrix";
+    /* NV-form kernels run on either extension (zvk_pipeline_create rewrites them). */
+    if (need & ZPLAN_NEED_COOPMAT_NV && !pr->coopmat_nv && !pr->coopmat_khr) return "cooperative matrix (NV or KHR)";
     if (need & ZPLAN_NEED_COOPMAT_KHR && !pr->coopmat_khr) return "KHR cooperative matrix";
     return NULL;
 }

@@ -28,6 +28,8 @@ static const char *const usage =
     "  --chunk N              most tokens in one prefill step (default: 512, at most the context)\n"
     "  --kv-type f16|f32      KV-cache storage (default: f16 on GPUs, f32 on llvmpipe), like llama.cpp's "
     "-ctk/-ctv\n"
+    "  --matmul f16|f32       prefill matmul operands (default: f16 where the target has matrix units,\n"
+    "                         which multiply fp16 and sum fp32; f32 keeps fp32 math on the scalar units)\n"
     "  --tune                 with -o and --target device: time each decode GEMV's layouts on the device\n"
     "                         and compile the fastest (a table on stderr; docs/performance.md)\n"
     "  --dump-ir              print the tensor IR as built from the GGUF, before any pass, and stop\n"
@@ -61,6 +63,7 @@ typedef struct zincc_opts {
     double threshold;
     int64_t tile, ctx, chunk;
     zpass_kv kv_type;
+    zpass_mm mm_type;
 } zincc_opts;
 
 static int parse_value(int argc, char **argv, int *i, zincc_opts *o, bool *matched) {
@@ -98,6 +101,10 @@ static int parse_value(int argc, char **argv, int *i, zincc_opts *o, bool *match
         if (!miss && strcmp(v, "f16") && strcmp(v, "f32"))
             return cli_usage_error("zincc", "--kv-type expects f16 or f32, not '%s'", v);
         if (!miss) o->kv_type = strcmp(v, "f16") ? ZKV_F32 : ZKV_F16;
+    } else if (cli_opt(argc, argv, i, "--matmul", &v, &miss)) {
+        if (!miss && strcmp(v, "f16") && strcmp(v, "f32"))
+            return cli_usage_error("zincc", "--matmul expects f16 or f32, not '%s'", v);
+        if (!miss) o->mm_type = strcmp(v, "f16") ? ZMM_F32 : ZMM_F16;
     } else if (cli_opt(argc, argv, i, "--device", &v, &miss)) {
         o->device = v;
     } else if (cli_opt(argc, argv, i, "--chunk", &v, &miss)) {
@@ -255,7 +262,8 @@ static zpass_opts phase_opts(const zincc_opts *z, const ztarget *t, int ph, zpas
                         .print_after = z->print_after,
                         .print_to = quiet ? stderr : stdout,
                         .report = rep,
-                        .kv_type = z->kv_type};
+                        .kv_type = z->kv_type,
+                        .mm_type = z->mm_type};
 }
 
 /* The target: a named profile, or the live device (the default with -o). */

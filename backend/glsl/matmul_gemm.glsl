@@ -13,8 +13,11 @@
 // j + TN/2 hold the gate and up sums of one output: the same inner loop,
 // half the outputs per tile.
 //
+// MM_F16 (the mm-f16 pass): both operands are rounded to fp16 as they are
+// staged, as the matrix units would take them (on a device without them).
+//
 // Defines: BM, BN, BK (multiple of 8), TM, TN (even), WG = (BM/TM)*(BN/TN),
-// GLU, W*_TYPE/W*_ROWB.
+// GLU, MM_F16, W*_TYPE/W*_ROWB.
 
 layout(local_size_x = WG) in;
 
@@ -26,6 +29,13 @@ layout(local_size_x = WG) in;
 #define ON (BN / 2) /* outputs per tile */
 #else
 #define ON BN
+#endif
+
+#ifdef MM_F16
+// Round to fp16 and back, without needing fp16 arithmetic on the device.
+float op_round(float v) { return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x; }
+#else
+#define op_round(v) (v)
 #endif
 
 shared float xs[BK * BMP]; // [k][token]
@@ -45,7 +55,7 @@ void load_tiles(uint m0, uint n0, uint k0, uint T) {
             v = v * sc_s[m] * DQ1(WQ_NW, NW_TYPE, kk);
 #endif
         }
-        xs[k * uint(BMP) + m] = v;
+        xs[k * uint(BMP) + m] = op_round(v);
     }
     for (uint i = tid; i < uint(BN * (BK / 8)); i += uint(WG)) {
         uint n = i / uint(BK / 8), c = (i % uint(BK / 8)) * 8u, row = n0 + n % uint(ON), kk = k0 + c;
@@ -57,7 +67,7 @@ void load_tiles(uint m0, uint n0, uint k0, uint T) {
 #else
         if (ok) DQ8(WQ_W0, W0_TYPE, W0_ROWB, row, kk, v);
 #endif
-        [[unroll]] for (uint j = 0u; j < 8u; j++) ws[(c + j) * uint(BNP) + n] = ok ? v[j] : 0.0;
+        [[unroll]] for (uint j = 0u; j < 8u; j++) ws[(c + j) * uint(BNP) + n] = ok ? op_round(v[j]) : 0.0;
     }
 }
 

@@ -683,7 +683,7 @@ typedef struct plan_case {
 
 static const plan_case plan_cases[] = {
     {"needs NV cooperative matrix", need_coopmat_nv,
-     "lacks NV cooperative matrix|expected a plan compiled for it"},
+     "lacks cooperative matrix (NV or KHR)|expected a plan compiled for it"},
     {"needs KHR cooperative matrix", need_coopmat_khr,
      "lacks KHR cooperative matrix|expected a plan compiled for it"},
     {"needs subgroup size 128", need_subgroup_128, "subgroups of 128|expected"},

@@ -103,6 +103,7 @@ static ztarget fit_target(const char *name) {
     ztarget r = *t;
     if (dev.dev.prof.max_shared_memory && r.smem_bytes > dev.dev.prof.max_shared_memory)
         r.smem_bytes = dev.dev.prof.max_shared_memory;
+    r.coopmat = r.coopmat && (dev.dev.prof.coopmat_nv || dev.dev.prof.coopmat_khr);
     return r;
 }
 

@@ -1,0 +1,257 @@
+// matmul_cm.glsl: prefill y[T, N] = x[T, K] . W[N, K]^T on the matrix
+// units (cooperative matrix, 16x16x16 fp16 products, fp32 sums).
+//
+// A workgroup owns BM tokens x BN weight rows and walks K in steps of BK.
+// Each step stages the x tile (normalized on the way in when HAS_NORM) and
+// the weight tile, dequantized from its ggml blocks, in shared memory as
+// fp16: a decoded weight never goes back to VRAM. The next step's x and
+// weight blocks are fetched into registers while the matrix units work on
+// this one; Q4_K blocks travel raw (header and 32 quant bytes, three 16-byte
+// loads) and are decoded as they are staged, other types are decoded on
+// fetch and held as packed halves. A thread stages whole 32-element chunks
+// of a row. SGM x SGN subgroups each own (BM / SGM) tokens x (BN / SGN) rows
+// of the tile, FM x FW fragments of 16 x 16.
+//
+// With GLU (gate W0, up W1; y = silu(gate) * up) the tile's rows are BN/2
+// gate rows then the same BN/2 up rows; each subgroup holds the gate and
+// up fragments of the same outputs and multiplies them element by element
+// (fragments of one type share their layout).
+//
+// The kernel is written against GL_NV_cooperative_matrix (what Debian's
+// shaderc compiles); backend/spv_coopmat.c rewrites it to the KHR form for
+// devices that have only that. Operands are rounded to fp16: codegen picks
+// this kernel only for matmuls the mm-f16 pass marked so, and the
+// interpreter rounds them the same way.
+//
+// Defines: BM, BN, BK (multiples of 16), SGM, SGN, SG (subgroup size),
+// WG = SGM * SGN * SG, GLU, W*_TYPE/W*_ROWB.
+
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+
+layout(local_size_x = WG) in;
+
+#define CM_AB fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define CM_C fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+
+#define BKP8 ((BK + 8) / 8) /* padded row, in 8-half (16-byte) vectors: conflict-free fragment loads */
+#if GLU
+#define ON (BN / 2) /* outputs per tile */
+#else
+#define ON BN
+#endif
+#define FM (BM / SGM / 16) /* token fragments per subgroup */
+#define FO (ON / SGN / 16) /* output fragments per subgroup */
+#if GLU
+#define FW (2 * FO) /* weight fragments: gate then up */
+#else
+#define FW FO
+#endif
+#define NSG (SGM * SGN)
+
+// Halves packed in pairs (glslang loads NV matrices from uint vectors, not
+// f16 vectors); offsets and strides below count 16-byte vectors.
+shared uvec4 xs8[BM * BKP8]; // [token][k / 8]
+shared uvec4 ws8[BN * BKP8]; // [tile row][k / 8]
+#if HAS_NORM
+shared float sc_s[BM];
+#endif
+
+// Per-thread share of a step: x in 8-element chunks, weights in 32-element
+// chunks (one Q4_K sub-block).
+#define XV (BM * BK / 8)
+#define WV (BN * BK / 32)
+#define XPT ((XV + WG - 1) / WG)
+#define WPT ((WV + WG - 1) / WG)
+
+vec4 xr[XPT][2];
+uvec4 wr[WPT][4];
+
+// A Q4_K sub-block as it is stored: the block's header (d, dmin, the 12
+// scale bytes) and the 32 quant bytes that hold it; r[3].x is its index j.
+void fetch_q4_K(const uint which, uint rowb, uint row, uint k0, out uvec4 r[4]) {
+    uint q = (row * rowb + (k0 >> 8u) * 144u) >> 4u, j = (k0 & 255u) >> 5u;
+    r[0] = wquad(which, q);
+    r[1] = wquad(which, q + 1u + 2u * (j >> 1u));
+    r[2] = wquad(which, q + 2u + 2u * (j >> 1u));
+    r[3] = uvec4(j, 0u, 0u, 0u);
+}
+
+uvec4 pack8(float v[8]) {
+    return uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])), packHalf2x16(vec2(v[4], v[5])),
+                 packHalf2x16(vec2(v[6], v[7])));
+}
+
+// Other types: decoded on fetch, held as packed halves.
+#define FETCH_DQ(which, ty, rowb)                                                                            \
+    [[unroll]] for (uint c = 0u; c < 4u; c++) {                                                              \
+        float v[8];                                                                                          \
+        DQ8(which, ty, rowb, row, k0 + 8u * c, v);                                                           \
+        r[c] = pack8(v);                                                                                     \
+    }
+#define W0_RAW (W0_TYPE == 12)
+void fetch_w0(uint row, uint k0, out uvec4 r[4]) {
+#if W0_RAW
+    fetch_q4_K(WQ_W0, uint(W0_ROWB), row, k0, r);
+#else
+    FETCH_DQ(WQ_W0, W0_TYPE, W0_ROWB)
+#endif
+}
+#if GLU
+#define W1_RAW (W1_TYPE == 12)
+void fetch_w1(uint row, uint k0, out uvec4 r[4]) {
+#if W1_RAW
+    fetch_q4_K(WQ_W1, uint(W1_ROWB), row, k0, r);
+#else
+    FETCH_DQ(WQ_W1, W1_TYPE, W1_ROWB)
+#endif
+}
+#endif
+
+void fetch(uint m0, uint n0, uint k0, uint T) {
+    uint tid = gl_LocalInvocationIndex;
+    [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
+        uint i = tid + r * uint(WG);
+        uint m = i / uint(BK / 8), t = m0 + m, kk = k0 + (i % uint(BK / 8)) * 8u;
+        [[unroll]] for (uint h = 0u; h < 2u; h++) {
+            vec4 v = vec4(0.0);
+            if (i < uint(XV) && t < T) {
+                uint k4 = kk + 4u * h;
+                v = vec4(xin4[(t * uint(K) + k4) >> 2u]);
+#if HAS_NORM
+                v = v * sc_s[m] * vec4(DQ1(WQ_NW, NW_TYPE, k4), DQ1(WQ_NW, NW_TYPE, k4 + 1u),
+                                       DQ1(WQ_NW, NW_TYPE, k4 + 2u), DQ1(WQ_NW, NW_TYPE, k4 + 3u));
+#endif
+            }
+            xr[r][h] = v;
+        }
+    }
+    [[unroll]] for (uint r = 0u; r < uint(WPT); r++) {
+        uint i = tid + r * uint(WG);
+        uint n = i / uint(BK / 32), kk = k0 + (i % uint(BK / 32)) * 32u, row = n0 + n % uint(ON);
+        wr[r][0] = wr[r][1] = wr[r][2] = wr[r][3] = uvec4(0u);
+        if (i < uint(WV) && row < uint(N)) {
+#if GLU
+            if (n >= uint(ON)) fetch_w1(row, kk, wr[r]);
+            else fetch_w0(row, kk, wr[r]);
+#else
+            fetch_w0(row, kk, wr[r]);
+#endif
+        }
+    }
+}
+
+uvec2 pack4(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
+
+// Decodes a fetched Q4_K sub-block into four vectors of eight halves, with
+// dequant.glsl's arithmetic (d * scale * q - dmin * min).
+void stage_q4_K(uvec4 r[4], uint o) {
+    uint j = r[3].x, sh = (j & 1u) * 4u;
+    vec2 dm = unpackHalf2x16(r[0].x);
+    float sc, m;
+    k4_scale_min(r[0].y, r[0].z, r[0].w, j, sc, m);
+    float d1 = dm.x * sc, m1 = dm.y * m;
+    [[unroll]] for (uint w = 0u; w < 4u; w++) {
+        uvec2 qq = w < 2u ? (w == 0u ? r[1].xy : r[1].zw) : (w == 2u ? r[2].xy : r[2].zw);
+        uvec2 lo, hi;
+        [[unroll]] for (uint h = 0u; h < 2u; h++) {
+            uint q = qq[h];
+            vec4 v = vec4(float((q >> sh) & 0xfu), float((q >> (8u + sh)) & 0xfu),
+                          float((q >> (16u + sh)) & 0xfu), float((q >> (24u + sh)) & 0xfu));
+            uvec2 p = pack4(d1 * v - m1);
+            if (h == 0u) lo = p;
+            else hi = p;
+        }
+        ws8[o + w] = uvec4(lo, hi);
+    }
+}
+
+void stage() {
+    uint tid = gl_LocalInvocationIndex;
+    [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
+        uint i = tid + r * uint(WG);
+        if (i < uint(XV)) xs8[(i / uint(BK / 8)) * uint(BKP8) + i % uint(BK / 8)] = uvec4(pack4(xr[r][0]), pack4(xr[r][1]));
+    }
+    [[unroll]] for (uint r = 0u; r < uint(WPT); r++) {
+        uint i = tid + r * uint(WG);
+        if (i >= uint(WV)) continue;
+        uint n = i / uint(BK / 32), o = n * uint(BKP8) + (i % uint(BK / 32)) * 4u;
+#if GLU
+        bool raw = n >= uint(ON) ? W1_RAW : W0_RAW;
+#else
+        bool raw = W0_RAW;
+#endif
+        if (raw) {
+            stage_q4_K(wr[r], o);
+        } else {
+            [[unroll]] for (uint c = 0u; c < 4u; c++) ws8[o + c] = wr[r][c];
+        }
+    }
+}
+
+// Tile row of this subgroup's weight fragment f.
+uint wrow(uint sn, uint f) {
+#if GLU
+    return f < uint(FO) ? sn * uint(FO * 16) + f * 16u : uint(ON) + sn * uint(FO * 16) + (f - uint(FO)) * 16u;
+#else
+    return sn * uint(FO * 16) + f * 16u;
+#endif
+}
+
+void main() {
+    uint n0 = gl_WorkGroupID.x * uint(ON), m0 = gl_WorkGroupID.y * uint(BM), T = step.T;
+    if (m0 >= T) return;
+    uint sg = gl_SubgroupID, sm = sg / uint(SGN), sn = sg % uint(SGN), lane = gl_SubgroupInvocationID;
+#if HAS_NORM
+    for (uint m = sg; m < uint(BM); m += uint(NSG)) {
+        float s = 0.0;
+        if (m0 + m < T) s = subgroup_inv_rms((m0 + m) * uint(K), uint(K), NORM_EPS);
+        if (subgroupElect()) sc_s[m] = s;
+    }
+    barrier();
+#endif
+    CM_C acc[FM][FW];
+    [[unroll]] for (uint i = 0u; i < uint(FM); i++)
+        [[unroll]] for (uint j = 0u; j < uint(FW); j++) acc[i][j] = CM_C(0.0);
+    fetch(m0, n0, 0u, T);
+    for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
+        barrier(); // the previous step's fragments are loaded
+        stage();
+        barrier();
+        if (k0 + uint(BK) < uint(K)) fetch(m0, n0, k0 + uint(BK), T);
+        [[unroll]] for (uint kk = 0u; kk < uint(BK / 8); kk += 2u) {
+            CM_AB a[FM];
+            [[unroll]] for (uint i = 0u; i < uint(FM); i++)
+                coopMatLoadNV(a[i], xs8, (sm * uint(FM * 16) + i * 16u) * uint(BKP8) + kk, uint(BKP8), false);
+            [[unroll]] for (uint j = 0u; j < uint(FW); j++) {
+                CM_AB b;
+                coopMatLoadNV(b, ws8, wrow(sn, j) * uint(BKP8) + kk, uint(BKP8), true);
+                [[unroll]] for (uint i = 0u; i < uint(FM); i++) acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
+            }
+        }
+    }
+    // Epilogue: each fragment through this subgroup's 16 x 16 floats of the
+    // weight tile's shared memory (free once every subgroup is done with
+    // it), then (with the residual or bias) to y, 16 lanes to a row.
+    barrier();
+    uint cb = sg * 64u;
+    [[unroll]] for (uint i = 0u; i < uint(FM); i++)
+        [[unroll]] for (uint j = 0u; j < uint(FO); j++) {
+            CM_C r = acc[i][j];
+#if GLU
+            CM_C u = acc[i][j + uint(FO)];
+            for (int e = 0; e < r.length(); e++) r[e] = silu(r[e]) * u[e];
+#endif
+            coopMatStoreNV(r, ws8, cb, 4u, false);
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            for (uint e = lane; e < 256u; e += uint(SG)) {
+                uint t = m0 + sm * uint(FM * 16) + i * 16u + e / 16u, n = n0 + sn * uint(FO * 16) + j * 16u + e % 16u;
+                float v = uintBitsToFloat(ws8[cb + e / 4u][e % 4u]);
+                if (t < T && n < uint(N)) yout[t * uint(N) + n] = ACT_T(epilogue(t, n, v));
+            }
+            subgroupBarrier();
+        }
+}
