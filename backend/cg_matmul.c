@@ -34,6 +34,7 @@ enum {
 /* ---- kernel builder ------------------------------------------------------ */
 
 typedef struct kbuild {
+    const zir_graph *g;
     zarena *a;
     const zcg_opts *o;
     zcg_kernel *k;
@@ -289,6 +290,8 @@ static const char *add_suffix(const mm_match *m) {
 
 /* x, norm, the first (and up) weight, add and output, with N and K. */
 static zstatus mm_bindings(kbuild *b, const zir_node *n, const mm_match *m, zdiag *d) {
+    /* The logits of a prefill step: only the rows the step asks for. */
+    if (b->g && n->out == b->g->logits && b->o->phase == ZPH_PREFILL) def_s(b, "LOGITS_ROWS", "1");
     zstatus s = io_in(b, n, m, d);
     if (!s) s = weight(b, n, "W0", m->first->in[1], m->K, d);
     if (!s && m->glu) s = weight(b, n, "W1", m->up->in[1], m->K, d);
@@ -560,10 +563,9 @@ static zstatus gen_mlp(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d
 
 zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a,
                           zcg_kernel *out, zdiag *d) {
-    (void)g;
     memset(out, 0, sizeof *out);
     if (!o || !o->target) return zdiag_set(d, ZE_INVALID, "codegen: '%s': no target", n->out->name);
-    kbuild b = {.a = a, .o = o, .k = out};
+    kbuild b = {.g = g, .a = a, .o = o, .k = out};
     if (n->op == ZOP_EMBED) return gen_embed(n, &b, d);
     if (n->op != ZOP_MATMUL && n->op != ZOP_KERNEL)
         return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': op %s is not in the matmul family", n->out->name,

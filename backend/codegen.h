@@ -5,9 +5,11 @@
  *
  * The kernel ABI, shared by every template (backend/glsl/common.glsl):
  *   - binding 0: the step parameters, a storage buffer of uints
- *       { T, pos, ctx, reserved } : T tokens at positions pos .. pos+T-1,
- *       KV-cache capacity ctx. The executor updates it between submissions,
- *       so a recorded command buffer replays for every decode step.
+ *       { T, pos, ctx, logits_rows } : T tokens at positions pos .. pos+T-1,
+ *       KV-cache capacity ctx, and how many of the last rows need logits
+ *       (0: all; the executor asks for 1 unless the caller reads them all).
+ *       The executor updates it between submissions, so a recorded command
+ *       buffer replays for every decode step.
  *   - bindings 1..n: bind[0..n-1] below, in order. Weights are bound as raw
  *     bytes (uint words; the kernel decodes ggml blocks itself), activations
  *     and KV caches as float (or float16 when the target stores fp16).

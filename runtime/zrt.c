@@ -456,9 +456,12 @@ static zstatus check_step(const zrt *r, zplan_phase ph, const int32_t *tokens, i
     return ZOK;
 }
 
-static void write_step(zrt *r, const int32_t *tokens, int n) {
+/* The fourth word: how many of the step's last rows need logits (0: all).
+ * Only the last is sampled; all of them when the caller reads them back.
+ * The prefill logits GEMM skips the tiles of rows nobody reads. */
+static void write_step(zrt *r, const int32_t *tokens, int n, bool all_logits) {
     const zplan *p = r->plan;
-    uint32_t step[4] = {(uint32_t)n, (uint32_t)r->cur->pos, p->ctx, 0};
+    uint32_t step[4] = {(uint32_t)n, (uint32_t)r->cur->pos, p->ctx, all_logits ? 0u : 1u};
     memcpy(r->bufs[p->step_buffer].map, step, sizeof step);
     memcpy(r->bufs[p->tokens_buffer].map, tokens, sizeof *tokens * (size_t)n);
 }
@@ -467,7 +470,7 @@ zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *log
     const zplan *p = r->plan;
     zstatus s = check_step(r, ph, tokens, n, d);
     if (s) return s;
-    write_step(r, tokens, n);
+    write_step(r, tokens, n, logits != NULL);
     zvk_cmd c = {0};
     if (ph == ZPLAN_DECODE && r->cur->decode_recorded)
         s = zvk_cmd_submit_wait(&r->dev, &r->cur->decode, d);
@@ -531,7 +534,7 @@ zstatus zrt_profile(zrt *r, zplan_phase ph, const int32_t *tokens, int n, double
     if (s) return s;
     if (!r->dev.prof.timestamps)
         return zdiag_set(d, ZE_UNSUPPORTED, "device '%s' has no timestamps", r->dev.prof.name);
-    write_step(r, tokens, n);
+    write_step(r, tokens, n, false);
     zvk_timer tm = {0};
     zvk_cmd c = {0};
     double *t = calloc(sc->count + 1, sizeof *t);

@@ -23,7 +23,7 @@ layout(std430, set = 0, binding = 0) readonly buffer StepParams {
     uint T;    // tokens in this step
     uint pos;  // position of the first of them
     uint ctx;  // KV-cache capacity
-    uint reserved;
+    uint logits_rows; // of the T rows, how many last ones need logits (0: all)
 } step;
 
 // Byte access into a weight buffer bound as uint words: ggml blocks are not

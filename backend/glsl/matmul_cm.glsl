@@ -202,7 +202,7 @@ uint wrow(uint sn, uint f) {
 
 void main() {
     uint n0 = gl_WorkGroupID.x * uint(ON), m0 = gl_WorkGroupID.y * uint(BM), T = step.T;
-    if (m0 >= T) return;
+    if (m0 >= T || m0 + uint(BM) <= first_needed_row(T)) return;
     uint sg = gl_SubgroupID, sm = sg / uint(SGN), sn = sg % uint(SGN), lane = gl_SubgroupInvocationID;
 #if HAS_NORM
     for (uint m = sg; m < uint(BM); m += uint(NSG)) {

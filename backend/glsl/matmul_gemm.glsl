@@ -74,7 +74,7 @@ void load_tiles(uint m0, uint n0, uint k0, uint T) {
 void main() {
     uint tid = gl_LocalInvocationIndex, tx = tid % uint(GX), ty = tid / uint(GX);
     uint n0 = gl_WorkGroupID.x * uint(ON), m0 = gl_WorkGroupID.y * uint(BM), T = step.T;
-    if (m0 >= T) return;
+    if (m0 >= T || m0 + uint(BM) <= first_needed_row(T)) return;
 #if HAS_NORM
     for (uint m = gl_SubgroupID; m < uint(BM); m += gl_NumSubgroups) {
         float s = 0.0;

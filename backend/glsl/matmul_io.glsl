@@ -48,6 +48,18 @@ float epilogue(uint t, uint n, float v) {
     return v;
 }
 
+// The first token whose output row is needed: with LOGITS_ROWS (the
+// logits of a prefill step) only the last step.logits_rows (0: all), so
+// that tiles wholly before it return at once.
+uint first_needed_row(uint T) {
+#ifdef LOGITS_ROWS
+    uint r = step.logits_rows;
+    return r == 0u || r >= T ? 0u : T - r;
+#else
+    return 0u;
+#endif
+}
+
 // 1 / rms of row t of x (length len), summed by one subgroup; every lane
 // gets it. Used with HAS_NORM; the caller keeps control flow uniform.
 float subgroup_inv_rms(uint row_off, uint len, float eps) {

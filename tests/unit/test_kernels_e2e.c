@@ -206,6 +206,53 @@ Test(e2e, qwen2_f32_unfused) {
     run_model(ZMK_QWEN2, ZMK_F32, "llvmpipe", "shape,width", "e2e-qwen2u.gguf");
 }
 
+/* Sampling needs the last row only: without a logits buffer to fill, the
+ * executor asks for one row and the prefill logits GEMM skips the tiles
+ * before it (40 tokens in one step are three 16-token tiles on llvmpipe).
+ * The last row must equal the one computed with every row asked for, to
+ * the bit (the same tile computes it), and the interpreter's. */
+Test(e2e, prefill_logits_last_row_only) {
+    fixture x = {0};
+    make_model(ZMK_QWEN3, ZMK_Q4_K_M, "e2e-last.gguf", &x);
+    enum { N = 40, CTX = 48 };
+    int V = x.ref->hp.n_vocab;
+    tu_rng r = tu_rng_seed(9);
+    int32_t tok[N];
+    for (int i = 0; i < N; i++)
+        tok[i] = (int32_t)(tu_next(&r) % (uint64_t)V);
+    float *want = malloc(sizeof(float) * N * V), *all = malloc(sizeof(float) * N * V), *last = malloc(sizeof(float) * V);
+    zdiag d = {0};
+    zir_interp *it;
+    cr_assert_eq(zir_interp_new(x.ref, CTX, &it, &d), ZOK);
+    cr_assert_eq(zir_interp_step(it, tok, N, want, &d), ZOK, "%s", d.msg);
+    zir_interp_free(it);
+    zrt *rt;
+    zrt_opts ro = {0};
+    cr_assert_eq(zrt_open_plan(compile(&x, "llvmpipe", NULL, N, CTX), &ro, &rt, &d), ZOK, "%s", d.msg);
+    /* Other tokens first, every row: a skipped tile would leave their logits. */
+    int32_t other[N];
+    for (int i = 0; i < N; i++)
+        other[i] = tok[N - 1 - i] ^ 1;
+    cr_assert_eq(zrt_eval(rt, other, N, all, &d), ZOK, "%s", d.msg);
+    zrt_reset(rt);
+    for (int i = 0; i < V; i++)
+        last[i] = NAN;
+    cr_assert_eq(zrt_eval(rt, tok, N, NULL, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(zrt_last_logits(rt, last, &d), ZOK, "%s", d.msg);
+    check_top(rt, last, V);
+    zrt_reset(rt);
+    cr_assert_eq(zrt_eval(rt, tok, N, all, &d), ZOK, "%s", d.msg);
+    compare(all, want, N, V, 1e-3, "all rows");
+    for (int i = 0; i < V; i++)
+        cr_assert(last[i] == all[(size_t)(N - 1) * V + i], "logit %d of the last row: %.9g alone, %.9g with all rows",
+                  i, last[i], all[(size_t)(N - 1) * V + i]);
+    zrt_close(rt);
+    free(want);
+    free(all);
+    free(last);
+    drop(&x);
+}
+
 /* ---- the top-k kernel alone, on rows made to be hard ---------------------
  *
  * The plan's top-k dispatch (backend/glsl/topk.glsl) on the device, with
