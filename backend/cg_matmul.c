@@ -434,9 +434,10 @@ typedef struct cm_layout {
 } cm_layout;
 
 /* The x and weight tiles (padded rows of fp16) and the norm scales; the
- * epilogue reuses the weight tile (NSG x 1 KiB). */
-static uint32_t cm_smem(const cm_layout *c) {
-    uint32_t tiles = 2u * (uint32_t)((c->bm + c->bn) * (c->bk + 8)), epi = 1024u * (uint32_t)(c->sgm * c->sgn);
+ * epilogue reuses the weight tile (1 KiB a subgroup, 2 with gate+up). */
+static uint32_t cm_smem(const cm_layout *c, bool glu) {
+    uint32_t tiles = 2u * (uint32_t)((c->bm + c->bn) * (c->bk + 8));
+    uint32_t epi = (glu ? 2048u : 1024u) * (uint32_t)(c->sgm * c->sgn);
     uint32_t w = 2u * (uint32_t)(c->bn * (c->bk + 8));
     return tiles + 4u * (uint32_t)c->bm + (epi > w ? epi - w : 0u);
 }
@@ -456,7 +457,7 @@ static cm_layout cm_default(const kbuild *b, const mm_match *m) {
         w.bk % 32 == 0 && w.sgm * w.sgn * CM_SG <= 1024)
         c = w;
     if (m->glu && c.bn < 32 * c.sgn) c.bn = 32 * c.sgn; /* a gate and an up fragment per subgroup */
-    while (c.bk > 32 && (m->K % c.bk || cm_smem(&c) > b->o->target->smem_bytes))
+    while (c.bk > 32 && (m->K % c.bk || cm_smem(&c, m->glu != NULL) > b->o->target->smem_bytes))
         c.bk /= 2;
     return c;
 }
@@ -464,7 +465,7 @@ static cm_layout cm_default(const kbuild *b, const mm_match *m) {
 static bool use_coopmat(const kbuild *b, const mm_match *m, const cm_layout *c) {
     const ztarget *t = b->o->target;
     return m->first->attr.mm_f16 && t->coopmat && t->subgroup == CM_SG && m->K % c->bk == 0 &&
-           cm_smem(c) <= t->smem_bytes;
+           cm_smem(c, m->glu != NULL) <= t->smem_bytes;
 }
 
 static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout *c, kbuild *b, zdiag *d) {

@@ -14,8 +14,8 @@
 //
 // With GLU (gate W0, up W1; y = silu(gate) * up) the tile's rows are BN/2
 // gate rows then the same BN/2 up rows; each subgroup holds the gate and
-// up fragments of the same outputs and multiplies them element by element
-// (fragments of one type share their layout).
+// up fragments of the same outputs, and the epilogue combines them element
+// by element once both are in shared memory.
 //
 // The kernel is written against GL_NV_cooperative_matrix (what Debian's
 // shaderc compiles); backend/spv_coopmat.c rewrites it to the KHR form for
@@ -54,7 +54,13 @@ layout(local_size_x = WG) in;
 // Halves packed in pairs (glslang loads NV matrices from uint vectors, not
 // f16 vectors); offsets and strides below count 16-byte vectors.
 shared uvec4 xs8[BM * BKP8]; // [token][k / 8]
-shared uvec4 ws8[BN * BKP8]; // [tile row][k / 8]
+#if GLU
+#define EPI_VEC 128u /* the epilogue's share of a subgroup: two fragments, in 16-byte vectors */
+#else
+#define EPI_VEC 64u
+#endif
+#define WS_LEN (BN * BKP8 > NSG * int(EPI_VEC) ? BN * BKP8 : NSG * int(EPI_VEC))
+shared uvec4 ws8[WS_LEN]; // [tile row][k / 8], then the epilogue's fragments
 #if HAS_NORM
 shared float sc_s[BM];
 #endif
@@ -232,24 +238,28 @@ void main() {
             }
         }
     }
-    // Epilogue: each fragment through this subgroup's 16 x 16 floats of the
-    // weight tile's shared memory (free once every subgroup is done with
-    // it), then (with the residual or bias) to y, 16 lanes to a row.
+    // Epilogue: each fragment (with GLU, the gate and the up fragment of the
+    // same outputs) through this subgroup's 16 x 16 floats of the weight
+    // tile's shared memory (free once every subgroup is done with it), then
+    // (SwiGLU, residual or bias) to y, 16 lanes to a row. Elements are
+    // combined in shared memory, not in the fragments: a fragment's element
+    // count is a specialization constant that KHR drivers need not accept.
     barrier();
-    uint cb = sg * 64u;
+    uint cb = sg * EPI_VEC;
     [[unroll]] for (uint i = 0u; i < uint(FM); i++)
         [[unroll]] for (uint j = 0u; j < uint(FO); j++) {
-            CM_C r = acc[i][j];
+            coopMatStoreNV(acc[i][j], ws8, cb, 4u, false);
 #if GLU
-            CM_C u = acc[i][j + uint(FO)];
-            for (int e = 0; e < r.length(); e++) r[e] = silu(r[e]) * u[e];
+            coopMatStoreNV(acc[i][j + uint(FO)], ws8, cb + 64u, 4u, false);
 #endif
-            coopMatStoreNV(r, ws8, cb, 4u, false);
             subgroupMemoryBarrierShared();
             subgroupBarrier();
             for (uint e = lane; e < 256u; e += uint(SG)) {
                 uint t = m0 + sm * uint(FM * 16) + i * 16u + e / 16u, n = n0 + sn * uint(FO * 16) + j * 16u + e % 16u;
                 float v = uintBitsToFloat(ws8[cb + e / 4u][e % 4u]);
+#if GLU
+                v = silu(v) * uintBitsToFloat(ws8[cb + 64u + e / 4u][e % 4u]);
+#endif
                 if (t < T && n < uint(N)) yout[t * uint(N) + n] = ACT_T(epilogue(t, n, v));
             }
             subgroupBarrier();
