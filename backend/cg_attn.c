@@ -171,7 +171,7 @@ static zstatus gen_scores(const zir_node *n, const zcg_opts *o, zarena *a, zcg_k
     bind(k, n->out, true);
     head_tile_grid(k, gm.H, t.qt);
     const char *const *defs = tile_defs(a, &gm, &t, n->attr.scale, NULL);
-    const char *files[] = {"attn_scores", "attn_tile", "attn_scores_main", NULL};
+    const char *files[] = {"kv_io", "attn_scores", "attn_tile", "attn_scores_main", NULL};
     return defs ? compose(k, a, defs, files, o, d) : zdiag_set(d, ZE_NOMEM, "codegen: out of memory");
 }
 
@@ -203,7 +203,7 @@ static zstatus gen_mix(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kern
     bind(k, n->out, true);
     head_tile_grid(k, gm.H, t.qt);
     const char *const *defs = tile_defs(a, &gm, &t, 1.0f, NULL);
-    const char *files[] = {"attn_mix", "attn_tile", "attn_mix_main", NULL};
+    const char *files[] = {"kv_io", "attn_mix", "attn_tile", "attn_mix_main", NULL};
     return defs ? compose(k, a, defs, files, o, d) : zdiag_set(d, ZE_NOMEM, "codegen: out of memory");
 }
 
@@ -247,7 +247,7 @@ static zstatus gen_fused(const zir_node *n, const zcg_opts *o, zarena *a, zcg_ke
     const char *extra[] = {"L",          u64s(a, t.lanes),      "SPLIT", zcg_i64(a, t.split),
                            "MAX_QTILES", u64s(a, t.max_qtiles), NULL};
     const char *const *defs = tile_defs(a, &gm, &t, sc->attr.scale, extra);
-    const char *files[] = {"attention", "attn_tile", "attention_main", NULL};
+    const char *files[] = {"kv_io", "attention", "attn_tile", "attention_main", NULL};
     return defs ? compose(k, a, defs, files, o, d) : zdiag_set(d, ZE_NOMEM, "codegen: out of memory");
 }
 

@@ -20,8 +20,8 @@
 // Defines: those of attn_tile, and L, SPLIT, MAX_QTILES.
 layout(local_size_x = WG) in;
 layout(std430, set = 0, binding = 1) readonly buffer Q { ACT_T q[]; };
-layout(std430, set = 0, binding = 2) readonly buffer K { KV_T k[]; }; // view of the cache: P rows
-layout(std430, set = 0, binding = 3) readonly buffer V { KV_T v[]; };
+KV_BUFFER(2, K, k);   // view of the cache: P rows
+KV_BUFFER(3, V, v);
 layout(std430, set = 0, binding = 4) writeonly buffer O { ACT_T o[]; };
 #if SPLIT > 1
 layout(std430, set = 0, binding = 5) coherent buffer Part { float part[]; };

@@ -5,6 +5,6 @@
 // Defines: those of attn_tile.
 layout(local_size_x = WG) in;
 layout(std430, set = 0, binding = 1) readonly buffer PR { ACT_T pr[]; };
-layout(std430, set = 0, binding = 2) readonly buffer V { KV_T v[]; }; // view of the cache: P rows
+KV_BUFFER(2, V, v); // view of the cache: P rows
 layout(std430, set = 0, binding = 3) writeonly buffer O { ACT_T o[]; };
 #define TILE_V

@@ -5,7 +5,7 @@
 // Defines: those of attn_tile.
 layout(local_size_x = WG) in;
 layout(std430, set = 0, binding = 1) readonly buffer Q { ACT_T q[]; };
-layout(std430, set = 0, binding = 2) readonly buffer K { KV_T k[]; }; // view of the cache: P rows
+KV_BUFFER(2, K, k); // view of the cache: P rows
 layout(std430, set = 0, binding = 3) writeonly buffer S { ACT_T s[]; };
 #define TILE_Q
 #define TILE_K

@@ -49,6 +49,46 @@ void load_q(uint h, uint t0, uint tid) {
 // loads are in flight before the first store waits on one. (Fetching block
 // i+1 while block i computes measured no better on an H200: it costs ~20
 // registers and the decode timings did not move beyond their noise.)
+#ifdef KV_VEC8
+// Eight elements of a row per load: BK * D / 8 chunks over the workgroup.
+const uint LOAD_N = (BK * D / 8u + WG - 1) / WG;
+#ifdef TILE_K
+float kreg[LOAD_N][8];
+#endif
+#ifdef TILE_V
+float vreg[LOAD_N][8];
+#endif
+
+void fetch_kv(uint kb, uint kstop, uint kvh, uint tid) {
+    [[unroll]] for (uint it = 0; it < LOAD_N; it++) {
+        uint i = tid + it * WG, key = kb + i / (D / 8u), src = ((key * HKV + kvh) * D) / 8u + i % (D / 8u);
+        bool ok = i < BK * D / 8u && key < kstop;
+#ifdef TILE_K
+        kreg[it] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+        if (ok) kreg[it] = kv8(k, src);
+#endif
+#ifdef TILE_V
+        vreg[it] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+        if (ok) vreg[it] = kv8(v, src);
+#endif
+    }
+}
+
+void store_kv(uint tid) {
+    [[unroll]] for (uint it = 0; it < LOAD_N; it++) {
+        uint i = tid + it * WG, j = i / (D / 8u), c = (i % (D / 8u)) * 8u;
+        if (i >= BK * D / 8u) break;
+        [[unroll]] for (uint e = 0; e < 8u; e++) {
+#ifdef TILE_K
+            sk[j * KSTRIDE + c + e] = kreg[it][e];
+#endif
+#ifdef TILE_V
+            sv[j * D + c + e] = vreg[it][e];
+#endif
+        }
+    }
+}
+#else
 const uint LOAD_N = (BK * D + WG - 1) / WG;
 #ifdef TILE_K
 float kreg[LOAD_N];
@@ -84,6 +124,7 @@ void store_kv(uint tid) {
 #endif
     }
 }
+#endif
 
 void load_kv(uint kb, uint kstop, uint kvh, uint tid) {
     fetch_kv(kb, kstop, kvh, tid);
