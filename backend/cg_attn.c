@@ -223,29 +223,35 @@ static zstatus gen_fused(const zir_node *n, const zcg_opts *o, zarena *a, zcg_ke
     if (s) return s;
     if (gv.H != gm.H || gv.Hkv != gm.Hkv || gv.D != gm.D)
         return unsupported(d, n, "q, k, v and the output disagree on heads or head_dim");
+    /* Decode (one-token tiles): the query heads of a kv head share a tile,
+     * so each key and value is read once for all of them (GQ rows). */
+    int64_t gq = n->kp.token_tile <= 1 ? gm.H / gm.Hkv : 1;
     tiling t;
-    if (!pick_tiling(n->kp.token_tile, gm.D, USE_FUSED, o, &t))
-        return unsupported(d, n, "a query tile and a key block exceed shared memory");
+    if (!pick_tiling(n->kp.token_tile * gq, gm.D, USE_FUSED, o, &t) || t.qt % gq) {
+        gq = 1;
+        if (!pick_tiling(n->kp.token_tile, gm.D, USE_FUSED, o, &t))
+            return unsupported(d, n, "a query tile and a key block exceed shared memory");
+    }
     t.split = n->kp.split > 1 ? n->kp.split : 1;
-    int64_t max_t = o->max_tokens > 0 ? o->max_tokens : 1;
-    t.max_qtiles = (max_t + t.qt - 1) / t.qt;
-    snprintf(k->name, sizeof k->name, "attention_h%lld_kv%lld_d%lld_q%lld_b%lld%s", (long long)gm.H,
-             (long long)gm.Hkv, (long long)gm.D, (long long)t.qt, (long long)t.bk,
+    int64_t max_t = o->max_tokens > 0 ? o->max_tokens : 1, tq = t.qt / gq;
+    t.max_qtiles = (max_t + tq - 1) / tq;
+    snprintf(k->name, sizeof k->name, "attention_h%lld_kv%lld_d%lld_q%lld_b%lld%s%s", (long long)gm.H,
+             (long long)gm.Hkv, (long long)gm.D, (long long)tq, (long long)t.bk, gq > 1 ? "_gqa" : "",
              t.split > 1 ? "+split" : "");
     bind(k, sc->in[0], false);
     bind(k, sc->in[1], false);
     bind(k, mix->in[1], false);
     bind(k, n->out, true);
     if (t.split > 1) {
-        uint64_t slots = (uint64_t)gm.H * (uint64_t)t.max_qtiles;
+        uint64_t slots = (uint64_t)(gm.H / gq) * (uint64_t)t.max_qtiles;
         bind_scratch(k, slots * (uint64_t)t.split * (uint64_t)(t.qt * (gm.D + 2)) * 4);
         bind_scratch(k, slots * 4);
     }
-    k->groups[0] = (zcg_affine){0, gm.H * t.split, 1};
-    k->groups[1] = (zcg_affine){1, 0, t.qt};
+    k->groups[0] = (zcg_affine){0, gm.H / gq * t.split, 1};
+    k->groups[1] = (zcg_affine){1, 0, tq};
     k->groups[2] = (zcg_affine){0, 1, 1};
     const char *extra[] = {"L",          u64s(a, t.lanes),      "SPLIT", zcg_i64(a, t.split),
-                           "MAX_QTILES", u64s(a, t.max_qtiles), NULL};
+                           "MAX_QTILES", u64s(a, t.max_qtiles), "GQ",    u64s(a, gq), NULL};
     const char *const *defs = tile_defs(a, &gm, &t, sc->attr.scale, extra);
     const char *files[] = {"kv_io", "attention", "attn_tile", "attention_main", NULL};
     return defs ? compose(k, a, defs, files, o, d) : zdiag_set(d, ZE_NOMEM, "codegen: out of memory");

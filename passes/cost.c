@@ -142,8 +142,10 @@ void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt
     if (o->phase == ZPH_DECODE) { /* split the context so the device fills: online-softmax partials */
         /* One workgroup per compute unit. Four (shorter key walks, more
          * partials to combine) measured 7 % faster attention on the 8B
-         * shape but 31 % slower on the 0.6B on the H200 (docs/performance.md). */
-        int64_t s = (o->target->n_cu + a->heads - 1) / a->heads;
+         * shape but 31 % slower on the 0.6B on the H200 (docs/performance.md).
+         * The decode kernel gives the query heads of a kv head one
+         * workgroup (backend/cg_attn.c), so kv_heads workgroups per split. */
+        int64_t s = (o->target->n_cu + a->kv_heads - 1) / a->kv_heads;
         int64_t max_s = a->ctx / KV_BLOCK > 0 ? a->ctx / KV_BLOCK : 1;
         opt[1].split = (int)(s < max_s ? s : max_s);
         opt[1].partial = opt[1].split > 1 ? 2.0 * opt[1].split * a->heads * (a->head_dim + 2) * 4.0 : 0;

@@ -75,7 +75,7 @@ void combine(uint slot, uint nsplit, uint h, uint t0, uint tid) {
     memoryBarrierBuffer();
     uint p0 = slot * SPLIT * PSTRIDE;
     [[unroll]] for (uint m = 0; m < MIX_ROWS; m++) {
-        uint r = mix_row(m, tid), t = t0 + r;
+        uint r = mix_row(m, tid), t = t0 + r / GQ;
         if (r >= QT || t >= step.T) continue;
         float mx = NEG;
         for (uint u = 0; u < nsplit; u++) mx = max(mx, part[p0 + u * PSTRIDE + r]);
@@ -87,7 +87,7 @@ void combine(uint slot, uint nsplit, uint h, uint t0, uint tid) {
             lsum += part[pu + QT + r] * w;
             [[unroll]] for (uint c = 0; c < MIX_COLS; c++) a[c] += part[pu + 2u * QT + r * D + mix_col(c, tid)] * w;
         }
-        [[unroll]] for (uint c = 0; c < MIX_COLS; c++) o[(t * H + h) * D + mix_col(c, tid)] = ACT_T(a[c] / lsum);
+        [[unroll]] for (uint c = 0; c < MIX_COLS; c++) o[(t * H + h + r % GQ) * D + mix_col(c, tid)] = ACT_T(a[c] / lsum);
     }
     if (tid == 0u) cnt[slot] = 0u; // ready for the next replay
 }
@@ -95,12 +95,13 @@ void combine(uint slot, uint nsplit, uint h, uint t0, uint tid) {
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
-    uint h = gl_WorkGroupID.x / SPLIT, s = gl_WorkGroupID.x % SPLIT, tile = gl_WorkGroupID.y;
-    uint t0 = tile * QT;
+    // x: the head (GQ = 1) or the kv head whose GQ query heads share the tile.
+    uint hx = gl_WorkGroupID.x / SPLIT, s = gl_WorkGroupID.x % SPLIT, tile = gl_WorkGroupID.y;
+    uint t0 = tile * (QT / GQ);
     uint nsplit = (SPLIT > 1 && tile < MAX_QTILES) ? SPLIT : 1u;
     if (t0 >= step.T || s >= nsplit) return; // uniform across the workgroup
-    uint kvh = h / (H / HKV);
-    uint kend = step.pos + min(t0 + QT, step.T); // keys the tile's last query sees, exclusive
+    uint h = GQ > 1u ? hx * GQ : hx, kvh = h / (H / HKV);
+    uint kend = step.pos + min(t0 + QT / GQ, step.T); // keys the tile's last query sees, exclusive
     uint chunk = ((kend + nsplit - 1u) / nsplit + BK - 1u) / BK * BK;
     uint kbeg = s * chunk, kstop = min(kend, kbeg + chunk);
 
@@ -125,15 +126,15 @@ void main() {
 
     if (nsplit == 1u) {
         [[unroll]] for (uint m = 0; m < MIX_ROWS; m++) {
-            uint r = mix_row(m, tid), t = t0 + r;
+            uint r = mix_row(m, tid), t = t0 + r / GQ;
             if (r >= QT || t >= step.T) continue;
             [[unroll]] for (uint c = 0; c < MIX_COLS; c++)
-                o[(t * H + h) * D + mix_col(c, tid)] = ACT_T(acc[m * MIX_COLS + c] / sl[r]);
+                o[(t * H + h + r % GQ) * D + mix_col(c, tid)] = ACT_T(acc[m * MIX_COLS + c] / sl[r]);
         }
         return;
     }
 #if SPLIT > 1
-    uint slot = h * MAX_QTILES + tile;
+    uint slot = hx * MAX_QTILES + tile;
     if (publish(acc, slot, s, nsplit, tid)) combine(slot, nsplit, h, t0, tid);
 #endif
 }

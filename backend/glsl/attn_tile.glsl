@@ -15,6 +15,12 @@
 // MIX_ROWSTEP; TILE_Q, TILE_K, TILE_V for the arrays a kernel uses.
 
 #define NEG (-1.0e30) // "no key": finite, so exp(NEG - NEG) is 1, never NaN
+// GQ query heads share a tile (the fused kernel in decode: the heads of one
+// kv head, so its keys are read once for all of them): row r of the tile is
+// token t0 + r / GQ of head h + r % GQ. The staged kernels keep one head.
+#ifndef GQ
+#define GQ 1u
+#endif
 const uint KSTRIDE = D + 1; // sk rows padded: rows j and j+1 sit in different banks
 
 #ifdef TILE_Q
@@ -32,12 +38,12 @@ shared float sv[BK * D];
 shared float ss[QT * BK]; // scores, then probabilities
 
 #ifdef TILE_Q
-// Rows t0 .. t0+QT-1 of head h (zero past T).
+// The tile's rows: tokens from t0 of heads h .. h+GQ-1 (zero past T).
 void load_q(uint h, uint t0, uint tid) {
     for (uint i = tid; i < QT * D; i += WG) {
-        uint t = t0 + i / D;
+        uint r = i / D, t = t0 + r / GQ;
         float x = 0.0;
-        if (t < step.T) x = float(q[(t * H + h) * D + i % D]);
+        if (t < step.T) x = float(q[(t * H + h + r % GQ) * D + i % D]);
         sq[i] = x;
     }
 }
@@ -133,7 +139,7 @@ void load_kv(uint kb, uint kstop, uint kvh, uint tid) {
 
 #ifdef TILE_K
 float masked(uint i, float dot, uint kb, uint kstop, uint t0, bool causal) {
-    uint t = t0 + i / BK, key = kb + i % BK;
+    uint t = t0 + i / BK / GQ, key = kb + i % BK;
     bool ok = t < step.T && key < kstop && (!causal || key <= step.pos + t);
     return ok ? dot * SCALE : NEG;
 }

@@ -242,20 +242,21 @@ Test(attention, staged_crossings_and_kv) {
     EXPECT_BYTES(opt2[1].weight, 2 * opt[1].weight, "K/V at twice the context");
 }
 
-/* Decode: one query per head cannot fill 132 SMs, so the context is split
- * into ceil(132 / 32) = 5 ranges whose online-softmax partials (head_dim
- * values + max + sum, fp32) are written and read once. */
+/* Decode: the query heads of a kv head share a workgroup, and 8 of them
+ * cannot fill 132 SMs, so the context is split into ceil(132 / 8) = 17
+ * ranges whose online-softmax partials (head_dim values + max + sum, fp32,
+ * for each of the 32 heads) are written and read once. */
 Test(attention, decode_split_fills_the_device) {
     zcost_option opt[ZCOST_ATTN_OPTIONS];
     zpass_opts o = opts(target("h200"), ZPH_DECODE);
     zcost_price_attn(&o, &QWEN3_8B_ATTN, opt);
-    cr_expect_eq(opt[1].split, 5);
-    EXPECT_BYTES(opt[1].partial, 2.0 * 5 * 32 * 130 * 4, "partials");
-    EXPECT_BYTES(opt[1].total, 16777216 + 166400 + 12e6, "fused decode");
+    cr_expect_eq(opt[1].split, 17);
+    EXPECT_BYTES(opt[1].partial, 2.0 * 17 * 32 * 130 * 4, "partials");
+    EXPECT_BYTES(opt[1].total, 16777216 + 565760 + 12e6, "fused decode");
     EXPECT_BYTES(opt[0].total, 4 * 524288 + 16777216 + 36e6, "staged decode");
     o = opts(target("rdna4"), ZPH_DECODE);
     zcost_price_attn(&o, &QWEN3_8B_ATTN, opt);
-    cr_expect_eq(opt[1].split, 2, "ceil(64 / 32)");
+    cr_expect_eq(opt[1].split, 8, "ceil(64 / 8)");
     zcost_attn shortctx = QWEN3_8B_ATTN;
     shortctx.ctx = 64; /* only 2 blocks of 32 positions to split */
     o = opts(target("h200"), ZPH_DECODE);
@@ -439,12 +440,12 @@ Test(passes, fuse_attn_records_the_scores) {
     EXPECT_BYTES(x.width, 32.0 * 4096 / 4096, "scores are 32 x ctx wide over a 4096 hidden");
     EXPECT_BYTES(x.bytes_before, 4 * 524288, "staged scores");
     cr_expect_eq(x.bytes_after, 0.0);
-    EXPECT_BYTES(x.extra_bytes, 2.0 * 2 * 32 * 130 * 4, "partials of a 2-way split");
-    cr_expect(strstr(x.reason, "attention: 28474368 -> 20043776 B/token"), "%s", x.reason);
+    EXPECT_BYTES(x.extra_bytes, 2.0 * 8 * 32 * 130 * 4, "partials of an 8-way split (64 CUs / 8 kv heads)");
+    cr_expect(strstr(x.reason, "attention: 28474368 -> 20243456 B/token"), "%s", x.reason);
     cr_expect(strstr(x.reason, "scores 32x4096 fp32 per token at ctx 4096"), "%s", x.reason);
     const zir_node *k = top_producer(g, "l0.attn");
     cr_expect_eq(k->kp.tmpl, ZKT_ATTENTION);
-    cr_expect_eq(k->kp.split, 2);
+    cr_expect_eq(k->kp.split, 8);
     zir_graph_free(g);
 }
 

@@ -701,7 +701,8 @@ static const zir_node *kernel_of(const zir_graph *g, const char *out_name) {
 /* The parameters each target picks for the equivalence model, by hand:
  * MLP tile = floor(shared memory / (4 x (512 + 64))) capped at the target's
  * tile; decode MLP split = min(compute units, 1536 / 64); decode attention
- * split = ceil(compute units / 8 heads). */
+ * split = ceil(compute units / 4 kv heads) (a kv head's query heads share a
+ * workgroup). */
 Test(targets, choose_differently) {
     gguf_file *f = make_model(ZMK_QWEN3, ZMK_Q4_K_M, EQ_SHAPE, "tg.gguf");
     const struct {
@@ -715,8 +716,8 @@ Test(targets, choose_differently) {
         {"h200", ZPH_PREFILL, "l1.act", ZKT_GATE_UP_SWIGLU, 64, 1, 16, 1},
         {"rdna4", ZPH_PREFILL, "l1.act", ZKT_GATE_UP_SWIGLU, 64, 1, 16, 1},
         {"llvmpipe", ZPH_DECODE, "l1.resid_mlp", ZKT_MLP, 1, 2, 1, 1},
-        {"h200", ZPH_DECODE, "l1.act", ZKT_GATE_UP_SWIGLU, 1, 1, 1, 17},
-        {"rdna4", ZPH_DECODE, "l1.resid_mlp", ZKT_MLP, 1, 24, 1, 8},
+        {"h200", ZPH_DECODE, "l1.act", ZKT_GATE_UP_SWIGLU, 1, 1, 1, 33},
+        {"rdna4", ZPH_DECODE, "l1.resid_mlp", ZKT_MLP, 1, 24, 1, 16},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         zpass_opts o = opts_for(want[i].target, want[i].ph, NULL);
