@@ -7,6 +7,12 @@
 # Here, before the call: build (scripts/test.sh or cmake), run
 # ../shared/tools/anchor_bundle.sh (makes .gl/ and .anchor/), then pack the
 # two programs:  mkdir -p .dev && strip -o .dev/zinc build/zinc && strip -o .dev/zincc build/zincc
+# Kernel tests too (cooperative-matrix kernels run only on the GPU): strip the
+# test binaries into .dev/ and their libraries into .dev/lib:
+#   for t in test_kernels_matmul test_kernels_misc test_kernels_e2e; do strip -o .dev/$t build/$t; done
+#   mkdir -p .dev/lib && for l in $(ldd build/test_kernels_matmul | awk '/=>/{print $3}' |
+#     grep -v -E 'vulkan|stdc\+\+|gcc_s|libc.so|libm.so|resolv|libz'); do cp -L $l .dev/lib/; done
+# They run with the NV and the KHR cooperative matrix (ZINC_COOPMAT=nv|khr).
 # The call (carry .gl, .anchor and .dev):  bash scripts/bench-device.sh [--tune] [MODELS...]
 # MODELS: q8b (Qwen3-8B shape), q06 (Qwen3-0.6B shape); default both.
 # Everything is written to $OUT/bench.txt (and printed).
@@ -31,6 +37,13 @@ shape() {
 }
 gen() { "$B/zinc" mkmodel --arch qwen3 $(shape "$1") --head-dim 128 --vocab 151936 --quant q4_k_m -o "/tmp/$1.gguf" >/dev/null; }
 for m in "${models[@]}" s2; do gen "$m" & done
+for t in test_kernels_matmul test_kernels_misc test_kernels_e2e; do
+  [ -x "$B/$t" ] || continue
+  for cm in nv khr; do
+    echo "== $t, cooperative matrix $cm: $(cd /tmp && ZINC_COOPMAT=$cm LD_LIBRARY_PATH="$B/lib" \
+      timeout 300 "$B/$t" 2>&1 | grep -E 'Synthesis|FAIL|CRASH' | tr '\n' ' ')" | tee -a "$O"
+  done
+done
 wait
 # Correctness at the 8B's width: prefill and decode logits against the interpreter.
 T=1,2,3,4,5,6,7,8,9,10,11
