@@ -442,10 +442,12 @@ static uint32_t cm_smem(const cm_layout *c, bool glu) {
     return tiles + 4u * (uint32_t)c->bm + (epi > w ? epi - w : 0u);
 }
 
-/* 64 tokens x 64 rows (128 with gate+up) in 8 subgroups, 64 of K a step:
- * the fastest of the layouts measured on the H200 (docs/performance.md):
- * small tiles keep two workgroups (<= 128 registers a lane) on each SM, and
- * a step of 64 amortizes the memory latency each step's prefetch waits on.
+/* 64 tokens x 64 rows (128 with gate+up) in 8 subgroups, 64 of K a step
+ * (32 with gate+up): the fastest of the layouts measured on the H200
+ * (docs/performance.md, runs 8-9): small tiles keep two workgroups
+ * (<= 128 registers a lane) on each SM, and a step of 64 amortizes the
+ * memory latency each step's prefetch waits on; gate+up, which holds twice
+ * the weight chunks, measured 59.7 ms a token tile at 32 and 76.5 at 64.
  * Shorter steps where K or shared memory ask for them.
  * ZINC_CM_LAYOUT=bm,bn,bk,sgm,sgn replaces it, to measure others. */
 static cm_layout cm_default(const kbuild *b, const mm_match *m) {
@@ -456,6 +458,7 @@ static cm_layout cm_default(const kbuild *b, const mm_match *m) {
         w.bk > 0 && w.sgm > 0 && w.sgn > 0 && w.bm % (16 * w.sgm) == 0 && w.bn % (16 * w.sgn) == 0 &&
         w.bk % 32 == 0 && w.sgm * w.sgn * CM_SG <= 1024)
         c = w;
+    if (!e && m->glu) c.bk = 32;
     if (m->glu && c.bn < 32 * c.sgn) c.bn = 32 * c.sgn; /* a gate and an up fragment per subgroup */
     while (c.bk > 32 && (m->K % c.bk || cm_smem(&c, m->glu != NULL) > b->o->target->smem_bytes))
         c.bk /= 2;
