@@ -10,17 +10,19 @@ typedef struct arch_traits {
     zir_rope_mode rope;
     bool qk_norm;  /* RMSNorm over each q and k head before RoPE (Qwen3) */
     bool qkv_bias; /* bias added after the q, k and v projections (Qwen2) */
+    bool moe;      /* mixture-of-experts MLP: router, top-k, stacked experts (Qwen3-MoE) */
 } arch_traits;
 
 static const arch_traits archs[] = {
-    {"qwen3", ZROPE_NEOX, true, false},
-    {"qwen2", ZROPE_NEOX, false, true},
-    {"llama", ZROPE_NORMAL, false, false},
+    {"qwen3", ZROPE_NEOX, true, false, false},
+    {"qwen2", ZROPE_NEOX, false, true, false},
+    {"llama", ZROPE_NORMAL, false, false, false},
+    {"qwen3moe", ZROPE_NEOX, true, false, true},
 };
 enum { N_ARCHS = sizeof archs / sizeof archs[0] };
 
 const char *zir_supported_archs(void) {
-    return "qwen3, qwen2, llama";
+    return "qwen3, qwen2, llama, qwen3moe";
 }
 
 static const arch_traits *find_arch(const char *name) {
@@ -110,6 +112,28 @@ static zstatus read_sizes(const gguf_file *f, const char *a, zir_hparams *hp, zd
     return ZOK;
 }
 
+/* llama.cpp's LLAMA_MAX_EXPERTS */
+#define MAX_EXPERTS 1024u
+
+/* The expert keys llama.cpp reads; expert_feed_forward_length defaults, as
+ * there, to feed_forward_length / expert_used_count. */
+static zstatus read_experts(const gguf_file *f, const char *a, zir_hparams *hp, zdiag *d) {
+    uint32_t ne = 0, nu = 0, ff = 0;
+    if (key_u32(f, a, "expert_count", &ne, true, d) || key_u32(f, a, "expert_used_count", &nu, true, d) ||
+        key_u32(f, a, "expert_feed_forward_length", &ff, false, d) ||
+        check_positive(f, "expert_count", ne, MAX_EXPERTS, d))
+        return d->code;
+    if (nu == 0 || nu > ne)
+        return zdiag_set(d, ZE_INVALID, "%s: %s.expert_used_count is %u: expected 1..%u (expert_count)",
+                         f->path, a, nu, ne);
+    if (!ff) ff = (uint32_t)hp->n_ff / nu;
+    if (check_positive(f, "expert_feed_forward_length", ff, 1 << 22, d)) return d->code;
+    hp->n_expert = (int)ne;
+    hp->n_expert_used = (int)nu;
+    hp->n_ff_exp = (int)ff;
+    return ZOK;
+}
+
 zstatus zir_read_hparams(const gguf_file *f, zir_hparams *hp, zdiag *d) {
     const char *arch = NULL;
     if (gguf_get_str(f, "general.architecture", &arch, d)) return d->code;
@@ -117,7 +141,7 @@ zstatus zir_read_hparams(const gguf_file *f, zir_hparams *hp, zdiag *d) {
     if (!t)
         return zdiag_set(d, ZE_UNSUPPORTED, "%s: architecture '%s' is not supported: expected one of %s",
                          f->path, arch, zir_supported_archs());
-    if (read_sizes(f, arch, hp, d)) return d->code;
+    if (read_sizes(f, arch, hp, d) || (t->moe && read_experts(f, arch, hp, d))) return d->code;
     hp->arch = t->name;
     hp->rope_mode = t->rope;
     hp->qk_norm = t->qk_norm;

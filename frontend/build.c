@@ -22,9 +22,9 @@ static const char *fmt_ne(const int64_t *ne, int n, char *buf, size_t cap) {
     return buf;
 }
 
-/* Looks up a weight tensor, checks its ggml shape (ne0 = contiguous) and
- * type, and declares it in the graph. ne1 = 0 means a 1-D tensor. */
-static zir_value *weight(builder *b, const char *name, int64_t ne0, int64_t ne1, bool optional) {
+/* Looks up a weight tensor, checks its ggml shape (want[0] = contiguous,
+ * n dims) and type, and declares it in the graph. */
+static zir_value *weight_nd(builder *b, const char *name, int n, const int64_t *want, bool optional) {
     const gguf_tensor *t = gguf_find_tensor(b->f, name);
     if (!t) {
         if (!optional)
@@ -32,9 +32,10 @@ static zir_value *weight(builder *b, const char *name, int64_t ne0, int64_t ne1,
                       b->g->hp.arch);
         return NULL;
     }
-    int64_t want[2] = {ne0, ne1};
-    int n = ne1 ? 2 : 1;
-    if (t->n_dims != (uint32_t)n || t->ne[0] != ne0 || (n == 2 && t->ne[1] != ne1)) {
+    bool same = t->n_dims == (uint32_t)n;
+    for (int i = 0; i < n && same; i++)
+        same = t->ne[i] == want[i];
+    if (!same) {
         char w[64], f[96];
         zdiag_set(b->d, ZE_INVALID, "%s: tensor '%s' has shape %s: expected %s (ggml order)", b->f->path,
                   name, fmt_ne(t->ne, (int)t->n_dims, f, sizeof f), fmt_ne(want, n, w, sizeof w));
@@ -43,12 +44,14 @@ static zir_value *weight(builder *b, const char *name, int64_t ne0, int64_t ne1,
     const ztype_info *ti = ztype_get((uint32_t)t->type);
     if (!ti || !(ti->flags & ZTF_COMPUTE) || (n == 1 && t->type != ZT_F32)) {
         char types[256] = "f32";
-        if (n == 2) ztype_list(ZTF_COMPUTE, types, sizeof types);
+        if (n > 1) ztype_list(ZTF_COMPUTE, types, sizeof types);
         zdiag_set(b->d, ZE_UNSUPPORTED, "%s: tensor '%s' has type %s: zinc reads %s%s", b->f->path, name,
                   ztype_name(t->type), n == 1 ? "1-D tensors in " : "", types);
         return NULL;
     }
-    zdim shape[2] = {n == 2 ? ne1 : ne0, ne0};
+    zdim shape[3];
+    for (int i = 0; i < n; i++)
+        shape[i] = want[n - 1 - i];
     zir_value *v = zir_find(b->g, name);
     if (v) return v; /* tied embeddings are declared once */
     v = zir_value_new(b->g, name, ZR_WEIGHT, t->type, n, shape, b->d);
@@ -57,6 +60,12 @@ static zir_value *weight(builder *b, const char *name, int64_t ne0, int64_t ne1,
     v->nbytes = t->nbytes;
     v->layer = b->layer;
     return v;
+}
+
+/* A 1-D (ne1 = 0) or 2-D weight. */
+static zir_value *weight(builder *b, const char *name, int64_t ne0, int64_t ne1, bool optional) {
+    int64_t want[2] = {ne0, ne1};
+    return weight_nd(b, name, ne1 ? 2 : 1, want, optional);
 }
 
 static zir_value *blk_weight(builder *b, const char *suffix, int64_t ne0, int64_t ne1, bool optional) {
@@ -76,6 +85,15 @@ static zir_value *op(builder *b, zir_op o, const char *what, zir_value *a, zir_v
         snprintf(name, sizeof name, "%s", what);
     zir_value *in[2] = {a, c};
     zir_node *n = zir_node_add(b->g, o, name, in, zir_ops[o].arity, attr, b->layer, b->group, b->d);
+    return n ? n->out : NULL;
+}
+
+static zir_value *op3(builder *b, zir_op o, const char *what, zir_value *a, zir_value *c, zir_value *e) {
+    if (b->d->code) return NULL;
+    char name[96];
+    snprintf(name, sizeof name, "l%d.%s", b->layer, what);
+    zir_value *in[3] = {a, c, e};
+    zir_node *n = zir_node_add(b->g, o, name, in, 3, NULL, b->layer, b->group, b->d);
     return n ? n->out : NULL;
 }
 
@@ -165,6 +183,36 @@ static zir_value *mlp(builder *b, zir_value *x) {
     return op(b, ZOP_ADD, "resid_mlp", x, down, NULL);
 }
 
+/* Stacked experts "blk.N.<suffix>", ggml {ne0, ne1, n_expert}: [E, ne1, ne0]. */
+static zir_value *experts(builder *b, const char *suffix, int64_t ne0, int64_t ne1) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s", b->layer, suffix);
+    int64_t want[3] = {ne0, ne1, b->g->hp.n_expert};
+    return weight_nd(b, name, 3, want, false);
+}
+
+/* llama.cpp's build_moe_ffn for qwen3moe: router logits, softmax and top-k
+ * with renormalized weights (moe_topk), each chosen expert's SwiGLU MLP
+ * (matmul_id), and the weighted sum of their outputs (moe_sum). */
+static zir_value *moe_mlp(builder *b, zir_value *x) {
+    const zir_hparams *hp = &b->g->hp;
+    b->group = ZG_MLP;
+    zir_value *h = norm(b, "ffn_in", x, blk_weight(b, "ffn_norm.weight", hp->n_embd, 0, false));
+    zir_value *wr = h ? blk_weight(b, "ffn_gate_inp.weight", hp->n_embd, hp->n_expert, false) : NULL;
+    zir_value *wg = wr ? experts(b, "ffn_gate_exps.weight", hp->n_embd, hp->n_ff_exp) : NULL;
+    zir_value *wu = wg ? experts(b, "ffn_up_exps.weight", hp->n_embd, hp->n_ff_exp) : NULL;
+    zir_value *wd = wu ? experts(b, "ffn_down_exps.weight", hp->n_ff_exp, hp->n_embd) : NULL;
+    if (!wd) return NULL;
+    zir_attrs ka = {.topk = hp->n_expert_used};
+    zir_value *route = op(b, ZOP_MOE_TOPK, "route", op(b, ZOP_MATMUL, "router", h, wr, NULL), NULL, &ka);
+    zir_value *gate = op3(b, ZOP_MATMUL_ID, "gate", h, wg, route);
+    zir_value *up = op3(b, ZOP_MATMUL_ID, "up", h, wu, route);
+    zir_value *act = op(b, ZOP_SWIGLU, "act", gate, up, NULL);
+    zir_value *down = op3(b, ZOP_MATMUL_ID, "down", act, wd, route);
+    zir_value *moe = op(b, ZOP_MOE_SUM, "moe", down, route, NULL);
+    return op(b, ZOP_ADD, "resid_mlp", x, moe, NULL);
+}
+
 static zstatus build_graph(builder *b) {
     zir_graph *g = b->g;
     const zir_hparams *hp = &g->hp;
@@ -179,7 +227,7 @@ static zstatus build_graph(builder *b) {
     for (int l = 0; l < hp->n_layer && x; l++) {
         b->layer = l;
         x = attention(b, x, ff);
-        x = x ? mlp(b, x) : NULL;
+        x = x ? (hp->n_expert ? moe_mlp(b, x) : mlp(b, x)) : NULL;
     }
     if (!x) return b->d->code ? b->d->code : zdiag_set(b->d, ZE_INTERNAL, "layer build failed");
     b->layer = -1;

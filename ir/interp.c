@@ -17,7 +17,9 @@ struct zir_interp {
 };
 
 zstatus zir_weight_row(const zir_value *w, int64_t r, float *dst, zdiag *d) {
-    int64_t k = w->shape[w->rank - 1], rows = w->rank == 2 ? w->shape[0] : 1;
+    int64_t k = w->shape[w->rank - 1], rows = 1;
+    for (int i = 0; i + 1 < w->rank; i++) /* stacked experts [E,N,K]: row e*N + n */
+        rows *= w->shape[i];
     bool ok;
     uint64_t rb = ztype_row_bytes(w->dtype, (uint64_t)k, &ok);
     if (!ok || r < 0 || r >= rows || (uint64_t)(r + 1) * rb > w->nbytes)
@@ -278,6 +280,82 @@ static zstatus op_attn_mix(ctx *c) {
     return ZOK;
 }
 
+/* Mixture of experts, as llama.cpp's build_moe_ffn computes it for
+ * qwen3moe: p = softmax(logits) (max subtracted, the sum in double, as
+ * ggml_soft_max), the topk largest p in descending order (lower id first on
+ * a tie), their weights p / max(sum of the chosen p, 2^-14). */
+static zstatus op_moe_topk(ctx *c) {
+    const zir_value *x = c->n->in[0];
+    int64_t T = dim(c, x, 0), E = x->shape[1], K = c->n->attr.topk;
+    float *p = malloc(sizeof(float) * (size_t)E);
+    if (!p) return zdiag_set(c->d, ZE_NOMEM, "interpreter: out of memory for '%s'", c->n->out->name);
+    for (int64_t t = 0; t < T; t++) {
+        const float *l = c->in[0] + t * E;
+        float mx = -INFINITY;
+        for (int64_t e = 0; e < E; e++)
+            mx = fmaxf(mx, l[e]);
+        double sum = 0;
+        for (int64_t e = 0; e < E; e++)
+            sum += (p[e] = expf(l[e] - mx));
+        float *r = c->out + t * K * 2;
+        double wsum = 0;
+        for (int64_t k = 0; k < K; k++) {
+            int64_t best = -1;
+            for (int64_t e = 0; e < E; e++)
+                if (p[e] >= 0 && (best < 0 || p[e] > p[best])) best = e;
+            r[2 * k] = (float)best;
+            r[2 * k + 1] = p[best] * (float)(1.0 / sum);
+            wsum += r[2 * k + 1];
+            p[best] = -1.0f; /* taken */
+        }
+        float div = fmaxf((float)wsum, 6.103515625e-5f);
+        for (int64_t k = 0; k < K; k++)
+            r[2 * k + 1] /= div;
+    }
+    free(p);
+    return ZOK;
+}
+
+/* y[t,u] = x[t] (or x[t,u]) . w[e]^T, e = the route's u-th expert of token
+ * t. Expert by expert, so that each weight row is dequantized once a step. */
+static zstatus op_matmul_id(ctx *c) {
+    const zir_value *x = c->n->in[0], *w = c->n->in[1];
+    int64_t T = dim(c, x, 0), U = c->n->out->shape[1], E = w->shape[0], N = w->shape[1], K = w->shape[2];
+    int64_t *sel = malloc(sizeof(int64_t) * (size_t)(T * U)), n_sel;
+    if (!sel) return zdiag_set(c->d, ZE_NOMEM, "interpreter: out of memory for '%s'", c->n->out->name);
+    zstatus s = ZOK;
+    for (int64_t e = 0; e < E && !s; e++) {
+        n_sel = 0;
+        for (int64_t tu = 0; tu < T * U; tu++)
+            if ((int64_t)c->in[2][tu * 2] == e) sel[n_sel++] = tu;
+        for (int64_t r = 0; r < N && n_sel && !s; r++) {
+            if ((s = zir_weight_row(w, e * N + r, c->it->row, c->d))) break;
+            for (int64_t i = 0; i < n_sel; i++) {
+                const float *xr = c->in[0] + (x->rank == 3 ? sel[i] : sel[i] / U) * K;
+                c->out[sel[i] * N + r] = dot(xr, c->it->row, K);
+            }
+        }
+    }
+    free(sel);
+    return s;
+}
+
+/* ggml's order: the weighted experts summed one after another. */
+static zstatus op_moe_sum(ctx *c) {
+    const zir_value *y = c->n->in[0];
+    int64_t T = dim(c, y, 0), U = y->shape[1], H = y->shape[2];
+    for (int64_t t = 0; t < T; t++) {
+        float *o = c->out + t * H;
+        for (int64_t u = 0; u < U; u++) {
+            float wt = c->in[1][(t * U + u) * 2 + 1];
+            const float *yr = c->in[0] + (t * U + u) * H;
+            for (int64_t i = 0; i < H; i++)
+                o[i] = u ? o[i] + yr[i] * wt : yr[i] * wt;
+        }
+    }
+    return ZOK;
+}
+
 typedef zstatus (*op_fn)(ctx *);
 
 static op_fn op_table(zir_op op) {
@@ -292,6 +370,9 @@ static op_fn op_table(zir_op op) {
     case ZOP_ATTN_SCORES: return op_attn_scores;
     case ZOP_SOFTMAX_CAUSAL: return op_softmax_causal;
     case ZOP_ATTN_MIX: return op_attn_mix;
+    case ZOP_MOE_TOPK: return op_moe_topk;
+    case ZOP_MATMUL_ID: return op_matmul_id;
+    case ZOP_MOE_SUM: return op_moe_sum;
     default: return NULL;
     }
 }

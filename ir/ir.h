@@ -32,6 +32,7 @@ typedef enum zir_kind {
     ZK_KV,          /* KV-cache writes */
     ZK_ATTENTION,   /* contractions between activations and the KV cache */
     ZK_FUSED,       /* a kernel made by a fusion pass */
+    ZK_MOE,         /* mixture of experts: routing, and contractions with the experts it selects */
     ZK_COUNT
 } zir_kind;
 
@@ -43,6 +44,7 @@ enum {
     ZF_STATEFUL = 1 << 4,
     ZF_FUSED = 1 << 5,
     ZF_GLU = 1 << 6,
+    ZF_NO_GPU = 1 << 7,
 };
 
 typedef enum zir_op {
@@ -118,6 +120,7 @@ typedef struct zir_attrs {
      * matrix units compute them (the mm-f16 pass; the interpreter rounds
      * the same way). */
     bool mm_f16;
+    int topk; /* moe_topk: experts used per token */
 } zir_attrs;
 
 /* The group of a node, for reports: which part of a layer it belongs to. */
@@ -176,6 +179,7 @@ typedef struct zir_hparams {
     int n_rot;
     float rope_theta, rope_freq_scale;
     bool qk_norm, qkv_bias, tied_output;
+    int n_expert, n_expert_used, n_ff_exp; /* mixture of experts (qwen3moe); 0 for a dense MLP */
 } zir_hparams;
 
 typedef struct zir_graph {

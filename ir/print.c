@@ -37,6 +37,7 @@ static void print_attrs(const zir_node *n, FILE *out) {
                 a->rope.mode == ZROPE_NEOX ? "neox" : "normal", a->rope.n_rot, a->rope.theta,
                 a->rope.freq_scale);
         break;
+    case ZOP_MOE_TOPK: fprintf(out, " {topk=%d}", a->topk); break;
     case ZOP_MATMUL:
         if (a->mm_f16) fprintf(out, " {f16 operands}");
         break;

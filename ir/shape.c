@@ -154,6 +154,43 @@ static zstatus infer_basic(const zir_node *n, int *rank, zdim *shape, zdiag *d) 
     return ZOK;
 }
 
+/* Mixture of experts. A route [T,U,2] holds, per token, U (expert id,
+ * weight) pairs; the contractions read the experts it names. */
+static zstatus want_route(zdiag *d, const zir_value *r, int input, zdim t) {
+    CHECK(want_rank(d, r, input, 3));
+    SAME("route", input, 0, t, r->shape[0]);
+    SAME("route", input, 2, (zdim)2, r->shape[2]);
+    return ZOK;
+}
+
+static zstatus infer_moe(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
+    zir_value *const *in = n->in;
+    if (n->op == ZOP_MOE_TOPK) { /* logits[T,E] -> [T,K,2] */
+        CHECK(want_rank(d, in[0], 0, 2));
+        if (n->attr.topk < 1 || n->attr.topk > in[0]->shape[1])
+            return zdiag_set(d, ZE_INVALID, "moe_topk: %d experts used of %lld: expected 1..%lld",
+                             n->attr.topk, (long long)in[0]->shape[1], (long long)in[0]->shape[1]);
+        set(rank, shape, 3, in[0]->shape[0], n->attr.topk, 2);
+        return ZOK;
+    }
+    if (n->op == ZOP_MOE_SUM) { /* y[T,U,H], route[T,U,2] -> [T,H] */
+        CHECK(want_rank(d, in[0], 0, 3));
+        CHECK(want_route(d, in[1], 1, in[0]->shape[0]));
+        SAME("moe_sum", 1, 1, in[0]->shape[1], in[1]->shape[1]);
+        set(rank, shape, 2, in[0]->shape[0], in[0]->shape[2], 0);
+        return ZOK;
+    }
+    /* matmul_id: x[T,K] or x[T,U,K], w[E,N,K], route[T,U,2] -> [T,U,N] */
+    if (!in[0] || (in[0]->rank != 2 && in[0]->rank != 3))
+        return zdiag_set(d, ZE_INVALID, "matmul_id: input 0 must have rank 2 or 3");
+    CHECK(want_rank(d, in[1], 1, 3));
+    CHECK(want_route(d, in[2], 2, in[0]->shape[0]));
+    SAME("matmul_id", 1, 2, in[0]->shape[in[0]->rank - 1], in[1]->shape[2]);
+    if (in[0]->rank == 3) SAME("matmul_id", 2, 1, in[0]->shape[1], in[2]->shape[1]);
+    set(rank, shape, 3, in[0]->shape[0], in[2]->shape[1], in[1]->shape[1]);
+    return ZOK;
+}
+
 zstatus zir_infer_shape(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
     for (int i = 0; i < n->n_in; i++)
         if (!n->in[i] && !(n->op == ZOP_ROPE && i == 1))
@@ -161,6 +198,7 @@ zstatus zir_infer_shape(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
     switch (zir_ops[n->op].kind) {
     case ZK_KV:
     case ZK_ATTENTION: return infer_attention(n, rank, shape, d);
+    case ZK_MOE: return infer_moe(n, rank, shape, d);
     case ZK_FUSED:
         *rank = n->out->rank;
         memcpy(shape, n->out->shape, sizeof(zdim) * (size_t)*rank);

@@ -38,6 +38,11 @@ static zstatus verify_operands(const zir_graph *g, const zir_node *n, const zir_
             return zdiag_set(d, ZE_INTERNAL, "node '%s': weight '%s' in a non-weight slot", n->out->name,
                              v->name);
     }
+    /* The expert ids a route holds index a weight: only moe_topk makes them. */
+    int route = n->op == ZOP_MATMUL_ID ? 2 : n->op == ZOP_MOE_SUM ? 1 : -1;
+    if (route >= 0 && n->in[route] && (!n->in[route]->producer || n->in[route]->producer->op != ZOP_MOE_TOPK))
+        return zdiag_set(d, ZE_INTERNAL, "node '%s': input %d ('%s') is not a moe_topk route", n->out->name,
+                         route, n->in[route]->name);
     return ZOK;
 }
 

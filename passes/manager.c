@@ -103,10 +103,25 @@ zstatus zpass_run_one(zir_graph *g, const zpass_info *p, const zpass_opts *o, zd
     return ZOK;
 }
 
+/* Every pipeline compiles for a GPU: a graph with an op that has no GPU
+ * kernel yet (ZF_NO_GPU) is refused here, before any pass reads it. */
+static zstatus check_gpu_ops(const zir_graph *g, zdiag *d) {
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *n = g->nodes[i];
+        if (!(zir_ops[n->op].flags & ZF_NO_GPU)) continue;
+        return zdiag_set(d, ZE_UNSUPPORTED,
+                         "%s model: op '%s' (layer %d) has no GPU kernel: GPU kernels for %s ops are not yet "
+                         "available; `zinc ref` runs this model on the CPU",
+                         g->hp.arch, zir_ops[n->op].name, n->layer, zir_kind_name(zir_ops[n->op].kind));
+    }
+    return ZOK;
+}
+
 zstatus zpass_run_pipeline(zir_graph *g, const char *pipeline, const char *disabled, const zpass_opts *o,
                            zdiag *d) {
     if (!pipeline) pipeline = zpass_default_pipeline();
-    zstatus s = check_names(pipeline, "--passes", d);
+    zstatus s = check_gpu_ops(g, d);
+    if (!s) s = check_names(pipeline, "--passes", d);
     if (!s) s = check_names(disabled, "--disable-pass", d);
     if (!s) s = check_names(o->print_after, "--print-after", d);
     char name[64];
