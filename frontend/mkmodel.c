@@ -11,7 +11,12 @@
  *    does: Q4_K -> Q5_0, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL, then F16.
  *  - llama requires rope.dimension_count == key_length; qwen2 requires
  *    head_count * key_length == embedding_length (its attn_q is {H, H}).
- *  - Vocabulary padding uses "[PAD<id>]" tokens of type UNUSED. */
+ *  - Vocabulary padding uses "[PAD<id>]" tokens of type UNUSED.
+ *  - qwen3moe (src/models/qwen3moe.cpp): ffn_gate_inp {H, E} is never
+ *    quantized (tensor_allows_quantization; the converter writes it f32);
+ *    the stacked ffn_*_exps {.., .., E} follow the ffn_gate/up/down rules
+ *    (ffn_down_exps Q6_K on use_more_bits layers); with exactly 8 experts
+ *    Q4_K_M puts attn_v and attn_k in Q8_0 and attn_output in Q5_K. */
 #include "mkmodel.h"
 
 #include <math.h>
@@ -25,7 +30,7 @@
 
 /* ---- options ------------------------------------------------------------ */
 
-static const char *const arch_names[ZMK_ARCH_COUNT] = {"qwen3", "llama", "qwen2"};
+static const char *const arch_names[ZMK_ARCH_COUNT] = {"qwen3", "llama", "qwen2", "qwen3moe"};
 
 void zmk_defaults(zmk_opts *o) {
     *o = (zmk_opts){.arch = ZMK_QWEN3,
@@ -37,6 +42,9 @@ void zmk_defaults(zmk_opts *o) {
                     .head_dim = 64,
                     .vocab = 512,
                     .ctx = 4096,
+                    .experts = 8,
+                    .experts_used = 2,
+                    .expert_ff = 256,
                     .quant = ZMK_Q4_K_M,
                     .seed = 1,
                     .tied = false};
@@ -124,6 +132,12 @@ zstatus zmk_validate(const zmk_opts *o, zdiag *d) {
                          "mkmodel: qwen2 needs heads * head-dim == hidden (llama.cpp's qwen2 attn_q is "
                          "[hidden, hidden]): expected %u, found %u * %u = %llu",
                          o->hidden, o->heads, o->head_dim, (unsigned long long)o->heads * o->head_dim);
+    if (o->arch == ZMK_QWEN3MOE) {
+        zstatus s = check_dim("experts", o->experts, 1024, d);
+        if (!s) s = check_dim("experts-used", o->experts_used, o->experts, d);
+        if (!s) s = check_dim("expert-ff", o->expert_ff, ZMK_MAX_DIM, d);
+        if (s) return s;
+    }
     if (o->vocab < zmk_min_vocab(o->arch))
         return zdiag_set(
             d, ZE_INVALID,
@@ -138,7 +152,13 @@ zstatus zmk_validate(const zmk_opts *o, zdiag *d) {
 /* Legend: name suffix; per layer; init class (what the weight is, for the
  * initialiser); which architectures have it. */
 enum { INIT_MATRIX, INIT_RESID_OUT, INIT_NORM, INIT_BIAS };
-enum { A_ALL = 7, A_QWEN3 = 1 << ZMK_QWEN3, A_QWEN2 = 1 << ZMK_QWEN2 };
+enum {
+    A_MOE = 1 << ZMK_QWEN3MOE,
+    A_DENSE = (1 << ZMK_QWEN3) | (1 << ZMK_LLAMA) | (1 << ZMK_QWEN2),
+    A_ALL = A_DENSE | A_MOE,
+    A_QWEN3 = (1 << ZMK_QWEN3) | A_MOE,
+    A_QWEN2 = 1 << ZMK_QWEN2
+};
 
 static const struct {
     const char *name;
@@ -158,9 +178,13 @@ static const struct {
     [ZMK_ATTN_K_NORM] = {"attn_k_norm.weight", true, INIT_NORM, A_QWEN3},
     [ZMK_ATTN_OUT] = {"attn_output.weight", true, INIT_RESID_OUT, A_ALL},
     [ZMK_FFN_NORM] = {"ffn_norm.weight", true, INIT_NORM, A_ALL},
-    [ZMK_FFN_GATE] = {"ffn_gate.weight", true, INIT_MATRIX, A_ALL},
-    [ZMK_FFN_UP] = {"ffn_up.weight", true, INIT_MATRIX, A_ALL},
-    [ZMK_FFN_DOWN] = {"ffn_down.weight", true, INIT_RESID_OUT, A_ALL},
+    [ZMK_FFN_GATE] = {"ffn_gate.weight", true, INIT_MATRIX, A_DENSE},
+    [ZMK_FFN_UP] = {"ffn_up.weight", true, INIT_MATRIX, A_DENSE},
+    [ZMK_FFN_DOWN] = {"ffn_down.weight", true, INIT_RESID_OUT, A_DENSE},
+    [ZMK_FFN_GATE_INP] = {"ffn_gate_inp.weight", true, INIT_MATRIX, A_MOE},
+    [ZMK_FFN_GATE_EXPS] = {"ffn_gate_exps.weight", true, INIT_MATRIX, A_MOE},
+    [ZMK_FFN_UP_EXPS] = {"ffn_up_exps.weight", true, INIT_MATRIX, A_MOE},
+    [ZMK_FFN_DOWN_EXPS] = {"ffn_down_exps.weight", true, INIT_RESID_OUT, A_MOE},
     [ZMK_OUTPUT_NORM] = {"output_norm.weight", false, INIT_NORM, A_ALL},
     [ZMK_OUTPUT] = {"output.weight", false, INIT_MATRIX, A_ALL},
 };
@@ -175,11 +199,15 @@ bool zmk_kind_present(const zmk_opts *o, zmk_kind k) {
     return (kinds[k].archs >> o->arch) & 1;
 }
 
-uint32_t zmk_kind_shape(const zmk_opts *o, zmk_kind k, int64_t ne[2]) {
+uint32_t zmk_kind_shape(const zmk_opts *o, zmk_kind k, int64_t ne[3]) {
     const int64_t H = o->hidden, F = o->ff, Q = (int64_t)o->heads * o->head_dim;
-    const int64_t KV = (int64_t)o->kv_heads * o->head_dim;
-    ne[1] = 1;
+    const int64_t KV = (int64_t)o->kv_heads * o->head_dim, FE = o->expert_ff;
+    ne[1] = ne[2] = 1;
     switch (k) {
+    case ZMK_FFN_GATE_INP: ne[0] = H, ne[1] = o->experts; return 2;
+    case ZMK_FFN_GATE_EXPS:
+    case ZMK_FFN_UP_EXPS: ne[0] = H, ne[1] = FE, ne[2] = o->experts; return 3;
+    case ZMK_FFN_DOWN_EXPS: ne[0] = FE, ne[1] = H, ne[2] = o->experts; return 3;
     case ZMK_TOKEN_EMBD:
     case ZMK_OUTPUT: ne[0] = H, ne[1] = o->vocab; return 2;
     case ZMK_ATTN_Q: ne[0] = H, ne[1] = Q; return 2;
@@ -210,19 +238,25 @@ bool zmk_use_more_bits(int i, int n) {
 /* What llama-quantize's llama_tensor_get_type picks for Q4_K_M, before the
  * row-length fallback. */
 static ztype q4_k_m_type(const zmk_opts *o, zmk_kind k, int layer) {
+    bool eight = o->arch == ZMK_QWEN3MOE && o->experts == 8; /* llama.cpp's n_expert == 8 rules */
     switch (k) {
     case ZMK_OUTPUT: return ZT_Q6_K;
     case ZMK_TOKEN_EMBD: return o->tied ? ZT_Q6_K : ZT_Q4_K;
+    case ZMK_ATTN_K: return eight ? ZT_Q8_0 : ZT_Q4_K;
+    case ZMK_ATTN_OUT: return eight ? ZT_Q5_K : ZT_Q4_K;
     case ZMK_ATTN_V:
-    case ZMK_FFN_DOWN: return zmk_use_more_bits(layer, (int)o->layers) ? ZT_Q6_K : ZT_Q4_K;
+        if (eight) return ZT_Q8_0;
+        return zmk_use_more_bits(layer, (int)o->layers) ? ZT_Q6_K : ZT_Q4_K;
+    case ZMK_FFN_DOWN:
+    case ZMK_FFN_DOWN_EXPS: return zmk_use_more_bits(layer, (int)o->layers) ? ZT_Q6_K : ZT_Q4_K;
     default: return ZT_Q4_K;
     }
 }
 
 /* The type the file type asks for, before the row-length fallback. */
 static ztype wanted_type(const zmk_opts *o, zmk_kind k, int layer) {
-    int64_t ne[2];
-    if (zmk_kind_shape(o, k, ne) < 2) return ZT_F32;
+    int64_t ne[3];
+    if (zmk_kind_shape(o, k, ne) < 2 || k == ZMK_FFN_GATE_INP) return ZT_F32;
     if (o->quant == ZMK_Q4_K_M) return q4_k_m_type(o, k, layer);
     for (size_t i = 0; i < N_QUANTS; i++)
         if (quants[i].q == o->quant) return quants[i].t;
@@ -230,13 +264,18 @@ static ztype wanted_type(const zmk_opts *o, zmk_kind k, int layer) {
 }
 
 ztype zmk_tensor_type(const zmk_opts *o, zmk_kind k, int layer, bool *fell_back) {
-    int64_t ne[2];
+    int64_t ne[3];
     zmk_kind_shape(o, k, ne);
     ztype t = wanted_type(o, k, layer);
     bool fb = ne[0] % ztype_get(t)->block_elems != 0;
     /* llama-quantize's tensor_type_fallback: a 256-element block type takes
      * its 32-element stand-in, and F16 when not even 32 divides. */
-    if (fb) t = t == ZT_IQ4_XS ? ZT_IQ4_NL : t == ZT_Q4_K ? ZT_Q5_0 : t == ZT_Q6_K ? ZT_Q8_0 : t;
+    if (fb)
+        t = t == ZT_IQ4_XS ? ZT_IQ4_NL
+            : t == ZT_Q4_K ? ZT_Q5_0
+            : t == ZT_Q5_K ? ZT_Q5_1
+            : t == ZT_Q6_K ? ZT_Q8_0
+                           : t;
     if (fb && ne[0] % ztype_get(t)->block_elems) t = ZT_F16;
     if (fell_back) *fell_back = fb;
     return t;
@@ -441,13 +480,14 @@ static zstatus add_tensor(mk_ctx *c, zmk_kind k, int layer, zdiag *d) {
         snprintf(name, sizeof name, "blk.%d.%s", layer, kinds[k].name);
     else
         snprintf(name, sizeof name, "%s", kinds[k].name);
-    int64_t ne[2];
+    int64_t ne[3];
     uint32_t nd = zmk_kind_shape(c->o, k, ne);
     bool fell_back, ok;
     ztype t = zmk_tensor_type(c->o, k, layer, &fell_back);
-    uint64_t row = ztype_row_bytes(t, (uint64_t)ne[0], &ok), n = (uint64_t)ne[0] * (uint64_t)ne[1];
+    int64_t rows = ne[1] * ne[2]; /* stacked experts: expert e's row r is row e * ne[1] + r */
+    uint64_t row = ztype_row_bytes(t, (uint64_t)ne[0], &ok), n = (uint64_t)ne[0] * (uint64_t)rows;
     zarena *a = zarena_new(); /* scratch for this tensor; the writer keeps its own copy */
-    uint8_t *q = a && ok ? zarena_array(a, (size_t)ne[1], row) : NULL;
+    uint8_t *q = a && ok ? zarena_array(a, (size_t)rows, row) : NULL;
     zstatus s = ZOK;
     if (!q) {
         s = zdiag_set(d, ZE_NOMEM, "mkmodel: out of memory for %s (%llu values)", name,
@@ -455,11 +495,11 @@ static zstatus add_tensor(mk_ctx *c, zmk_kind k, int layer, zdiag *d) {
         goto done;
     }
     row_job proto = {.o = c->o, .k = k, .name = name, .t = t, .ne0 = ne[0], .row_bytes = row, .q = q};
-    if ((s = gen_rows(&proto, ne[1]))) {
+    if ((s = gen_rows(&proto, rows))) {
         zdiag_set(d, s, "mkmodel: cannot write %s as %s", name, ztype_name(t));
         goto done;
     }
-    gguf_add_tensor(c->w, name, t, nd, ne, q, row * (uint64_t)ne[1]);
+    gguf_add_tensor(c->w, name, t, nd, ne, q, row * (uint64_t)rows);
     c->rep->n_tensors++;
     c->rep->n_params += n;
     if (fell_back) note_fallback(c, k, layer, ne[0], t);
@@ -471,7 +511,7 @@ done:
 static zstatus add_tensors(mk_ctx *c, zdiag *d) {
     zstatus s = add_tensor(c, ZMK_TOKEN_EMBD, -1, d);
     for (int l = 0; l < (int)c->o->layers && !s; l++)
-        for (int k = ZMK_ATTN_NORM; k <= ZMK_FFN_DOWN && !s; k++)
+        for (int k = ZMK_ATTN_NORM; k < ZMK_OUTPUT_NORM && !s; k++)
             if (zmk_kind_present(c->o, (zmk_kind)k)) s = add_tensor(c, (zmk_kind)k, l, d);
     if (!s) s = add_tensor(c, ZMK_OUTPUT_NORM, -1, d);
     if (!s && zmk_kind_present(c->o, ZMK_OUTPUT)) s = add_tensor(c, ZMK_OUTPUT, -1, d);
@@ -496,6 +536,11 @@ static void set_hparams(gguf_writer *w, const zmk_opts *o) {
     gguf_set_u32(w, KEY("attention.value_length"), o->head_dim);
     gguf_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), o->arch == ZMK_LLAMA ? 1e-5f : 1e-6f);
     gguf_set_f32(w, KEY("rope.freq_base"), o->arch == ZMK_LLAMA ? 500000.0f : 1000000.0f);
+    if (o->arch == ZMK_QWEN3MOE) {
+        gguf_set_u32(w, KEY("expert_count"), o->experts);
+        gguf_set_u32(w, KEY("expert_used_count"), o->experts_used);
+        gguf_set_u32(w, KEY("expert_feed_forward_length"), o->expert_ff);
+    }
     if (o->arch == ZMK_LLAMA) {
         gguf_set_u32(w, KEY("rope.dimension_count"), o->head_dim);
         gguf_set_u32(w, KEY("vocab_size"), o->vocab);

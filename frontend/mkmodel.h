@@ -16,7 +16,7 @@
 #include "../ir/dtype.h"
 #include "../ir/zstatus.h"
 
-typedef enum zmk_arch { ZMK_QWEN3, ZMK_LLAMA, ZMK_QWEN2, ZMK_ARCH_COUNT } zmk_arch;
+typedef enum zmk_arch { ZMK_QWEN3, ZMK_LLAMA, ZMK_QWEN2, ZMK_QWEN3MOE, ZMK_ARCH_COUNT } zmk_arch;
 
 /* The file types we can write, with llama.cpp's LLAMA_FTYPE numbers. All but
  * q4_k_m put every 2-D weight in one type (llama-quantize --pure). */
@@ -39,6 +39,8 @@ extern const char zmk_quant_names[];
 typedef struct zmk_opts {
     zmk_arch arch;
     uint32_t layers, hidden, ff, heads, kv_heads, head_dim, vocab, ctx;
+    /* qwen3moe: expert_count, expert_used_count, one expert's feed-forward width */
+    uint32_t experts, experts_used, expert_ff;
     zmk_quant quant;
     uint64_t seed;
     bool tied; /* no output.weight: the output projection reuses token_embd */
@@ -73,6 +75,10 @@ typedef enum zmk_kind {
     ZMK_FFN_GATE,
     ZMK_FFN_UP,
     ZMK_FFN_DOWN,
+    ZMK_FFN_GATE_INP,  /* qwen3moe: the router, {hidden, experts}, always f32 */
+    ZMK_FFN_GATE_EXPS, /* qwen3moe: stacked experts {hidden, expert_ff, experts} */
+    ZMK_FFN_UP_EXPS,
+    ZMK_FFN_DOWN_EXPS, /* {expert_ff, hidden, experts} */
     ZMK_OUTPUT_NORM,
     ZMK_OUTPUT,
     ZMK_KIND_COUNT
@@ -82,8 +88,9 @@ typedef enum zmk_kind {
 const char *zmk_kind_name(zmk_kind k);
 /* Whether the architecture has this tensor (given --tied). */
 bool zmk_kind_present(const zmk_opts *o, zmk_kind k);
-/* Shape in ggml order: ne[0] is the contiguous (input) dimension. Returns n_dims. */
-uint32_t zmk_kind_shape(const zmk_opts *o, zmk_kind k, int64_t ne[2]);
+/* Shape in ggml order: ne[0] is the contiguous (input) dimension, ne[2] the
+ * expert of stacked experts (1 otherwise). Returns n_dims. */
+uint32_t zmk_kind_shape(const zmk_opts *o, zmk_kind k, int64_t ne[3]);
 
 /* llama-quantize's use_more_bits(i_layer, n_layers), integer arithmetic. */
 bool zmk_use_more_bits(int i, int n);

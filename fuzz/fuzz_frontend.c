@@ -139,7 +139,7 @@ static void recipe_hparams(gguf_writer *w, const zmk_opts *o, const uint8_t *b, 
 
 static void recipe_tensor(gguf_writer *w, const zmk_opts *o, zmk_kind k, int layer, const uint8_t *b,
                           size_t n) {
-    int64_t ne[2];
+    int64_t ne[3];
     uint32_t nd = zmk_kind_shape(o, k, ne);
     ztype t = recipe_type(b, n, k, nd, ne[0]);
     bool ok;

@@ -14,7 +14,7 @@ static void usage(FILE *to) {
             "architecture (tensor names, shapes, metadata, a byte-level BPE tokenizer, a chat template),\n"
             "so that zincc and llama.cpp both load it. The same options give the same bytes.\n\n"
             "options (default in brackets):\n"
-            "  --arch NAME       qwen3, llama or qwen2 [%s]\n"
+            "  --arch NAME       qwen3, llama, qwen2 or qwen3moe [%s]\n"
             "  --layers N        transformer blocks [%u]\n"
             "  --hidden H        embedding width [%u]\n"
             "  --ff F            feed-forward (SwiGLU) width [%u]\n"
@@ -32,11 +32,17 @@ static void usage(FILE *to) {
             "                    iq4_xs to iq4_nl, and to f16 when 32 does not divide them)\n"
             "  --seed S          seed of the weights [%llu]\n"
             "  --ctx C           context_length written in the metadata [%u]\n"
+            "  --experts E       qwen3moe: experts per layer (expert_count) [%u]\n"
+            "  --experts-used U  qwen3moe: experts each token uses, at most E [%u]\n"
+            "  --expert-ff X     qwen3moe: one expert's feed-forward width [%u]\n"
+            "                    (q4_k_m: ffn_gate_inp stays f32, ffn_down_exps follows ffn_down;\n"
+            "                    with exactly 8 experts attn_k and attn_v are q8_0, attn_output q5_K)\n"
             "  --tied            no output.weight: the output projection reuses token_embd [off]\n"
             "  -o, --output FILE where to write the model (required)\n"
             "  -h, --help        this text\n",
             zmk_arch_name(d.arch), d.layers, d.hidden, d.ff, d.heads, d.kv_heads, d.head_dim, d.vocab,
-            zmk_quant_name(d.quant), (unsigned long long)d.seed, d.ctx);
+            zmk_quant_name(d.quant), (unsigned long long)d.seed, d.ctx, d.experts, d.experts_used,
+            d.expert_ff);
 }
 
 /* The numeric options, in one table so that parsing is one loop. */
@@ -62,7 +68,10 @@ static int parse_args(int argc, char **argv, zmk_opts *o, const char **out) {
                       {"--kv-heads", &o->kv_heads},
                       {"--head-dim", &o->head_dim},
                       {"--vocab", &o->vocab},
-                      {"--ctx", &o->ctx}};
+                      {"--ctx", &o->ctx},
+                      {"--experts", &o->experts},
+                      {"--experts-used", &o->experts_used},
+                      {"--expert-ff", &o->expert_ff}};
     for (int i = 1; i < argc; i++) {
         const char *val = NULL;
         bool missing = false, done = false;
@@ -79,7 +88,7 @@ static int parse_args(int argc, char **argv, zmk_opts *o, const char **out) {
         if (done) continue;
         if (cli_opt(argc, argv, &i, "--arch", &val, &missing)) {
             if (missing || !zmk_parse_arch(val, &o->arch))
-                return cli_usage_error(prog, "--arch: expected qwen3, llama or qwen2, found '%s'",
+                return cli_usage_error(prog, "--arch: expected qwen3, llama, qwen2 or qwen3moe, found '%s'",
                                        val ? val : "");
         } else if (cli_opt(argc, argv, &i, "--quant", &val, &missing)) {
             if (missing || !zmk_parse_quant(val, &o->quant))

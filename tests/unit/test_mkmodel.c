@@ -221,6 +221,52 @@ Test(mkmodel, qwen3_shapes_and_hparams) {
     gguf_close(f);
 }
 
+/* qwen3moe: the router and the stacked experts as llama.cpp names and shapes
+ * them, the expert keys, and Q4_K_M's rules for them (ffn_gate_inp never
+ * quantized, ffn_down_exps like ffn_down, the n_expert == 8 bumps). */
+Test(mkmodel, qwen3moe_tensors_keys_and_q4_k_m_types) {
+    zmk_opts o;
+    zmk_defaults(&o);
+    o.arch = ZMK_QWEN3MOE, o.layers = 4, o.vocab = 300, o.experts = 8, o.experts_used = 2, o.expert_ff = 256;
+    gguf_file *f = make(&o, "moe8.gguf", NULL);
+    const gguf_tensor *t = tensor(f, "blk.%d.ffn_gate_exps.weight", 1);
+    cr_expect(t->n_dims == 3 && t->ne[0] == 256 && t->ne[1] == 256 && t->ne[2] == 8, "ffn_gate_exps shape");
+    t = tensor(f, "blk.%d.ffn_down_exps.weight", 1);
+    cr_expect(t->n_dims == 3 && t->ne[0] == 256 && t->ne[1] == 256 && t->ne[2] == 8, "ffn_down_exps shape");
+    expect_shape(tensor(f, "blk.%d.ffn_gate_inp.weight", 0), 256, 8);
+    cr_expect_null(gguf_find_tensor(f, "blk.0.ffn_up.weight"));
+    cr_expect_eq(u32(f, "qwen3moe.expert_count"), 8u);
+    cr_expect_eq(u32(f, "qwen3moe.expert_used_count"), 2u);
+    cr_expect_eq(u32(f, "qwen3moe.expert_feed_forward_length"), 256u);
+    for (int i = 0; i < 4; i++) { /* use_more_bits(i, 4): layers 2 and 3 */
+        ztype more = zmk_use_more_bits(i, 4) ? ZT_Q6_K : ZT_Q4_K;
+        cr_expect_eq(tensor(f, "blk.%d.ffn_gate_inp.weight", i)->type, ZT_F32, "layer %d router", i);
+        cr_expect_eq(tensor(f, "blk.%d.ffn_down_exps.weight", i)->type, more, "layer %d ffn_down_exps", i);
+        cr_expect_eq(tensor(f, "blk.%d.ffn_gate_exps.weight", i)->type, ZT_Q4_K, "layer %d gate_exps", i);
+        cr_expect_eq(tensor(f, "blk.%d.ffn_up_exps.weight", i)->type, ZT_Q4_K, "layer %d up_exps", i);
+        cr_expect_eq(tensor(f, "blk.%d.attn_v.weight", i)->type, ZT_Q8_0, "layer %d attn_v (8 experts)", i);
+        cr_expect_eq(tensor(f, "blk.%d.attn_k.weight", i)->type, ZT_Q8_0, "layer %d attn_k (8 experts)", i);
+        cr_expect_eq(tensor(f, "blk.%d.attn_output.weight", i)->type, ZT_Q5_K, "layer %d attn_output", i);
+        cr_expect_eq(tensor(f, "blk.%d.attn_q_norm.weight", i)->type, ZT_F32, "layer %d q norm", i);
+    }
+    gguf_close(f);
+    o.experts = 4, o.expert_ff = 64, o.quant = ZMK_Q4_K_M; /* no n_expert == 8 rule; 64 falls back to q5_0 */
+    f = make(&o, "moe4.gguf", NULL);
+    for (int i = 0; i < 4; i++) {
+        ztype more = zmk_use_more_bits(i, 4) ? ZT_Q6_K : ZT_Q4_K;
+        cr_expect_eq(tensor(f, "blk.%d.attn_v.weight", i)->type, more, "layer %d attn_v (4 experts)", i);
+        cr_expect_eq(tensor(f, "blk.%d.attn_k.weight", i)->type, ZT_Q4_K, "layer %d attn_k (4 experts)", i);
+        cr_expect_eq(tensor(f, "blk.%d.attn_output.weight", i)->type, ZT_Q4_K, "layer %d attn_output", i);
+        cr_expect_eq(tensor(f, "blk.%d.ffn_down_exps.weight", i)->type,
+                     zmk_use_more_bits(i, 4) ? ZT_Q8_0 : ZT_Q5_0, "layer %d ffn_down_exps (rows of 64)", i);
+    }
+    gguf_close(f);
+    zdiag d = {0};
+    o.experts_used = 5;
+    cr_expect_eq(zmk_validate(&o, &d), ZE_INVALID);
+    cr_expect(strstr(d.msg, "--experts-used: expected 1..4, found 5"), "%s", d.msg);
+}
+
 Test(mkmodel, qwen2_biases_and_llama_rope) {
     zmk_opts o;
     zmk_defaults(&o);
@@ -475,8 +521,9 @@ Test(mkmodel, command_line) {
     free(out);
     rc = tu_run(&out, "%s/zinc mkmodel --help", ZINC_BINARY_DIR);
     cr_expect_eq(rc, 0);
-    const char *flags[] = {"--arch",  "--layers", "--hidden", "--ff",  "--heads", "--kv-heads", "--head-dim",
-                           "--vocab", "--quant",  "--seed",   "--ctx", "--tied",  "-o"};
+    const char *flags[] = {"--arch",     "--layers",  "--hidden",       "--ff",       "--heads", "--kv-heads",
+                           "--head-dim", "--vocab",   "--quant",        "--seed",     "--ctx",   "--tied",
+                           "-o",         "--experts", "--experts-used", "--expert-ff"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         cr_expect(strstr(out, flags[i]), "--help does not explain %s", flags[i]);
     free(out);
