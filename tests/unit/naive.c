@@ -8,6 +8,7 @@
 typedef struct hp {
     const char *arch;
     uint32_t L, E, F, H, Hkv, D, V, nrot;
+    uint32_t X, XU, XF; /* experts, experts used, expert width (0: a dense MLP) */
     float eps, base;
     int neox, qknorm, bias;
 } hp;
@@ -17,13 +18,14 @@ typedef struct mat {
     int64_t rows, cols;
 } mat;
 
-/* Whole tensor, dequantized; rows = ne[1] (1 for vectors), cols = ne[0]. */
+/* Whole tensor, dequantized; rows = ne[1] * ne[2] (1 for vectors), cols =
+ * ne[0]: expert e of a stacked tensor is rows e * ne[1] ..< (e + 1) * ne[1]. */
 static mat load(const gguf_file *f, const char *name) {
     mat m = {0};
     const gguf_tensor *t = gguf_find_tensor(f, name);
     if (!t) return m;
     m.cols = t->ne[0];
-    m.rows = t->n_dims > 1 ? t->ne[1] : 1;
+    m.rows = t->n_dims > 1 ? t->ne[1] * (t->n_dims > 2 ? t->ne[2] : 1) : 1;
     float *tmp = malloc(sizeof(float) * (size_t)m.cols);
     m.w = malloc(sizeof(double) * (size_t)(m.rows * m.cols));
     uint64_t rb = t->nbytes / (uint64_t)m.rows;
@@ -71,6 +73,17 @@ static void rope(double *x, int pos, const hp *h) {
     }
 }
 
+/* qwen3moe's expert keys; 0 (a dense MLP) where absent. */
+static void read_experts(const gguf_file *f, hp *h) {
+    const char *keys[3] = {"expert_count", "expert_used_count", "expert_feed_forward_length"};
+    uint32_t *dst[3] = {&h->X, &h->XU, &h->XF};
+    for (int i = 0; i < 3; i++) {
+        char k[96];
+        snprintf(k, sizeof k, "%s.%s", h->arch, keys[i]);
+        if (gguf_get_u32(f, k, dst[i], NULL)) *dst[i] = 0;
+    }
+}
+
 static int read_hp(const gguf_file *f, hp *h, char *err, size_t errsz) {
     char k[96];
     if (gguf_get_str(f, "general.architecture", &h->arch, NULL)) return snprintf(err, errsz, "no arch"), -1;
@@ -88,8 +101,9 @@ static int read_hp(const gguf_file *f, hp *h, char *err, size_t errsz) {
     if (gguf_get_f32(f, k, &h->base, NULL)) h->base = 10000.0f;
     h->V = (uint32_t)gguf_find_tensor(f, "token_embd.weight")->ne[1];
     h->neox = strcmp(h->arch, "llama") != 0;
-    h->qknorm = !strcmp(h->arch, "qwen3");
+    h->qknorm = !strcmp(h->arch, "qwen3") || !strcmp(h->arch, "qwen3moe");
     h->bias = !strcmp(h->arch, "qwen2");
+    read_experts(f, h);
     return 0;
 }
 
@@ -170,9 +184,63 @@ static void mlp(const gguf_file *f, const hp *h, int l, double *x, int n) {
     free(fn.w), free(wg.w), free(wu.w), free(wd.w), free(hn), free(g), free(u), free(y);
 }
 
+/* y = W x for the rows of expert e of a stacked tensor. */
+static void matvec_expert(const mat *m, int64_t e, int64_t rows, const double *x, double *y) {
+    mat sub = {m->w + e * rows * m->cols, rows, m->cols};
+    matvec(&sub, x, y);
+}
+
+/* The MoE MLP as Qwen3-MoE defines it: softmax over the router logits, the
+ * XU most probable experts, their probabilities divided by their sum, and
+ * the weighted sum of those experts' SwiGLU MLPs. */
+static void moe(const gguf_file *f, const hp *h, int l, double *x, int n) {
+    mat fn = blk(f, l, "ffn_norm.weight"), wr = blk(f, l, "ffn_gate_inp.weight"),
+        wg = blk(f, l, "ffn_gate_exps.weight"), wu = blk(f, l, "ffn_up_exps.weight"),
+        wd = blk(f, l, "ffn_down_exps.weight");
+    double *hn = calloc(h->E, 8), *p = calloc(h->X, 8), *g = calloc(h->XF, 8), *u = calloc(h->XF, 8),
+           *y = calloc(h->E, 8), *acc = calloc(h->E, 8);
+    for (int t = 0; t < n; t++) {
+        double *xt = x + (size_t)t * h->E, mx = -INFINITY, sum = 0, wsum = 0;
+        rmsnorm(xt, &fn, h->E, h->eps, hn);
+        matvec(&wr, hn, p);
+        for (uint32_t e = 0; e < h->X; e++)
+            mx = p[e] > mx ? p[e] : mx;
+        for (uint32_t e = 0; e < h->X; e++)
+            sum += (p[e] = exp(p[e] - mx));
+        int chosen[64];
+        for (uint32_t k = 0; k < h->XU; k++) {
+            int best = -1;
+            for (uint32_t e = 0; e < h->X; e++)
+                if (p[e] >= 0 && (best < 0 || p[e] > p[best])) best = (int)e;
+            chosen[k] = best;
+            wsum += p[best];
+            p[best] = -p[best] - 1; /* taken; -(p + 1) keeps the value */
+        }
+        memset(acc, 0, 8 * (size_t)h->E);
+        for (uint32_t k = 0; k < h->XU; k++) {
+            int e = chosen[k];
+            double w = (-p[e] - 1) / wsum;
+            matvec_expert(&wg, e, h->XF, hn, g);
+            matvec_expert(&wu, e, h->XF, hn, u);
+            for (uint32_t i = 0; i < h->XF; i++)
+                g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+            matvec_expert(&wd, e, h->E, g, y);
+            for (uint32_t i = 0; i < h->E; i++)
+                acc[i] += w * y[i];
+        }
+        for (uint32_t i = 0; i < h->E; i++)
+            xt[i] += acc[i];
+    }
+    mat all[] = {fn, wr, wg, wu, wd};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i].w);
+    free(hn), free(p), free(g), free(u), free(y), free(acc);
+}
+
 int naive_forward(const gguf_file *f, const int32_t *tokens, int n, double *logits, char *err, size_t errsz) {
     hp h = {0};
     if (read_hp(f, &h, err, errsz)) return -1;
+    if (h.XU > 64) return snprintf(err, errsz, "naive: %u experts used: at most 64", h.XU), -1;
     mat emb = load(f, "token_embd.weight"), on = load(f, "output_norm.weight"),
         out = load(f, "output.weight");
     if (!out.w) out = emb;
@@ -181,7 +249,10 @@ int naive_forward(const gguf_file *f, const int32_t *tokens, int n, double *logi
         memcpy(x + (size_t)t * h.E, emb.w + (size_t)tokens[t] * h.E, 8 * (size_t)h.E);
     for (uint32_t l = 0; l < h.L; l++) {
         attention(f, &h, (int)l, x, n);
-        mlp(f, &h, (int)l, x, n);
+        if (h.X)
+            moe(f, &h, (int)l, x, n);
+        else
+            mlp(f, &h, (int)l, x, n);
     }
     for (int t = 0; t < n; t++) {
         rmsnorm(x + (size_t)t * h.E, &on, h.E, h.eps, hn);

@@ -499,15 +499,110 @@ static const model_case model_cases[] = {
     {"feed-forward 2^40", "qwen3.feed_forward_length", ff_huge, false, "feed_forward_length"},
 };
 
-Test(hostile, gguf_wrong_model) {
-    for (size_t i = 0; i < sizeof model_cases / sizeof *model_cases; i++) {
-        const model_case *c = &model_cases[i];
+/* Each case rewrites src (NULL: the base model, or the wide one where the
+ * case asks) and expects zincc's one-line error. */
+static void expect_zincc_cases(const model_case *cases, size_t n, const char *src) {
+    for (size_t i = 0; i < n; i++) {
+        const model_case *c = &cases[i];
         const char *dir = case_dir(c->label);
         char path[700];
         snprintf(path, sizeof path, "%s/in.gguf", dir);
-        rewrite(c->wide ? model("wide.gguf", 1, true) : base_model(), path, c->skip, c->edit);
+        rewrite(src ? src : c->wide ? model("wide.gguf", 1, true) : base_model(), path, c->skip, c->edit);
         expect_zincc_error(c->label, dir, path, c->want);
     }
+}
+
+Test(hostile, gguf_wrong_model) {
+    expect_zincc_cases(model_cases, sizeof model_cases / sizeof *model_cases, NULL);
+}
+
+/* ---- mixture of experts (qwen3moe) ----------------------------------------- */
+
+/* One layer, 4 experts of width 32, 2 used per token. */
+static const char *moe_model(void) {
+    const char *path = fixture_path("moe.gguf");
+    if (access(path, R_OK) == 0) return path;
+    char *out = NULL;
+    int rc = tu_run(&out,
+                    ZINC " mkmodel --arch qwen3moe --layers 1 --hidden 32 --ff 64 --heads 2 --kv-heads 1 "
+                         "--head-dim 16 --vocab 270 --experts 4 --experts-used 2 --expert-ff 32 --quant q8_0 "
+                         "-o %s",
+                    path);
+    cr_assert_eq(rc, 0, "mkmodel: %s", out);
+    free(out);
+    return path;
+}
+
+static void moe_used_5(gguf_writer *w, const gguf_file *f) {
+    (void)f;
+    gguf_set_u32(w, "qwen3moe.expert_used_count", 5);
+}
+static void moe_used_0(gguf_writer *w, const gguf_file *f) {
+    (void)f;
+    gguf_set_u32(w, "qwen3moe.expert_used_count", 0);
+}
+static void moe_experts_0(gguf_writer *w, const gguf_file *f) {
+    (void)f;
+    gguf_set_u32(w, "qwen3moe.expert_count", 0);
+}
+static void moe_experts_6(gguf_writer *w, const gguf_file *f) {
+    (void)f;
+    gguf_set_u32(w, "qwen3moe.expert_count", 6);
+}
+static void moe_experts_huge(gguf_writer *w, const gguf_file *f) {
+    (void)f;
+    gguf_set_u32(w, "qwen3moe.expert_count", 0x7fffffff);
+}
+static void moe_expert_ff_16(gguf_writer *w, const gguf_file *f) {
+    (void)f;
+    gguf_set_u32(w, "qwen3moe.expert_feed_forward_length", 16);
+}
+/* The stacked experts written as one 2-D matrix [32, 32 * 4]. */
+static void moe_up_2d(gguf_writer *w, const gguf_file *f) {
+    const gguf_tensor *t = gguf_find_tensor(f, "blk.0.ffn_up_exps.weight");
+    add_zero_tensor(w, t->name, t->type, t->ne[0], t->ne[1] * t->ne[2]);
+}
+
+static const model_case moe_cases[] = {
+    {"moe: missing expert tensor", "blk.0.ffn_down_exps.weight", NULL, false,
+     "blk.0.ffn_down_exps.weight|is missing"},
+    {"moe: missing router", "blk.0.ffn_gate_inp.weight", NULL, false, "blk.0.ffn_gate_inp.weight|is missing"},
+    {"moe: missing expert_count", "qwen3moe.expert_count", NULL, false, "qwen3moe.expert_count|missing"},
+    {"moe: more experts used than experts", NULL, moe_used_5, false,
+     "qwen3moe.expert_used_count is 5: expected 1..4"},
+    {"moe: zero experts used", NULL, moe_used_0, false, "expert_used_count is 0"},
+    {"moe: zero experts", NULL, moe_experts_0, false, "expert_count is 0"},
+    {"moe: 2^31 experts", NULL, moe_experts_huge, false, "expert_count"},
+    {"moe: expert count disagrees with the tensors", NULL, moe_experts_6, false,
+     "blk.0.ffn_gate_inp.weight|has shape [32, 4]: expected [32, 6]"},
+    {"moe: expert width disagrees with the tensors", NULL, moe_expert_ff_16, false,
+     "blk.0.ffn_gate_exps.weight|expected [32, 16, 4]"},
+    {"moe: experts not stacked", "blk.0.ffn_up_exps.weight", moe_up_2d, false,
+     "blk.0.ffn_up_exps.weight|has shape [32, 128]: expected [32, 32, 4]"},
+};
+
+Test(hostile, moe_wrong_model) {
+    expect_zincc_cases(moe_cases, sizeof moe_cases / sizeof *moe_cases, moe_model());
+}
+
+/* A good qwen3moe model: zincc refuses it for the GPU in one line that names
+ * the op and points at `zinc ref`, which runs it. */
+Test(hostile, moe_refused_for_the_gpu_but_runs_in_zinc_ref) {
+    const char *dir = case_dir("moe: no GPU kernels");
+    expect_zincc_error(
+        "moe: no GPU kernels", dir, moe_model(),
+        "qwen3moe model: op 'moe_topk' (layer 0) has no GPU kernel|GPU kernels for moe ops are "
+        "not yet available|`zinc ref` runs this model on the CPU");
+    char *out = NULL; /* zinc run says it is compiling, then the same error */
+    int rc = tu_run(&out, ZINC " run %s -p hi -n 1 --no-cache", moe_model());
+    cr_expect(rc > 0 && rc < 126, "zinc run on a qwen3moe model: exit %d: %s", rc, out);
+    cr_expect(strstr(out, "zinc run: error: compiling") &&
+                  strstr(out, "op 'moe_topk' (layer 0) has no GPU kernel"),
+              "zinc run on a qwen3moe model: %s", out);
+    free(out);
+    rc = tu_run(&out, ZINC " ref %s --tokens 1,2,3 --logits-out %s/ref.f32", moe_model(), dir);
+    cr_expect_eq(rc, 0, "zinc ref on a qwen3moe model: %s", out);
+    free(out);
 }
 
 /* ---- tokenizer metadata ---------------------------------------------------- */

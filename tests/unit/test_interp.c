@@ -15,9 +15,13 @@ typedef struct model {
     zir_graph *g;
 } model;
 
+/* qwen3moe's expert count, experts used and expert width (defaults 8, 2, 256). */
+static uint32_t moe_shape[3];
+
 static model make(zmk_arch arch, zmk_quant q, bool tied, uint64_t seed, const char *name) {
     zmk_opts o;
     zmk_defaults(&o);
+    if (moe_shape[0]) o.experts = moe_shape[0], o.experts_used = moe_shape[1], o.expert_ff = moe_shape[2];
     o.arch = arch;
     o.quant = q;
     o.tied = tied;
@@ -124,6 +128,16 @@ Test(interp, qwen2_f16) {
 }
 Test(interp, qwen2_q4_k_m) {
     check_model(ZMK_QWEN2, ZMK_Q4_K_M, false, "qwen2q.gguf");
+}
+
+/* Mixture of experts: router, top-k with renormalized weights, stacked
+ * experts (8 experts also take Q4_K_M's n_expert == 8 types). */
+Test(interp, qwen3moe_q4_k_m) {
+    check_model(ZMK_QWEN3MOE, ZMK_Q4_K_M, false, "qwen3moe.gguf");
+}
+Test(interp, qwen3moe_f32_e16) {
+    moe_shape[0] = 16, moe_shape[1] = 5, moe_shape[2] = 96;
+    check_model(ZMK_QWEN3MOE, ZMK_F32, true, "qwen3moe16.gguf");
 }
 
 Test(interp, rejects_bad_steps) {
