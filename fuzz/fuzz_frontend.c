@@ -73,7 +73,10 @@ static void compile(const gguf_file *f, const how *h) {
  *   5 head size      6 feed-forward   7-8 vocabulary (1-512)   9 tied
  *   10-26 weight type of each tensor kind (f32 where the row does not fit
  *   the type's blocks; norms and biases mostly f32)   27 training context   28 RoPE dimensions
- *   29 target   30 phase   31 token tile   32 fusion threshold */
+ *   29 target   30 phase   31 token tile   32 fusion threshold
+ *   qwen3moe: 33-36 weight type of the router and the three stacked experts,
+ *   37 experts (1-8)   38 experts used (0-8: 0 and more than the experts are
+ *   refused)   39 expert width */
 
 static uint8_t at(const uint8_t *b, size_t n, size_t i) {
     return i < n ? b[i] : 0;
@@ -99,6 +102,9 @@ static zmk_opts recipe_opts(const uint8_t *b, size_t n) {
     o.vocab = 1 + (at(b, n, 7) | at(b, n, 8) << 8) % 512;
     o.tied = at(b, n, 9) & 1;
     o.ctx = ctx[at(b, n, 27) % 8];
+    o.experts = 1 + at(b, n, 37) % 8;
+    o.experts_used = at(b, n, 38) % 9;
+    o.expert_ff = ff[at(b, n, 39) % 8];
     return o;
 }
 
@@ -106,7 +112,12 @@ static zmk_opts recipe_opts(const uint8_t *b, size_t n) {
 static ztype recipe_type(const uint8_t *b, size_t n, zmk_kind k, uint32_t dims, int64_t row) {
     static const ztype types[] = {ZT_F32,  ZT_F16,  ZT_BF16, ZT_Q8_0, ZT_Q4_K,   ZT_Q5_K,  ZT_Q6_K,
                                   ZT_Q4_0, ZT_Q4_1, ZT_Q5_0, ZT_Q5_1, ZT_IQ4_NL, ZT_IQ4_XS};
-    uint8_t v = at(b, n, 10 + (size_t)k);
+    /* The dense kinds keep bytes 10-26; the MoE kinds, inserted before the
+     * output norm in the enum, take 33-36. */
+    size_t i = k <= ZMK_FFN_DOWN ? 10 + (size_t)k
+               : k < ZMK_OUTPUT_NORM ? 33 + (size_t)(k - ZMK_FFN_GATE_INP)
+                                     : 10 + (size_t)(k - (ZMK_OUTPUT_NORM - ZMK_FFN_DOWN - 1));
+    uint8_t v = at(b, n, i);
     ztype t = dims == 1 && v != 0xff ? ZT_F32 : types[v % (sizeof types / sizeof types[0])];
     bool ok;
     ztype_row_bytes(t, (uint64_t)row, &ok);
@@ -128,6 +139,11 @@ static void recipe_hparams(gguf_writer *w, const zmk_opts *o, const uint8_t *b, 
     gguf_set_u32(w, KEY("attention.value_length"), o->head_dim);
     gguf_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
     gguf_set_f32(w, KEY("rope.freq_base"), 10000.0f);
+    if (o->arch == ZMK_QWEN3MOE) {
+        gguf_set_u32(w, KEY("expert_count"), o->experts);
+        gguf_set_u32(w, KEY("expert_used_count"), o->experts_used);
+        gguf_set_u32(w, KEY("expert_feed_forward_length"), o->expert_ff);
+    }
     static const int rope[] = {-1, 0, 1, 2, 3, 4, -1, -1}; /* none, 0, d/2, d, 2d, d-1 */
     int r = rope[at(b, n, 28) % 8];
     if (r >= 0) {
@@ -143,7 +159,7 @@ static void recipe_tensor(gguf_writer *w, const zmk_opts *o, zmk_kind k, int lay
     uint32_t nd = zmk_kind_shape(o, k, ne);
     ztype t = recipe_type(b, n, k, nd, ne[0]);
     bool ok;
-    uint64_t bytes = ztype_row_bytes(t, (uint64_t)ne[0], &ok) * (uint64_t)ne[1];
+    uint64_t bytes = ztype_row_bytes(t, (uint64_t)ne[0], &ok) * (uint64_t)ne[1] * (uint64_t)ne[2];
     void *zero = calloc(1, bytes ? bytes : 1);
     if (!zero) fz_fail("out of memory for %llu bytes", (unsigned long long)bytes);
     char name[96];
@@ -162,7 +178,7 @@ static bool recipe_write(const uint8_t *b, size_t n, const char *path) {
     recipe_hparams(w, &o, b, n);
     recipe_tensor(w, &o, ZMK_TOKEN_EMBD, -1, b, n);
     for (int l = 0; l < (int)o.layers; l++)
-        for (int k = ZMK_ATTN_NORM; k <= ZMK_FFN_DOWN; k++)
+        for (int k = ZMK_ATTN_NORM; k < ZMK_OUTPUT_NORM; k++)
             if (zmk_kind_present(&o, (zmk_kind)k)) recipe_tensor(w, &o, (zmk_kind)k, l, b, n);
     recipe_tensor(w, &o, ZMK_OUTPUT_NORM, -1, b, n);
     if (zmk_kind_present(&o, ZMK_OUTPUT)) recipe_tensor(w, &o, ZMK_OUTPUT, -1, b, n);
