@@ -137,6 +137,8 @@ static zstatus weight(kbuild *b, const zir_node *n, const char *slot, const zir_
  * kernel node whose body is [rms_norm] matmul(s) [swiglu [matmul]] [add]. */
 typedef struct mm_match {
     const zir_node *norm, *glu, *add;
+    const zir_node
+        *store; /* a kv_store the output goes to (through reshapes): the epilogue writes the cache */
     const zir_node *first, *up, *down; /* first: the only matmul, or gate */
     const zir_value *x;                /* the activation read (before the norm) */
     const zir_value *other;            /* the add's operand that is not the matmul's */
@@ -152,7 +154,13 @@ static zstatus bad(const zir_node *n, const char *why, zdiag *d) {
 /* Sorts the body nodes by role; a node that fits no role is refused. */
 static zstatus split_body(const zir_node *n, mm_match *m, const zir_node **mm, int *n_mm, zdiag *d) {
     *n_mm = 0;
-    for (int i = 0; i < n->n_body; i++) {
+    int end = n->n_body; /* a trailing [reshape...] kv_store is the store */
+    if (end >= 2 && n->body[end - 1]->op == ZOP_KV_STORE) {
+        m->store = n->body[--end];
+        while (end > 0 && n->body[end - 1]->op == ZOP_RESHAPE)
+            end--;
+    }
+    for (int i = 0; i < end; i++) {
         const zir_node *b = n->body[i];
         const zir_op_info *oi = &zir_ops[b->op];
         if (oi->kind == ZK_NORM && (oi->flags & ZF_W1) && i == 0)
@@ -162,7 +170,7 @@ static zstatus split_body(const zir_node *n, mm_match *m, const zir_node **mm, i
         else if ((oi->flags & ZF_GLU) && !m->glu)
             m->glu = b;
         else if (oi->kind == ZK_ELEMENTWISE && !(oi->flags & (ZF_GLU | ZF_POSITIONAL)) && b->n_in == 2 &&
-                 i == n->n_body - 1)
+                 i == end - 1)
             m->add = b;
         else
             return zdiag_set(d, ZE_UNSUPPORTED, "codegen: kernel '%s' (%s): body node '%s' (%s) fits no slot",
@@ -212,6 +220,19 @@ static zstatus match_add(const zir_node *n, mm_match *m, const zir_node *last, z
     return ZOK;
 }
 
+/* y [T, N] reaches the kv_store through the body's reshapes, and a cache
+ * row holds N elements. */
+static zstatus match_store(const zir_node *n, const mm_match *m, const zir_value *y, zdiag *d) {
+    const zir_value *v = m->store->in[0], *c = m->store->in[1];
+    while (v != y && v->producer && v->producer->op == ZOP_RESHAPE && v->producer->parent == n)
+        v = v->producer->in[0];
+    if (v != y || m->store->out != n->out) return bad(n, "the kv_store must take the matmul's output", d);
+    if (m->glu || m->down || y->rank != 2 || c->role != ZR_KV || c->rank != 3 ||
+        c->shape[1] * c->shape[2] != m->N)
+        return bad(n, "a stored projection must be one matmul whose row is a cache row", d);
+    return ZOK;
+}
+
 static zstatus match_kernel(const zir_node *n, mm_match *m, zdiag *d) {
     const zir_node *mm[3];
     int n_mm;
@@ -254,8 +275,9 @@ static zstatus match(const zir_node *n, mm_match *m, zdiag *d) {
         return bad(n, "the norm must be over the matmul's K", d);
     const zir_node *last = m->down ? m->down : m->glu ? m->glu : m->first;
     if (m->add && (s = match_add(n, m, last, d))) return s;
-    if ((m->add ? m->add : last)->out != n->out)
-        return bad(n, "the body's last node must give the output", d);
+    const zir_value *y = (m->add ? m->add : last)->out;
+    if (m->store) return match_store(n, m, y, d);
+    if (y != n->out) return bad(n, "the body's last node must give the output", d);
     if (n->out->rank != 2 || n->out->dtype != ZT_F32) return bad(n, "the output must be f32 [T, N]", d);
     return ZOK;
 }
@@ -280,11 +302,13 @@ static zstatus io_out(kbuild *b, const zir_node *n, const mm_match *m, int64_t N
         def_s(b, "R_IS_X", "1");
     else if (m->add_mode == 1)
         bind(b, "B_R", m->other, false, 0);
-    bind(b, "B_Y", n->out, true, 0);
+    if (m->store) def_s(b, "Y_KV", "1"); /* rows pos .. pos+T-1 of the cache */
+    bind(b, "B_Y", m->store ? m->store->in[1] : n->out, true, 0);
     return s;
 }
 
 static const char *add_suffix(const mm_match *m) {
+    if (m->store) return m->add_mode == 2 ? "+bias+store" : "+store";
     return m->add_mode == 1 ? "+add" : m->add_mode == 2 ? "+bias" : "";
 }
 

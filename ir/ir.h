@@ -131,7 +131,8 @@ const char *zir_group_name(zir_group g);
  * matching pass fills it; the body says exactly which ops are inside. */
 typedef enum zir_ktemplate {
     ZKT_NONE,           /* not a kernel node */
-    ZKT_MATMUL,         /* [rms_norm] matmul [add]: norm prologue, bias/residual epilogue */
+    ZKT_MATMUL,         /* [rms_norm] matmul [add] [reshape kv_store]: norm prologue, bias/residual
+                         * epilogue, or the row stored into the KV cache (fuse-store) */
     ZKT_GATE_UP_SWIGLU, /* [rms_norm] matmul matmul swiglu */
     ZKT_MLP,            /* [rms_norm] matmul matmul swiglu matmul [add]: intermediate staged on chip */
     ZKT_ATTENTION,      /* attn_scores softmax_causal attn_mix */

@@ -260,7 +260,7 @@ void main() {
 #if GLU
                 v = silu(v) * uintBitsToFloat(ws8[cb + 64u + e / 4u][e % 4u]);
 #endif
-                if (t < T && n < uint(N)) yout[t * uint(N) + n] = ACT_T(epilogue(t, n, v));
+                if (t < T && n < uint(N)) store_y(t, n, epilogue(t, n, v));
             }
             subgroupBarrier();
         }

@@ -114,7 +114,7 @@ void main() {
 #else
             float v = acc[i][j];
 #endif
-            yout[t * uint(N) + n] = ACT_T(epilogue(t, n, v));
+            store_y(t, n, epilogue(t, n, v));
         }
     }
 }

@@ -231,7 +231,7 @@ void rows_of(uint t, uint n0) {
 #else
             float v = s0;
 #endif
-            yout[t * uint(N) + n] = ACT_T(epilogue(t, n, v));
+            store_y(t, n, epilogue(t, n, v));
         }
     }
 }

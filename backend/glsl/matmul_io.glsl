@@ -36,7 +36,14 @@ void load_x8(uint off, out float xv[8]) {
     vec4 a = vec4(xin4[off >> 2u]), b = vec4(xin4[(off >> 2u) + 1u]);
     xv = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
 }
+#ifdef Y_KV
+// The output is the KV cache (a fused kv_store): rows pos .. pos+T-1.
+layout(std430, binding = B_Y) writeonly buffer Yb { KV_T yout[]; };
+void store_y(uint t, uint n, float v) { yout[(step.pos + t) * uint(N) + n] = KV_T(v); }
+#else
 layout(std430, binding = B_Y) writeonly buffer Yb { ACT_T yout[]; };
+void store_y(uint t, uint n, float v) { yout[t * uint(N) + n] = ACT_T(v); }
+#endif
 
 // What the epilogue adds to output element (t, n).
 float epilogue(uint t, uint n, float v) {

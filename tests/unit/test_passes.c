@@ -152,8 +152,9 @@ static void body_string(const zir_node *k, char *buf, size_t cap) {
 
 /* Each template's bodies as pass.h's zir_ktemplate comment states them. */
 static bool body_fits(zir_ktemplate t, const char *b) {
-    static const char *const ok[][4] = {
-        [ZKT_MATMUL] = {"matmul add", "rms_norm matmul", "rms_norm matmul add"},
+    static const char *const ok[][6] = {
+        [ZKT_MATMUL] = {"matmul add", "rms_norm matmul", "rms_norm matmul add", "matmul reshape kv_store",
+                        "rms_norm matmul reshape kv_store", "rms_norm matmul add reshape kv_store"},
         [ZKT_GATE_UP_SWIGLU] = {"matmul matmul swiglu", "rms_norm matmul matmul swiglu"},
         [ZKT_MLP] = {"matmul matmul swiglu matmul", "rms_norm matmul matmul swiglu matmul",
                      "matmul matmul swiglu matmul add", "rms_norm matmul matmul swiglu matmul add"},
@@ -161,7 +162,7 @@ static bool body_fits(zir_ktemplate t, const char *b) {
         [ZKT_HEAD] = {"rms_norm rope", "rms_norm rope kv_store", "rope kv_store"},
     };
     _Static_assert(sizeof ok / sizeof ok[0] == ZKT_COUNT, "a body list per template");
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         if (ok[t][i] && !strcmp(ok[t][i], b)) return true;
     return false;
 }
@@ -194,9 +195,9 @@ static census take_census(const zir_graph *g) {
 
 /* ---- what each pass must fuse, by hand --------------------------------- */
 
-typedef enum pipe { P_DEQUANT, P_ATTN, P_MLP, P_NORM, P_RESIDUAL, P_HEAD, P_DEFAULT, P_COUNT } pipe;
-static const char *const pipe_names[P_COUNT] = {"fuse-dequant",  "fuse-attn", "fuse-mlp", "fuse-norm",
-                                                "fuse-residual", "fuse-head", "default"};
+typedef enum pipe { P_DEQUANT, P_ATTN, P_MLP, P_NORM, P_RESIDUAL, P_HEAD, P_STORE, P_DEFAULT, P_COUNT } pipe;
+static const char *const pipe_names[P_COUNT] = {"fuse-dequant", "fuse-attn",  "fuse-mlp", "fuse-norm",
+                                                "fuse-residual", "fuse-head", "fuse-store", "default"};
 
 /* The MLP of the equivalence model (hidden 512, ff 1536, Q4_K):
  * - decode: one fused kernel on llvmpipe and rdna4 (removing three
@@ -232,6 +233,8 @@ static census expected(zmk_arch arch, pipe p, const char *target, zpass_phase ph
     case P_NORM: c.kernels[ZKT_MATMUL] = 1 + 5 * L; break;
     case P_RESIDUAL: c.kernels[ZKT_MATMUL] = 2 * L + bias; break;
     case P_HEAD: c.kernels[ZKT_HEAD] = heads; break;
+    /* v -> reshape -> kv_store (qwen2's v bias is a node in between) */
+    case P_STORE: c.kernels[ZKT_MATMUL] = arch == ZMK_QWEN2 ? 0 : L; break;
     case P_DEFAULT:
         c.dequant_fused = dq;
         c.kernels[ZKT_ATTENTION] = L;
@@ -349,6 +352,7 @@ static void check_pipe(zmk_arch arch, pipe p) {
     EQ_TEST(arch_name, ARCH, fuse_norm, P_NORM)                                                              \
     EQ_TEST(arch_name, ARCH, fuse_residual, P_RESIDUAL)                                                      \
     EQ_TEST(arch_name, ARCH, fuse_head, P_HEAD)                                                              \
+    EQ_TEST(arch_name, ARCH, fuse_store, P_STORE)                                                            \
     EQ_TEST(arch_name, ARCH, default_pipeline, P_DEFAULT)
 EQ_ARCH(qwen3, ZMK_QWEN3)
 EQ_ARCH(llama, ZMK_LLAMA)
@@ -376,7 +380,7 @@ typedef struct golden_case {
     zpass_phase phase;
 } golden_case;
 
-#define DEFAULT_PASSES "shape,width,kv-type,fuse-dequant,fuse-attn,fuse-head,fuse-mlp,fuse-norm,fuse-residual"
+#define DEFAULT_PASSES "shape,width,kv-type,fuse-dequant,fuse-attn,fuse-head,fuse-mlp,fuse-norm,fuse-residual,fuse-store"
 static const golden_case goldens[] = {
     {"fuse-dequant/qwen3-q4km", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-dequant", "h200",
      ZPH_PREFILL},
@@ -408,6 +412,8 @@ static const golden_case goldens[] = {
      ZPH_PREFILL},
     {"fuse-residual/qwen2-h200-prefill", ZMK_QWEN2, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-residual",
      "h200", ZPH_PREFILL},
+    {"fuse-store/llama-h200-decode", ZMK_LLAMA, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-norm,fuse-store",
+     "h200", ZPH_DECODE},
     {"default/qwen3-h200-prefill", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, DEFAULT_PASSES, "h200", ZPH_PREFILL},
     {"default/qwen3-h200-decode", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, DEFAULT_PASSES, "h200", ZPH_DECODE},
     {"default/llama-rdna4-decode", ZMK_LLAMA, ZMK_Q4_K_M, GOLDEN_SHAPE, DEFAULT_PASSES, "rdna4", ZPH_DECODE},
@@ -574,7 +580,7 @@ Test(manager, disable_pass_removes_it) {
     gguf_file *f = make_model(ZMK_QWEN2, ZMK_Q4_K_M, GOLDEN_SHAPE, "dis.gguf");
     zpass_opts o = opts_for("rdna4", ZPH_DECODE, NULL); /* where decode takes the whole MLP */
     zir_graph *a = NULL,
-              *b = compile(f, "shape,width,kv-type,fuse-dequant,fuse-head,fuse-mlp,fuse-norm,fuse-residual",
+              *b = compile(f, "shape,width,kv-type,fuse-dequant,fuse-head,fuse-mlp,fuse-norm,fuse-residual,fuse-store",
                            &o);
     zdiag d = {0};
     cr_assert_eq(zir_build_from_gguf(f, &a, &d), ZOK, "%s", d.msg);
@@ -631,7 +637,7 @@ Test(manager, print_after_prints_exactly_there) {
     headers(all, h, sizeof h);
     cr_expect_str_eq(h, "shape (prefill)|width (prefill)|kv-type (prefill)|fuse-dequant (prefill)|"
                         "fuse-attn (prefill)|fuse-head (prefill)|fuse-mlp (prefill)|fuse-norm (prefill)|"
-                        "fuse-residual (prefill)");
+                        "fuse-residual (prefill)|fuse-store (prefill)");
     char *none = run_printing(f, NULL);
     cr_expect_str_eq(none, "", "printed without --print-after");
     free(one), free(two), free(all), free(none), free(want);
