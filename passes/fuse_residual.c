@@ -22,21 +22,9 @@ static int matmul_operand(const zir_graph *g, const zir_node *add) {
 }
 
 static void record(const zir_graph *g, const zpass_opts *o, const zir_node *add, const zir_value *v) {
-    zpass_decision *x = zpass_report_add(o->report);
-    if (!x) return;
-    double b = zpass_elems_per_token(v, o->ctx) * o->target->act_bytes;
+    zpass_decision *x = zpass_record_kept(o, add, v, ZKT_MATMUL);
     (void)g;
-    *x = (zpass_decision){.layer = add->layer,
-                          .group = add->group,
-                          .phase = o->phase,
-                          .what = v->name,
-                          .width = v->width,
-                          .crossings_before = 2,
-                          .crossings_after = 0,
-                          .bytes_before = 2 * b,
-                          .bytes_after = 0,
-                          .fused = true,
-                          .chosen = ZKT_MATMUL};
+    if (!x) return;
     snprintf(x->reason, sizeof x->reason, "add done in the epilogue of the matmul producing '%s'", v->name);
 }
 

@@ -24,20 +24,8 @@ static zir_node *projection(const zir_graph *g, const zir_node *st, zir_node **r
 }
 
 static void record(const zpass_opts *o, const zir_node *st, const zir_value *row) {
-    zpass_decision *x = zpass_report_add(o->report);
+    zpass_decision *x = zpass_record_kept(o, st, row, ZKT_MATMUL);
     if (!x) return;
-    double b = zpass_elems_per_token(row, o->ctx) * o->target->act_bytes;
-    *x = (zpass_decision){.layer = st->layer,
-                          .group = st->group,
-                          .phase = o->phase,
-                          .what = row->name,
-                          .width = row->width,
-                          .crossings_before = 2,
-                          .crossings_after = 0,
-                          .bytes_before = 2 * b,
-                          .bytes_after = 0,
-                          .fused = true,
-                          .chosen = ZKT_MATMUL};
     snprintf(x->reason, sizeof x->reason,
              "the projection stores '%s' into the KV cache itself: a dispatch fewer", row->name);
 }

@@ -39,3 +39,22 @@ double zpass_elems_per_token(const zir_value *v, int64_t ctx) {
     zir_step s = {.T = 1, .pos = ctx - 1, .ctx = 1};
     return (double)zir_value_elems(v, &s);
 }
+
+zpass_decision *zpass_record_kept(const zpass_opts *o, const zir_node *at, const zir_value *v,
+                                  zir_ktemplate chosen) {
+    zpass_decision *x = zpass_report_add(o->report);
+    if (!x) return NULL;
+    double b = zpass_elems_per_token(v, o->ctx) * o->target->act_bytes;
+    *x = (zpass_decision){.layer = at->layer,
+                          .group = at->group,
+                          .phase = o->phase,
+                          .what = v->name,
+                          .width = v->width,
+                          .crossings_before = 2,
+                          .crossings_after = 0,
+                          .bytes_before = 2 * b,
+                          .bytes_after = 0,
+                          .fused = true,
+                          .chosen = chosen};
+    return x;
+}

@@ -27,6 +27,12 @@ static inline bool zpass_flag(const zir_node *n, uint32_t f) {
 /* Elements per token of a value (T -> 1, P -> the assumed context, C -> 1). */
 double zpass_elems_per_token(const zir_value *v, int64_t ctx);
 
+/* Records a fusion at node `at` that keeps v (written then read: two
+ * crossings) on chip, as `chosen`; the caller writes the reason. NULL when
+ * there is no report. */
+zpass_decision *zpass_record_kept(const zpass_opts *o, const zir_node *at, const zir_value *v,
+                                  zir_ktemplate chosen);
+
 /* Bytes of a weight as stored. */
 static inline double zpass_weight_bytes(const zir_value *w) {
     return (double)w->nbytes;
