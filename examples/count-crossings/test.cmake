@@ -33,8 +33,8 @@ message(STATUS "${out}")
 expect_line("count-crossings: qwen3, 2 layers, hidden 256, ff 768; target h200, decode, ctx 4096")
 expect_line("\n0 +mlp +6 +2 +14 +5 +6 +2 +13\\.0 +4\\.5\n")
 expect_line("\n1 +mlp +6 +2 +14 +5 +6 +2 +13\\.0 +4\\.5\n")
-expect_line("\n0 +attn +15 +8 +31 +17 +4 +0 +139\\.0 +7\\.0\n")
-expect_line("\ntotal +45 +22 +95 +47 +21 +5 +307\\.0 +25\\.0\n")
+expect_line("\n0 +attn +15 +7 +31 +15 +4 +0 +139\\.0 +6\\.5\n")
+expect_line("\ntotal +45 +20 +95 +43 +21 +5 +307\\.0 +24\\.0\n")
 
 # Prefill on h200 with hidden 256: the whole MLP still fits on chip.
 run_example(0 ${model} --target h200 --phase prefill)

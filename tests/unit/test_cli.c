@@ -234,15 +234,39 @@ static void term_send(term *t, const char *s) {
     cr_assert_eq(write(t->fd, s, strlen(s)), (ssize_t)strlen(s));
 }
 
+/* Types line (with Enter) and waits until zinc writes something after its
+ * echo: readline has returned and the terminal is back in the mode where
+ * Ctrl-C is a signal. A Ctrl-C typed before that (CI under load: 300 ms
+ * were not enough) can be dropped by the mode switch, and the reply then
+ * runs to the end of the context. */
+static void term_send_line_and_wait_reply(term *t, size_t from, const char *line) {
+    char typed[64];
+    snprintf(typed, sizeof typed, "%s\r", line);
+    term_send(t, typed);
+    cr_assert(term_wait(t, from, line), "no echo of '%s': %s", line, t->buf + from);
+    size_t at = (size_t)(strstr(t->buf + from, line) - t->buf) + strlen(line);
+    cr_assert(term_wait(t, at, "\n"), "no end of the line '%s': %s", line, t->buf + from);
+    size_t nl = (size_t)(strstr(t->buf + at, "\n") - t->buf) + 1;
+    for (int waited = 0; t->len <= nl && waited < 600; waited++) {
+        struct pollfd p = {t->fd, POLLIN, 0};
+        if (poll(&p, 1, 100) > 0) {
+            ssize_t n = read(t->fd, t->buf + t->len, sizeof t->buf - 1 - t->len);
+            if (n <= 0) break;
+            t->len += (size_t)n;
+        }
+    }
+    t->buf[t->len] = 0;
+    cr_assert(t->len > nl, "no reply after '%s': %s", line, t->buf + from);
+}
+
 Test(cli, chat_in_a_terminal_with_ctrl_c) {
     const char *plan = plan_for(model("qwen3", "q4_k_m", 3, "chat.gguf"), "chat.zplan");
     term t;
     term_start(&t, plan);
     cr_assert(term_wait(&t, 0, "> "), "no prompt: %s", t.buf);
     size_t mark = t.len;
-    term_send(&t, "Hello\r");
     /* -n -1 generates until the context is full; Ctrl-C must stop it. */
-    usleep(300000);
+    term_send_line_and_wait_reply(&t, mark, "Hello");
     term_send(&t, "\x03");
     cr_assert(term_wait(&t, mark, "stopped:"), "no stats line: %s", t.buf + mark);
     cr_expect(strstr(t.buf + mark, "stopped: interrupted") || strstr(t.buf + mark, "stopped: end of text") ||
@@ -250,8 +274,7 @@ Test(cli, chat_in_a_terminal_with_ctrl_c) {
               "%s", t.buf + mark);
     cr_assert(term_wait(&t, mark, "> "), "no prompt after the reply: %s", t.buf + mark);
     mark = t.len;
-    term_send(&t, "And again\r");
-    usleep(300000);
+    term_send_line_and_wait_reply(&t, mark, "And again");
     term_send(&t, "\x03");
     cr_assert(term_wait(&t, mark, "stopped:"), "second turn: %s", t.buf + mark);
     cr_assert(term_wait(&t, mark, "> "), "no prompt after the second reply: %s", t.buf + mark);
