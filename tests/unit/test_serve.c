@@ -318,8 +318,9 @@ Test(serve, endpoints_and_shapes, .timeout = 300) {
     v = parse(r.body);
     json_t *toks = json_object_get(v, "tokens");
     cr_assert_gt(json_array_size(toks), 3, "%s", r.body);
-    char *body = json_dumps(json_pack("{s:O}", "tokens", toks), 0);
-    json_decref(v), resp_free(&r);
+    json_t *req = json_pack("{s:O}", "tokens", toks); /* O: a new reference to toks */
+    char *body = json_dumps(req, 0);
+    json_decref(req), json_decref(v), resp_free(&r);
     r = post(&s, "/detokenize", body);
     free(body);
     v = parse(r.body);
@@ -418,7 +419,9 @@ Test(serve, stop_strings, .timeout = 300) {
         first++;
     json_t *req = json_pack("{s:s, s:i, s:i, s:[s%], s:b}", "prompt", "The", "max_tokens", 40, "temperature",
                             0, "stop", text + at, end - at, "stream", 1);
-    char *body = json_dumps(req, 0), *want = escaped(json_stringn(text, first));
+    json_t *head = json_stringn(text, first);
+    char *body = json_dumps(req, 0), *want = escaped(head);
+    json_decref(head);
     resp rs = post(&s, "/v1/completions", body);
     sse e = read_sse(rs.body);
     cr_expect_str_eq(e.text, want, "stopped at byte %zu..%zu of the text", at, end);
