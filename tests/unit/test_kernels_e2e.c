@@ -129,6 +129,23 @@ static void check_top(zrt *rt, const float *row, int V) {
     free(sorted);
 }
 
+/* n random token ids (seeded) into tok, and the reference interpreter's
+ * logits for them in one step (malloc'd, [n][vocab]). */
+static float *reference(fixture *x, uint64_t seed, int32_t *tok, int n, int ctx) {
+    int V = x->ref->hp.n_vocab;
+    tu_rng r = tu_rng_seed(seed);
+    for (int i = 0; i < n; i++)
+        tok[i] = (int32_t)(tu_next(&r) % (uint64_t)V);
+    float *want = malloc(sizeof(float) * (size_t)n * (size_t)V);
+    cr_assert_not_null(want);
+    zdiag d = {0};
+    zir_interp *it;
+    cr_assert_eq(zir_interp_new(x->ref, ctx, &it, &d), ZOK);
+    cr_assert_eq(zir_interp_step(it, tok, n, want, &d), ZOK, "%s", d.msg);
+    zir_interp_free(it);
+    return want;
+}
+
 static void run_model(zmk_arch arch, zmk_quant q, const char *target, const char *pipeline,
                       const char *name) {
     fixture x = {0};
@@ -142,16 +159,9 @@ static void run_model(zmk_arch arch, zmk_quant q, const char *target, const char
         cr_assert_eq(zpass_run_pipeline(x.ref, "kv-type", NULL, &po, &kd), ZOK, "%s", kd.msg);
     }
     int V = x.ref->hp.n_vocab;
-    tu_rng r = tu_rng_seed(5);
     int32_t tok[N];
-    for (int i = 0; i < N; i++)
-        tok[i] = (int32_t)(tu_next(&r) % (uint64_t)V);
-    float *want = malloc(sizeof(float) * N * V), *got = malloc(sizeof(float) * N * V);
+    float *want = reference(&x, 5, tok, N, CTX), *got = malloc(sizeof(float) * N * V);
     zdiag d = {0};
-    zir_interp *it;
-    cr_assert_eq(zir_interp_new(x.ref, CTX, &it, &d), ZOK);
-    cr_assert_eq(zir_interp_step(it, tok, N, want, &d), ZOK, "%s", d.msg);
-    zir_interp_free(it);
 
     zrt *rt;
     zrt_opts ro = {0};
@@ -216,16 +226,10 @@ Test(e2e, prefill_logits_last_row_only) {
     make_model(ZMK_QWEN3, ZMK_Q4_K_M, "e2e-last.gguf", &x);
     enum { N = 40, CTX = 48 };
     int V = x.ref->hp.n_vocab;
-    tu_rng r = tu_rng_seed(9);
     int32_t tok[N];
-    for (int i = 0; i < N; i++)
-        tok[i] = (int32_t)(tu_next(&r) % (uint64_t)V);
-    float *want = malloc(sizeof(float) * N * V), *all = malloc(sizeof(float) * N * V), *last = malloc(sizeof(float) * V);
+    float *want = reference(&x, 9, tok, N, CTX), *all = malloc(sizeof(float) * N * V),
+          *last = malloc(sizeof(float) * V);
     zdiag d = {0};
-    zir_interp *it;
-    cr_assert_eq(zir_interp_new(x.ref, CTX, &it, &d), ZOK);
-    cr_assert_eq(zir_interp_step(it, tok, N, want, &d), ZOK, "%s", d.msg);
-    zir_interp_free(it);
     zrt *rt;
     zrt_opts ro = {0};
     cr_assert_eq(zrt_open_plan(compile(&x, "llvmpipe", NULL, N, CTX), &ro, &rt, &d), ZOK, "%s", d.msg);
