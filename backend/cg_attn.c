@@ -207,22 +207,148 @@ static zstatus gen_mix(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kern
     return defs ? compose(k, a, defs, files, o, d) : zdiag_set(d, ZE_NOMEM, "codegen: out of memory");
 }
 
-/* body = scores, softmax_causal, mix, each feeding the next. */
+/* The body ends in scores, softmax_causal, mix, each feeding the next
+ * (before them: the head preparation fuse-attn-head folded in). */
 static bool fa_body(const zir_node *n) {
-    return n->n_body == 3 && n->body[0]->op == ZOP_ATTN_SCORES && n->body[1]->op == ZOP_SOFTMAX_CAUSAL &&
-           n->body[2]->op == ZOP_ATTN_MIX && n->body[1]->in[0] == n->body[0]->out &&
-           n->body[2]->in[0] == n->body[1]->out && n->body[2]->out == n->out;
+    int b = n->n_body - 3;
+    return b >= 0 && n->body[b]->op == ZOP_ATTN_SCORES && n->body[b + 1]->op == ZOP_SOFTMAX_CAUSAL &&
+           n->body[b + 2]->op == ZOP_ATTN_MIX && n->body[b + 1]->in[0] == n->body[b]->out &&
+           n->body[b + 2]->in[0] == n->body[b + 1]->out && n->body[b + 2]->out == n->out;
+}
+
+/* ---- decode: one token, heads prepared in the prologue (attn_decode.glsl) */
+
+#define DEC_WG 128
+
+/* The head preparation in kernel n's body that produces v: [rms_norm]
+ * [rope] [kv_store], walked back from v; x is the value it starts from
+ * (produced outside the body). */
+typedef struct head_prep {
+    const zir_node *norm, *rope, *store;
+    const zir_value *x;
+    int n;
+} head_prep;
+
+static const zir_node *body_producer(const zir_node *k, const zir_value *v) {
+    const zir_node *p = v ? v->producer : NULL;
+    return p && p->parent == k ? p : NULL;
+}
+
+static void head_chain(const zir_node *k, const zir_value *v, head_prep *h) {
+    memset(h, 0, sizeof *h);
+    const zir_node *p = body_producer(k, v);
+    if (p && p->op == ZOP_KV_STORE) h->store = p, v = p->in[0], p = body_producer(k, v), h->n++;
+    if (p && p->op == ZOP_ROPE) h->rope = p, v = p->in[0], p = body_producer(k, v), h->n++;
+    if (p && p->op == ZOP_RMS_NORM) h->norm = p, v = p->in[0], h->n++;
+    h->x = v;
+}
+
+static bool f32_vector(const zir_value *v, int64_t n) {
+    return v && v->role == ZR_WEIGHT && v->dtype == ZT_F32 && v->rank == 1 && v->shape[0] == n &&
+           v->nbytes >= (uint64_t)n * 4;
+}
+
+/* Whether the decode kernel can run attention kernel n (the pass asks the
+ * same of the graph: one token, D a multiple of 8). */
+static bool decode_fits(const zir_node *n, const geom *gm) {
+    return n->kp.token_tile <= 1 && gm->D % 8 == 0 && gm->D / 8 <= DEC_WG;
+}
+
+static const char *eps_lit(zarena *a, const zir_node *norm) {
+    return norm ? zarena_printf(a, "float(%.9g)", norm->attr.eps) : "0.0";
+}
+
+static zstatus gen_decode(const zir_node *n, const geom *gm, const zcg_opts *o, zarena *a, zcg_kernel *k,
+                          zdiag *d) {
+    const zir_node *sc = n->body[n->n_body - 3], *mix = n->body[n->n_body - 1];
+    head_prep qh, kh;
+    head_chain(n, sc->in[0], &qh);
+    head_chain(n, sc->in[1], &kh);
+    if (qh.store || 3 + qh.n + kh.n != n->n_body || (kh.n && !kh.store))
+        return unsupported(d, n, "expected [q: norm, rope] [k: norm, rope, kv_store] before the attention");
+    int64_t D = gm->D, C8 = D / 8, wg = C8 * (DEC_WG / C8), gq = gm->H / gm->Hkv;
+    if ((qh.norm && !f32_vector(qh.norm->in[1], D)) || (kh.norm && !f32_vector(kh.norm->in[1], D)))
+        return unsupported(d, n, "expected f32 head norm weights as long as the head");
+    if (qh.rope && kh.rope &&
+        (memcmp(&qh.rope->attr.rope, &kh.rope->attr.rope, sizeof qh.rope->attr.rope) ||
+         qh.rope->in[1] != kh.rope->in[1]))
+        return unsupported(d, n, "q and k rotate differently");
+    if (kh.store && !is_thd(kh.x))
+        return unsupported(d, n, "expected the new k rows as [T, Hkv, D]");
+    const char *defs[64];
+    int nd = 0;
+    const zir_node *rope = qh.rope ? qh.rope : kh.rope;
+    zstatus s = rope ? zcg_rope_defs(rope, D, a, defs, &nd, d) : ZOK;
+    if (s) return s;
+    if (!rope) defs[nd++] = "D", defs[nd++] = zcg_i64(a, D);
+    int64_t split = n->kp.split > 1 ? n->kp.split : 1;
+    /* Bindings in order, each numbered for the kernel (1-based: 0 is the step). */
+    bind(k, qh.x, false);
+    defs[nd++] = "B_Q", defs[nd++] = zcg_i64(a, k->n_bind);
+    if (qh.norm) {
+        bind(k, qh.norm->in[1], false);
+        defs[nd++] = "B_QNW", defs[nd++] = zcg_i64(a, k->n_bind);
+    }
+    if (kh.store) {
+        bind(k, kh.x, false);
+        defs[nd++] = "B_KX", defs[nd++] = zcg_i64(a, k->n_bind);
+        if (kh.norm) {
+            bind(k, kh.norm->in[1], false);
+            defs[nd++] = "B_KNW", defs[nd++] = zcg_i64(a, k->n_bind);
+        }
+        bind(k, kh.store->in[1], true); /* the cache itself: its new row is written here */
+    } else {
+        bind(k, sc->in[1], false);
+    }
+    defs[nd++] = "B_K", defs[nd++] = zcg_i64(a, k->n_bind);
+    bind(k, mix->in[1], false);
+    defs[nd++] = "B_V", defs[nd++] = zcg_i64(a, k->n_bind);
+    bind(k, n->out, true);
+    defs[nd++] = "B_O", defs[nd++] = zcg_i64(a, k->n_bind);
+    if (split > 1) {
+        bind_scratch(k, (uint64_t)gm->Hkv * (uint64_t)split * (uint64_t)(gq * (D + 2)) * 4);
+        defs[nd++] = "B_PART", defs[nd++] = zcg_i64(a, k->n_bind);
+        bind_scratch(k, (uint64_t)gm->Hkv * 4);
+        defs[nd++] = "B_CNT", defs[nd++] = zcg_i64(a, k->n_bind);
+    }
+    const char *kv[] = {"H",     zcg_i64(a, gm->H),
+                        "HKV",   zcg_i64(a, gm->Hkv),
+                        "GQ",    u64s(a, gq),
+                        "WG",    zcg_i64(a, wg),
+                        "SPLIT", zcg_i64(a, split),
+                        "SCALE", zarena_printf(a, "float(%.9g)", sc->attr.scale),
+                        "QNORM", qh.norm ? "1" : "0",
+                        "QROPE", qh.rope ? "1" : "0",
+                        "KHEAD", kh.store ? "1" : "0",
+                        "KNORM", kh.norm ? "1" : "0",
+                        "KROPE", kh.rope ? "1" : "0",
+                        "QEPS",  eps_lit(a, qh.norm),
+                        "KEPS",  eps_lit(a, kh.norm)};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        defs[nd++] = kv[i];
+    defs[nd] = NULL;
+    snprintf(k->name, sizeof k->name, "attn_decode_h%lld_kv%lld_d%lld%s%s%s", (long long)gm->H,
+             (long long)gm->Hkv, (long long)D, split > 1 ? "+split" : "", qh.n ? "+qhead" : "",
+             kh.n ? "+khead" : "");
+    k->groups[0] = (zcg_affine){0, gm->Hkv * split, 1};
+    k->groups[1] = (zcg_affine){0, 1, 1};
+    k->groups[2] = (zcg_affine){0, 1, 1};
+    static const char *const with_rope[] = {"rope_lib", "attn_decode", NULL};
+    static const char *const without[] = {"attn_decode", NULL};
+    return compose(k, a, defs, rope ? with_rope : without, o, d);
 }
 
 static zstatus gen_fused(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
     if (!fa_body(n)) return unsupported(d, n, "expected a body of attn_scores, softmax_causal, attn_mix");
-    const zir_node *sc = n->body[0], *mix = n->body[2];
+    const zir_node *sc = n->body[n->n_body - 3], *mix = n->body[n->n_body - 1];
     geom gm, gv;
     zstatus s = check_geom(n, sc->in[0], sc->in[1], &gm, d);
     if (!s) s = check_geom(n, mix->out, mix->in[1], &gv, d);
     if (s) return s;
     if (gv.H != gm.H || gv.Hkv != gm.Hkv || gv.D != gm.D)
         return unsupported(d, n, "q, k, v and the output disagree on heads or head_dim");
+    if (o->phase == ZPH_DECODE && decode_fits(n, &gm)) return gen_decode(n, &gm, o, a, k, d);
+    if (n->n_body != 3) return unsupported(d, n, "head preparation is fused only into decode attention");
     /* Decode (one-token tiles): the query heads of a kv head share a tile,
      * so each key and value is read once for all of them (GQ rows). */
     int64_t gq = n->kp.token_tile <= 1 ? gm.H / gm.Hkv : 1;

@@ -192,7 +192,7 @@ static zstatus turn_tables(const zir_node *n, const float *factor, zarena *a, co
 
 /* What RoPE node n needs from rope_lib.glsl: defines appended to defs at
  * *nd (D, NR, NPAIR, NEOX and the angle tables U1..U3). */
-static zstatus rope_defs(const zir_node *n, int64_t D, zarena *a, const char **defs, int *nd, zdiag *d) {
+zstatus zcg_rope_defs(const zir_node *n, int64_t D, zarena *a, const char **defs, int *nd, zdiag *d) {
     const zir_value *ff = n->in[1];
     int nr = n->attr.rope.n_rot;
     bool neox = n->attr.rope.mode == ZROPE_NEOX;
@@ -222,7 +222,7 @@ static zstatus gen_rope(const zir_node *n, const zcg_opts *o, zarena *a, zcg_ker
     int64_t H = x->shape[1], D = x->shape[2];
     int nr = n->attr.rope.n_rot, nd = 4;
     const char *defs[24] = {"H", zcg_i64(a, H), "WG", "64"};
-    zstatus s = rope_defs(n, D, a, defs, &nd, d);
+    zstatus s = zcg_rope_defs(n, D, a, defs, &nd, d);
     if (s) return s;
     defs[nd] = NULL;
     snprintf(k->name, sizeof k->name, "rope_%s_h%lld_d%lld_r%d%s",
@@ -275,7 +275,7 @@ static zstatus gen_head(const zir_node *n, const zcg_opts *o, zarena *a, zcg_ker
                         "HAS_STORE", store ? "1" : "0"};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         defs[nd++] = kv[i];
-    if (rope && (s = rope_defs(rope, D, a, defs, &nd, d))) return s;
+    if (rope && (s = zcg_rope_defs(rope, D, a, defs, &nd, d))) return s;
     if (!rope) defs[nd++] = "D", defs[nd++] = zcg_i64(a, D);
     bind(k, x, false);
     if (norm) {

@@ -49,6 +49,7 @@ typedef struct zcg_binding {
 typedef struct zcg_gemv {
     int rs, unroll, nsg;
     int restrict_w; /* 1: weights declared restrict (dequant.glsl) */
+    int x_shared;   /* x staged in shared memory: 0 where it fits (the default), 1 always, -1 never */
 } zcg_gemv;
 
 /* Layouts chosen by measuring (zvk_tune_gemv), by kernel key: the kernel's
@@ -93,6 +94,10 @@ zstatus zcg_attention(const zir_graph *g, const zir_node *n, const zcg_opts *o, 
 /* The top-k selection over the logits of a step's last row, appended to
  * each schedule by the lowering (backend/cg_topk.c). */
 zstatus zcg_topk(const zir_graph *g, const zcg_opts *o, zarena *a, zcg_kernel *out, zdiag *d);
+
+/* What RoPE node n needs from rope_lib.glsl: defines appended to defs at
+ * *nd (D, NR, NPAIR, NEOX and the angle tables U1..U3); cg_misc.c. */
+zstatus zcg_rope_defs(const zir_node *n, int64_t D, zarena *a, const char **defs, int *nd, zdiag *d);
 
 /* The text of backend/glsl/<name>.glsl, embedded at build time; NULL if absent. */
 const char *zcg_glsl(const char *name);

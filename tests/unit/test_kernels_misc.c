@@ -142,16 +142,19 @@ static void check_nodes(const zir_graph *g, const zcg_opts *o, const zir_interp 
     }
 }
 
-/* Steps of each T at position 0 and again at position T, checking all. */
+/* Steps of each T at position 0 and again at position T, checking all; a
+ * schedule of one-token steps (decode: the runtime never gives it more)
+ * gets six of them, at positions 0 to 5. */
 static void run_steps(const zir_graph *g, const zcg_opts *o, int64_t ctx, tally *ty, const char *what) {
     static const int steps[] = {1, 7, 17};
+    bool one = o->max_tokens == 1;
     zir_interp *it;
     zdiag d = {0};
     cr_assert_eq(zir_interp_new(g, ctx, &it, &d), ZOK, "%s", d.msg);
     tu_rng r = tu_rng_seed(1234);
-    for (size_t s = 0; s < sizeof steps / sizeof steps[0]; s++) {
+    for (size_t s = 0; s < (one ? 1 : sizeof steps / sizeof steps[0]); s++) {
         zir_interp_reset(it);
-        for (int rep = 0; rep < 2; rep++) {
+        for (int rep = 0; rep < (one ? 6 : 2); rep++) {
             int32_t tok[17];
             for (int i = 0; i < steps[s]; i++)
                 tok[i] = (int32_t)(tu_next(&r) % (uint64_t)g->hp.n_vocab);
@@ -454,7 +457,8 @@ Test(kernels_misc, hand_fused_tilings) {
     for (size_t i = 0; i < sizeof tilings / sizeof tilings[0]; i++) {
         const tiling_case *c = &tilings[i];
         ztarget t = fit_target(c->target);
-        zcg_opts o = {.target = &t, .phase = ZPH_DECODE, .max_tokens = 4, .act_f16 = c->f16};
+        zcg_opts o = {
+            .target = &t, .phase = ZPH_DECODE, .max_tokens = c->token_tile == 1 ? 1 : 4, .act_f16 = c->f16};
         zir_graph *g = hand_attention(c->h);
         fuse_attention(g, c->token_tile, c->split);
         char what[96];
@@ -466,6 +470,53 @@ Test(kernels_misc, hand_fused_tilings) {
         cr_expect(ty.checks[c->split > 1 ? KK_ATTN_SPLIT : KK_ATTN] > 0, "%s: no attention checked", what);
         zir_graph_free(g);
     }
+}
+
+/* Decode deep in the context, the way a plan runs it: the passes fold the
+ * q and k head preparation into the decode attention kernel
+ * (fuse-attn-head), the cost model splits the context. A prefill of `pos`
+ * tokens in the interpreter, then three one-token steps, each checked:
+ * several rounds of keys per chunk, several chunks, the new key written by
+ * the kernel and read back. */
+static void decode_deep(const hand_opts *h, int64_t pos, bool f16, const char *what) {
+    zir_graph *g = hand_attention(h);
+    ztarget t = fit_target("h200");
+    zpass_opts po = pass_opts(&t, ZPH_DECODE);
+    po.kv_type = f16 ? ZKV_F16 : ZKV_F32;
+    zdiag d = {0};
+    cr_assert_eq(zpass_run_pipeline(g, "shape,width,kv-type,fuse-attn,fuse-head,fuse-attn-head", NULL, &po, &d),
+                 ZOK, "%s", d.msg);
+    const zir_node *a = NULL;
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == ZOP_KERNEL && g->nodes[i]->kp.tmpl == ZKT_ATTENTION) a = g->nodes[i];
+    cr_assert(a && a->n_body > 3 && a->kp.split > 1, "%s: expected a split attention with the heads inside",
+              what);
+    zcg_opts o = {.target = &t, .phase = ZPH_DECODE, .max_tokens = 1, .act_f16 = f16};
+    zir_interp *it;
+    cr_assert_eq(zir_interp_new(g, pos + 3, &it, &d), ZOK, "%s", d.msg);
+    tu_rng r = tu_rng_seed(4242);
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)pos);
+    for (int64_t i = 0; i < pos; i++)
+        toks[i] = (int32_t)(tu_next(&r) % (uint64_t)h->vocab);
+    cr_assert_eq(zir_interp_step(it, toks, pos, NULL, &d), ZOK, "%s", d.msg);
+    tally ty = {0};
+    for (int s = 0; s < 3; s++) {
+        zir_step st = {1, pos + s, pos + 3};
+        cr_assert_eq(zir_interp_step(it, toks + s, 1, NULL, &d), ZOK, "%s", d.msg);
+        check_nodes(g, &o, it, st, &ty, what);
+    }
+    tally_log(&ty, what);
+    cr_expect(ty.checks[KK_ATTN_SPLIT] == 3, "%s: the attention was checked %ld times", what,
+              ty.checks[KK_ATTN_SPLIT]);
+    free(toks);
+    zir_interp_free(it);
+    zir_graph_free(g);
+}
+
+Test(kernels_misc, decode_deep_context) {
+    decode_deep(&hand128, 700, false, "decode d128 normal rope +factors at 700");
+    decode_deep(&hand128, 300, true, "decode d128 fp16 at 300");
+    decode_deep(&hand96, 1000, false, "decode d96 neox at 1000");
 }
 
 /* The staged kernels at head sizes 96 and 256. */

@@ -158,7 +158,10 @@ static bool body_fits(zir_ktemplate t, const char *b) {
         [ZKT_GATE_UP_SWIGLU] = {"matmul matmul swiglu", "rms_norm matmul matmul swiglu"},
         [ZKT_MLP] = {"matmul matmul swiglu matmul", "rms_norm matmul matmul swiglu matmul",
                      "matmul matmul swiglu matmul add", "rms_norm matmul matmul swiglu matmul add"},
-        [ZKT_ATTENTION] = {"attn_scores softmax_causal attn_mix"},
+        [ZKT_ATTENTION] = {"attn_scores softmax_causal attn_mix",
+                           /* decode, with the heads folded in (fuse-attn-head): qwen3, then llama/qwen2 */
+                           "rms_norm rope rms_norm rope kv_store attn_scores softmax_causal attn_mix",
+                           "rope rope kv_store attn_scores softmax_causal attn_mix"},
         [ZKT_HEAD] = {"rms_norm rope", "rms_norm rope kv_store", "rope kv_store"},
     };
     _Static_assert(sizeof ok / sizeof ok[0] == ZKT_COUNT, "a body list per template");
@@ -239,7 +242,8 @@ static census expected(zmk_arch arch, pipe p, const char *target, zpass_phase ph
         c.dequant_fused = dq;
         c.kernels[ZKT_ATTENTION] = L;
         c.kernels[mlp] = L;
-        c.kernels[ZKT_HEAD] = heads;
+        /* in decode, fuse-attn-head folds them into the attention kernel */
+        c.kernels[ZKT_HEAD] = ph == ZPH_DECODE ? 0 : heads;
         /* attn_out + residual, output norm + logits, q, k and v with the
          * attention norm (and their biases), and down + residual when the
          * down projection is outside the MLP kernel */
