@@ -381,7 +381,18 @@ static zcg_gemv gemv_layout(const kbuild *b, int64_t N) {
     if (w && w->unroll > 0) g.unroll = w->unroll;
     if (w && w->nsg > 0) g.nsg = w->nsg;
     if (w) g.restrict_w = w->restrict_w;
+    if (w) g.x_shared = w->x_shared;
     return g;
+}
+
+/* Whether the GEMV stages x in shared memory (matmul_gemv.glsl, X_SHARED):
+ * where K floats, the run sums and the norm's reduction slots fit the
+ * target's shared memory. The down projection (K = 12288 in an 8B) does
+ * not fit 48 KiB and reads x from L1. */
+static bool gemv_x_shared(const kbuild *b, const zcg_gemv *g, int64_t K, int mode, int wg) {
+    if (g->x_shared) return g->x_shared > 0;
+    int64_t runlen = mode == 12 ? 16 : 8, budget = b->o->target->smem_bytes > 0 ? b->o->target->smem_bytes : 16384;
+    return K % runlen == 0 && 4 * (K + K / runlen + wg) <= budget;
 }
 
 /* Decode: RS rows per subgroup, NSG subgroups per workgroup, one token per
@@ -402,7 +413,14 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, kbuild *b, zdiag *
     def_i(b, "WG", g.nsg * sg);
     def_i(b, "RS", g.rs);
     def_i(b, "ROWS_WG", g.nsg * g.rs);
-    def_i(b, "GMODE", gemv_mode(m));
+    int mode = gemv_mode(m);
+    bool xsh = gemv_x_shared(b, &g, m->K, mode, g.nsg * sg);
+    def_i(b, "GMODE", mode);
+    def_i(b, "X_SHARED", xsh);
+    /* the bits of a 16-byte unit's index that pick its bank group, XORed
+     * with those that tell apart the lanes reading together (see the shader) */
+    def_i(b, "SWZ_SHIFT", mode == 12 ? 4 : 5);
+    def_i(b, "SWZ_MASK", mode == 12 ? 3 : mode == 14 ? 1 : 0);
     if (g.restrict_w) def_s(b, "WEIGHTS_RESTRICT", "1");
     b->k->groups[0] = konst(m->N, g.nsg * g.rs);
     b->k->groups[1] = per_token(1, 1);
@@ -410,9 +428,11 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, kbuild *b, zdiag *
     const char *lay = g.unroll == 1 && g.nsg == 4 ? zarena_printf(b->a, "_r%d", g.rs)
                                                   : zarena_printf(b->a, "_r%du%dg%d", g.rs, g.unroll, g.nsg);
     if (g.restrict_w) lay = zarena_printf(b->a, "%s_nc", lay);
+    if (xsh) lay = zarena_printf(b->a, "%s_xs", lay); /* the tuner's key stays the name without it */
     mm_name(b, "gemv", m, lay);
     static const char *const files[] = {"dequant", "matmul_io", "matmul_gemv", NULL};
-    return compose(b, files, n, d);
+    static const char *const files_reduce[] = {"dequant", "matmul_io", "attn_reduce", "matmul_gemv", NULL};
+    return compose(b, xsh && m->norm ? files_reduce : files, n, d);
 }
 
 /* The x tile, the weight tile (padded strides) and the norm scales. */

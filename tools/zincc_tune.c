@@ -28,9 +28,9 @@ static void row(void *ctx, const zvk_tune_row *r) {
     if (r->is_default)
         fprintf(stderr, "     %-36s %9.1f us %7.0f GB/s %9s  (default)\n", r->name, r->us, r->gbs, regs);
     else
-        fprintf(stderr, "     rows %d, groups %d, subgroups %d%-10s %9.1f us %7.0f GB/s %9s\n", r->layout.rs,
-                r->layout.unroll, r->layout.nsg, r->layout.restrict_w ? ", restrict" : "", r->us, r->gbs,
-                regs);
+        fprintf(stderr, "     rows %d, groups %d, subgroups %d%-10s%-9s %9.1f us %7.0f GB/s %9s\n", r->layout.rs,
+                r->layout.unroll, r->layout.nsg, r->layout.restrict_w ? ", restrict" : "",
+                r->layout.x_shared < 0 ? ", x in L1" : "", r->us, r->gbs, regs);
 }
 
 zstatus zincc_tune(const char *device, const zir_graph *decode, const ztarget *t, int64_t ctx, zarena *a,

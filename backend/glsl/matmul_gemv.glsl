@@ -25,7 +25,8 @@
 // (together they cover the row) and the scale multiplies the finished dot
 // product, (x . (w * nw)) * s.
 //
-// Defines: WG (threads), RS (rows per subgroup), ROWS_WG (rows per workgroup), GMODE, GLU (W1 is the up
+// Defines: WG (threads), RS (rows per subgroup), ROWS_WG (rows per workgroup), GMODE, X_SHARED (with
+// SWZ_SHIFT, SWZ_MASK: x staged in shared memory), GLU (W1 is the up
 // projection: y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB.
 
 layout(local_size_x = WG) in;
@@ -80,6 +81,85 @@ float x_prescale(uint i, uint e) {
 #endif
 }
 
+// x[xo + k0 .. +7] times the norm weight (HAS_NORM; ss += x.x of the raw
+// values), and sum += the 8 results.
+void x8_normed(uint xo, uint k0, out float v[8], inout float ss, inout float sum) {
+    load_x8(xo + k0, v);
+#if HAS_NORM
+    float nv[8];
+    DQ8(WQ_NW, NW_TYPE, 0u, 0u, k0, nv);
+#endif
+    [[unroll]] for (uint e = 0u; e < 8u; e++) {
+#if HAS_NORM
+        ss += v[e] * v[e];
+        v[e] *= nv[e];
+#endif
+        sum += v[e];
+    }
+}
+
+#if X_SHARED
+// x staged once per workgroup in shared memory (X_SHARED, when K fits):
+// read from VRAM in 16-byte loads by consecutive invocations, multiplied
+// by the norm weight and by the prescale of the weight field it meets
+// (both fixed per element), and each run's sum kept beside it. Each lane
+// then reads its group's x as 16-byte shared loads. Read straight from
+// global memory instead, a warp's x load touches 16 cache lines for 512
+// bytes (the lanes of a q4_K block read 64 elements apart), so x, not the
+// weights, bounded the GEMV on the H200 (o projection 770 GB/s, the same
+// shape with the norm weight also read per lane 516 GB/s).
+// The 16-byte units of a 128-byte row are stored permuted (SWZ): the 8
+// lanes of a block that read together then hit 8 different bank groups.
+shared vec4 sx[K / 4];
+shared float sxs[K / RUNLEN];
+float x_norm_scale; // 1 / rms of the token's x (HAS_NORM), in every invocation
+
+uint swz(uint u) { return u ^ ((u >> SWZ_SHIFT) & SWZ_MASK); }
+
+vec4 prescale4(uint u) {
+#if GMODE == 12
+    return vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0) * (((u >> 3u) & 1u) != 0u ? 1.0 / 16.0 : 1.0);
+#elif GMODE == 14
+    return vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0);
+#else
+    return vec4(1.0);
+#endif
+}
+
+// Every invocation calls it (it holds barriers).
+void stage_x(uint t) {
+    uint tid = gl_LocalInvocationID.x;
+    float ss = 0.0;
+    for (uint r = tid; r < uint(K) / RUNLEN; r += WG) {
+        float sum = 0.0;
+        [[unroll]] for (uint c = 0u; c < RUNLEN / 8u; c++) {
+            uint k0 = r * RUNLEN + 8u * c;
+            float v[8];
+            x8_normed(t * uint(K), k0, v, ss, sum);
+            uint u = k0 >> 2u;
+            sx[swz(u)] = vec4(v[0], v[1], v[2], v[3]) * prescale4(u);
+            sx[swz(u + 1u)] = vec4(v[4], v[5], v[6], v[7]) * prescale4(u + 1u);
+        }
+        sxs[r] = sum;
+    }
+#if HAS_NORM
+    x_norm_scale = inversesqrt(wg_sum(ss) / float(K) + NORM_EPS); // attn_reduce.glsl; its barriers publish sx
+#else
+    barrier();
+#endif
+}
+
+void load_group(uint xo, uint g, out float xv[GE], out float xs[NRUN], inout float ss) {
+    [[unroll]] for (uint i = 0u; i < NRUN; i++) {
+        uint k0 = run_start(g, i);
+        xs[i] = sxs[k0 / RUNLEN];
+        [[unroll]] for (uint c = 0u; c < RUNLEN / 4u; c++) {
+            vec4 v = sx[swz((k0 >> 2u) + c)];
+            [[unroll]] for (uint e = 0u; e < 4u; e++) xv[i * RUNLEN + 4u * c + e] = v[e];
+        }
+    }
+}
+#else
 // x of group g (normalized by nw when HAS_NORM, prescaled for wfield), the
 // sum of each run (unscaled), and ss += x.x of the raw values.
 void load_group(uint xo, uint g, out float xv[GE], out float xs[NRUN], inout float ss) {
@@ -88,22 +168,12 @@ void load_group(uint xo, uint g, out float xv[GE], out float xs[NRUN], inout flo
         [[unroll]] for (uint c = 0u; c < RUNLEN / 8u; c++) {
             uint k0 = run_start(g, i) + 8u * c;
             float v[8];
-            load_x8(xo + k0, v);
-#if HAS_NORM
-            float nv[8];
-            DQ8(WQ_NW, NW_TYPE, 0u, 0u, k0, nv);
-#endif
-            [[unroll]] for (uint e = 0u; e < 8u; e++) {
-#if HAS_NORM
-                ss += v[e] * v[e];
-                v[e] *= nv[e];
-#endif
-                xs[i] += v[e];
-                xv[i * RUNLEN + 8u * c + e] = v[e] * x_prescale(i, 8u * c + e);
-            }
+            x8_normed(xo, k0, v, ss, xs[i]);
+            [[unroll]] for (uint e = 0u; e < 8u; e++) xv[i * RUNLEN + 8u * c + e] = v[e] * x_prescale(i, 8u * c + e);
         }
     }
 }
+#endif
 
 #if GMODE == 12
 // x . row over group g of a q4_K weight.
@@ -210,7 +280,9 @@ void rows_of(uint t, uint n0) {
     for (; g + (UNROLL - 1u) * S < NG; g += UNROLL * S)
         [[unroll]] for (uint u = 0u; u < UNROLL; u++) group(xo, g + u * S, ss);
     for (; g < NG; g += S) group(xo, g, ss);
-#if HAS_NORM
+#if HAS_NORM && X_SHARED
+    float sc = x_norm_scale;
+#elif HAS_NORM
     float sc = inversesqrt(subgroupAdd(ss) / float(K) + NORM_EPS);
 #endif
     [[unroll]] for (uint r = 0u; r < RS; r++) {
@@ -241,7 +313,10 @@ void rows_of(uint t, uint n0) {
 // larger than the target's there are fewer subgroups, and each takes more.
 void main() {
     uint t = gl_WorkGroupID.y;
-    if (t >= step.T) return;
+    if (t >= step.T) return; // uniform across the workgroup
+#if X_SHARED
+    stage_x(t);
+#endif
     for (uint r = gl_SubgroupID * uint(RS); r < uint(ROWS_WG); r += gl_NumSubgroups * uint(RS)) {
         uint n0 = gl_WorkGroupID.x * uint(ROWS_WG) + r;
         if (n0 >= uint(N)) break; // uniform in the subgroup, which uses no barrier
