@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "../ir/json.h"
 #include "report.h"
 
 /* One line of a group: its wide intermediates, or one other decision. */
@@ -457,142 +458,122 @@ zstatus zpass_rep_text(const zpass_rep *r, FILE *out, zdiag *d) {
 
 /* ---- JSON ----------------------------------------------------------------- */
 
-static void jstr(FILE *out, const char *s) {
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(out, "\\%c", *p);
-        else if (*p == '\n')
-            fputs("\\n", out);
-        else if (*p == '\t')
-            fputs("\\t", out);
-        else if (*p < 0x20)
-            fprintf(out, "\\u%04x", *p);
-        else
-            fputc(*p, out);
-    }
-    fputc('"', out);
+/* Built with jansson (ir/json.h: bytes that are not UTF-8 become U+FFFD,
+ * numbers that are not finite become null), printed with 10 significant
+ * digits. jbuild carries "out of memory" through the builders. */
+typedef struct jbuild {
+    const rctx *c;
+    bool ok;
+} jbuild;
+
+/* o[k] = v, v stolen; a NULL o or v (no memory) fails the build. */
+static void jset(jbuild *b, json_t *o, const char *k, json_t *v) {
+    if (json_object_set_new(o, k, v)) b->ok = false;
 }
 
-static void jnum(FILE *out, double v) {
-    if (isfinite(v))
-        fprintf(out, "%.10g", v);
-    else
-        fputs("null", out);
+static void jappend(jbuild *b, json_t *a, json_t *v) {
+    if (json_array_append_new(a, v)) b->ok = false;
 }
 
-static void jkey(FILE *out, bool *first, const char *k) {
-    fprintf(out, "%s\"%s\": ", *first ? "" : ", ", k);
-    *first = false;
+static json_t *jcost(jbuild *b, const zpass_decision *x) {
+    json_t *o = json_object();
+    jset(b, o, "crossings_before", zjson_num(x->crossings_before));
+    jset(b, o, "crossings_after", zjson_num(x->crossings_after));
+    jset(b, o, "bytes_before", zjson_num(x->bytes_before));
+    jset(b, o, "bytes_after", zjson_num(x->bytes_after));
+    jset(b, o, "extra_bytes", zjson_num(x->extra_bytes));
+    jset(b, o, "template", zjson_str(zir_ktemplate_name(x->chosen)));
+    return o;
 }
 
-static void jrow(FILE *out, const rrow *w, const char *what, bool *f) {
-    jkey(out, f, "intermediate"), jstr(out, what);
-    jkey(out, f, "width"), jnum(out, w->width);
-    jkey(out, f, "crossings_before"), fprintf(out, "%d", w->cb);
-    jkey(out, f, "crossings_after"), fprintf(out, "%d", w->ca);
-    jkey(out, f, "bytes_per_token_before"), jnum(out, w->bb);
-    jkey(out, f, "bytes_per_token_after"), jnum(out, w->ba);
-    jkey(out, f, "fused"), fputs(w->fused ? "true" : "false", out);
-    jkey(out, f, "kernel"), jstr(out, w->kernel);
-    jkey(out, f, "reason"), jstr(out, w->dec ? w->dec->reason : w->reason);
-    if (!w->dec) return;
-    jkey(out, f, "cost_model");
-    fprintf(out, "{\"crossings_before\": ");
-    jnum(out, w->dec->crossings_before);
-    fprintf(out, ", \"crossings_after\": ");
-    jnum(out, w->dec->crossings_after);
-    fprintf(out, ", \"bytes_before\": ");
-    jnum(out, w->dec->bytes_before);
-    fprintf(out, ", \"bytes_after\": ");
-    jnum(out, w->dec->bytes_after);
-    fprintf(out, ", \"extra_bytes\": ");
-    jnum(out, w->dec->extra_bytes);
-    fprintf(out, ", \"template\": ");
-    jstr(out, zir_ktemplate_name(w->dec->chosen));
-    fputc('}', out);
+static void jrow(jbuild *b, json_t *o, const rrow *w, const char *what) {
+    jset(b, o, "intermediate", zjson_str(what));
+    jset(b, o, "width", zjson_num(w->width));
+    jset(b, o, "crossings_before", json_integer(w->cb));
+    jset(b, o, "crossings_after", json_integer(w->ca));
+    jset(b, o, "bytes_per_token_before", zjson_num(w->bb));
+    jset(b, o, "bytes_per_token_after", zjson_num(w->ba));
+    jset(b, o, "fused", json_boolean(w->fused));
+    jset(b, o, "kernel", zjson_str(w->kernel));
+    jset(b, o, "reason", zjson_str(w->dec ? w->dec->reason : w->reason));
+    if (w->dec) jset(b, o, "cost_model", jcost(b, w->dec));
 }
 
-static void jtraffic(FILE *out, const zpass_mat *m, const zpass_mat_traffic *t, const ztarget *tg) {
-    bool f = true;
-    fputc('{', out);
+static json_t *jtraffic(jbuild *b, const zpass_mat *m, const zpass_mat_traffic *t) {
+    json_t *o = json_object();
     for (int i = 0; i < N_METRICS; i++)
-        jkey(out, &f, metrics[i].key), jnum(out, metrics[i].f(m, t, tg));
-    jkey(out, &f, "crossings"), fprintf(out, "%d", t->crossings);
-    jkey(out, &f, "wide_crossings"), fprintf(out, "%d", t->wide_crossings);
-    jkey(out, &f, "dispatches_per_step"), fprintf(out, "%d", t->dispatches + t->dequant_dispatches);
-    fputc('}', out);
+        jset(b, o, metrics[i].key, zjson_num(metrics[i].f(m, t, b->c->r->target)));
+    jset(b, o, "crossings", json_integer(t->crossings));
+    jset(b, o, "wide_crossings", json_integer(t->wide_crossings));
+    jset(b, o, "dispatches_per_step", json_integer(t->dispatches + t->dequant_dispatches));
+    return o;
 }
 
-static void jgroup(const rctx *c, FILE *out, const rgroup *G) {
-    const zpass_rep_phase *P = &c->r->ph[G->phase];
+static json_t *jgroup(jbuild *b, const rgroup *G) {
+    const zpass_rep_phase *P = &b->c->r->ph[G->phase];
     static const zpass_mat_traffic none;
-    bool f = true;
-    fputs("    {", out);
-    jkey(out, &f, "layer"), fprintf(out, "%d", G->layer);
-    jkey(out, &f, "group"), jstr(out, zir_group_name(G->group));
-    jkey(out, &f, "phase"), jstr(out, zpass_phase_name(G->phase));
-    jkey(out, &f, "wide_values");
-    fputc('[', out);
+    json_t *o = json_object(), *wide = json_array(), *decisions = json_array();
+    jset(b, o, "layer", json_integer(G->layer));
+    jset(b, o, "group", zjson_str(zir_group_name(G->group)));
+    jset(b, o, "phase", zjson_str(zpass_phase_name(G->phase)));
     for (int i = 0; i < G->n_wide; i++)
-        fputs(i ? ", " : "", out), jstr(out, G->wide[i]);
-    fputc(']', out);
-    jrow(out, &G->rows[0], G->rows[0].dec ? G->rows[0].dec->what : G->rows[0].what, &f);
-    jkey(out, &f, "traffic_before"), jtraffic(out, &P->before, &G->gb->t, c->r->target);
-    jkey(out, &f, "traffic_after"), jtraffic(out, &P->after, G->ga ? &G->ga->t : &none, c->r->target);
-    jkey(out, &f, "decisions");
-    fputc('[', out);
+        jappend(b, wide, zjson_str(G->wide[i]));
+    jset(b, o, "wide_values", wide);
+    jrow(b, o, &G->rows[0], G->rows[0].dec ? G->rows[0].dec->what : G->rows[0].what);
+    jset(b, o, "traffic_before", jtraffic(b, &P->before, &G->gb->t));
+    jset(b, o, "traffic_after", jtraffic(b, &P->after, G->ga ? &G->ga->t : &none));
     for (int i = 1; i < G->n_rows; i++) {
-        bool g = true;
-        fputs(i > 1 ? ", {" : "{", out);
-        jrow(out, &G->rows[i], G->rows[i].dec->what, &g);
-        fputc('}', out);
+        json_t *d = json_object();
+        jrow(b, d, &G->rows[i], G->rows[i].dec->what);
+        jappend(b, decisions, d);
     }
-    fputs("]}", out);
+    jset(b, o, "decisions", decisions);
+    return o;
 }
 
-static void jheader(const zpass_rep *r, FILE *out) {
+static json_t *jheader(jbuild *b) {
+    const zpass_rep *r = b->c->r;
     const ztarget *t = r->target;
     const zir_hparams *h = hparams(r);
-    fputs("{\n  \"model\": ", out), jstr(out, r->model);
+    json_t *o = json_object(), *tg = json_object();
+    jset(b, o, "model", zjson_str(r->model));
     if (h) {
-        fputs(",\n  \"arch\": ", out), jstr(out, h->arch);
-        fprintf(out,
-                ", \"layers\": %d, \"hidden\": %d, \"ff\": %d, \"heads\": %d, \"kv_heads\": %d, "
-                "\"head_dim\": %d, \"vocab\": %d",
-                h->n_layer, h->n_embd, h->n_ff, h->n_head, h->n_head_kv, h->head_dim, h->n_vocab);
+        jset(b, o, "arch", zjson_str(h->arch));
+        const struct {
+            const char *key;
+            int v;
+        } hp[] = {{"layers", h->n_layer}, {"hidden", h->n_embd},      {"ff", h->n_ff},
+                  {"heads", h->n_head},   {"kv_heads", h->n_head_kv}, {"head_dim", h->head_dim},
+                  {"vocab", h->n_vocab}};
+        for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+            jset(b, o, hp[i].key, json_integer(hp[i].v));
     }
-    fputs(",\n  \"target\": {\"name\": ", out), jstr(out, t->name);
-    fprintf(out, ", \"bandwidth_gbs\": ");
-    jnum(out, t->bandwidth_gbs);
-    fprintf(out, ", \"dispatch_us\": ");
-    jnum(out, t->dispatch_us);
-    fprintf(out, ", \"smem_bytes\": %u, \"act_bytes\": %d, \"fuse_threshold\": ", t->smem_bytes,
-            t->act_bytes);
-    jnum(out, r->fuse_threshold);
-    fprintf(out, "},\n  \"ctx\": %lld,\n  \"pipeline_before\": \"shape,width\",\n  \"pipeline_after\": ",
-            (long long)r->ctx);
-    jstr(out, r->pipeline ? r->pipeline : zpass_default_pipeline());
+    jset(b, tg, "name", zjson_str(t->name));
+    jset(b, tg, "bandwidth_gbs", zjson_num(t->bandwidth_gbs));
+    jset(b, tg, "dispatch_us", zjson_num(t->dispatch_us));
+    jset(b, tg, "smem_bytes", json_integer(t->smem_bytes));
+    jset(b, tg, "act_bytes", json_integer(t->act_bytes));
+    jset(b, tg, "fuse_threshold", zjson_num(r->fuse_threshold));
+    jset(b, o, "target", tg);
+    jset(b, o, "ctx", json_integer(r->ctx));
+    jset(b, o, "pipeline_before", zjson_str("shape,width"));
+    jset(b, o, "pipeline_after", zjson_str(r->pipeline ? r->pipeline : zpass_default_pipeline()));
+    return o;
 }
 
-static void jtotals(const zpass_rep *r, FILE *out) {
-    fputs(",\n  \"totals\": {", out);
-    bool f = true;
+static json_t *jtotals(jbuild *b) {
+    json_t *o = json_object();
     for (int p = 0; p < ZPH_COUNT; p++) {
-        const zpass_rep_phase *P = &r->ph[p];
+        const zpass_rep_phase *P = &b->c->r->ph[p];
         if (!P->present) continue;
-        fputs(f ? "\n    " : ",\n    ", out);
-        f = false;
-        jstr(out, zpass_phase_name((zpass_phase)p));
-        fprintf(out,
-                ": {\"step_tokens\": %lld, \"token_tile\": %d, \"before\": ", (long long)P->after.step_tokens,
-                P->token_tile);
-        jtraffic(out, &P->before, &P->before.total, r->target);
-        fputs(", \"after\": ", out);
-        jtraffic(out, &P->after, &P->after.total, r->target);
-        fputc('}', out);
+        json_t *ph = json_object();
+        jset(b, ph, "step_tokens", json_integer(P->after.step_tokens));
+        jset(b, ph, "token_tile", json_integer(P->token_tile));
+        jset(b, ph, "before", jtraffic(b, &P->before, &P->before.total));
+        jset(b, ph, "after", jtraffic(b, &P->after, &P->after.total));
+        jset(b, o, zpass_phase_name((zpass_phase)p), ph);
     }
-    fputs("\n  }", out);
+    return o;
 }
 
 zstatus zpass_rep_json(const zpass_rep *r, FILE *out, zdiag *d) {
@@ -604,21 +585,18 @@ zstatus zpass_rep_json(const zpass_rep *r, FILE *out, zdiag *d) {
     for (int p = 0; p < ZPH_COUNT && !s; p++)
         if (r->ph[p].present) s = build_groups(&c, (zpass_phase)p, &gs[p], &n[p], d);
     if (!s) {
-        jheader(r, out);
+        jbuild b = {&c, true};
+        json_t *root = jheader(&b);
         for (int pass = 0; pass < 2; pass++) { /* layer groups, then the rest */
-            fputs(pass ? ",\n  \"globals\": [" : ",\n  \"groups\": [", out);
-            bool first = true;
+            json_t *list = json_array();
             for (int p = 0; p < ZPH_COUNT; p++)
-                for (int i = 0; i < n[p]; i++) {
-                    if ((gs[p][i].layer >= 0) == (pass == 1)) continue;
-                    fputs(first ? "\n" : ",\n", out);
-                    first = false;
-                    jgroup(&c, out, &gs[p][i]);
-                }
-            fputs("\n  ]", out);
+                for (int i = 0; i < n[p]; i++)
+                    if ((gs[p][i].layer >= 0) == (pass == 0)) jappend(&b, list, jgroup(&b, &gs[p][i]));
+            jset(&b, root, pass ? "globals" : "groups", list);
         }
-        jtotals(r, out);
-        fputs("\n}\n", out);
+        jset(&b, root, "totals", jtotals(&b));
+        if (!b.ok) json_decref(root), root = NULL;
+        s = zjson_write(root, out, JSON_INDENT(2) | JSON_REAL_PRECISION(10), d);
     }
     zarena_free(c.a);
     return s;

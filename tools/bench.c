@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "../ir/dtype.h"
+#include "../ir/json.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -114,39 +115,31 @@ static void print_md(const bench_model *m, const bench_result *res, size_t n, FI
     }
 }
 
-static void json_str(const char *s, FILE *to) {
-    fputc('"', to);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(to, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(to, "\\u%04x", c);
-        else
-            fputc(c, to);
-    }
-    fputc('"', to);
+/* llama-bench prints t/s with 6 decimals: rounded to them, a value prints
+ * the same with 15 significant digits (tok/s stays below 1e9). */
+static json_t *ts_num(double v) {
+    return zjson_num(round(v * 1e6) / 1e6);
 }
 
-static void print_json(const bench_model *m, const bench_result *res, size_t n, FILE *to) {
-    fputs("[\n", to);
-    for (size_t i = 0; i < n; i++) {
-        fputs("  {\"model\": ", to), json_str(m->name, to);
-        fprintf(to, ", \"size\": %llu, \"params\": %llu, \"backend\": \"Vulkan\", \"device\": ",
-                (unsigned long long)m->size, (unsigned long long)m->params);
-        json_str(m->device, to);
-        fprintf(to, ", \"test\": ");
-        json_str(res[i].test, to);
-        fprintf(
-            to,
-            ", \"n_prompt\": %lld, \"n_gen\": %lld, \"n_depth\": %lld, \"avg_ts\": %.6f, \"stddev_ts\": %.6f",
-            (long long)res[i].p, (long long)res[i].n, (long long)res[i].depth, res[i].mean, res[i].sd);
-        fputs(", \"samples_ts\": [", to);
+/* An array of one object per test, with llama-bench's keys (ir/json.h: a
+ * t/s that is not finite, as after a repetition timed at 0 s, is null). */
+static zstatus print_json(const bench_model *m, const bench_result *res, size_t n, FILE *to, zdiag *d) {
+    json_t *all = json_array();
+    bool ok = all != NULL;
+    for (size_t i = 0; i < n && ok; i++) {
+        json_t *samples = json_array();
         for (int k = 0; k < res[i].reps; k++)
-            fprintf(to, k ? ", %.6f" : "%.6f", res[i].samples[k]);
-        fprintf(to, "]}%s\n", i + 1 < n ? "," : "");
+            ok &= !json_array_append_new(samples, ts_num(res[i].samples[k]));
+        json_t *o = json_pack("{s:o, s:I, s:I, s:s, s:o, s:o, s:I, s:I, s:I, s:o, s:o, s:o}", "model",
+                              zjson_str(m->name), "size", (json_int_t)m->size, "params",
+                              (json_int_t)m->params, "backend", "Vulkan", "device", zjson_str(m->device),
+                              "test", zjson_str(res[i].test), "n_prompt", (json_int_t)res[i].p, "n_gen",
+                              (json_int_t)res[i].n, "n_depth", (json_int_t)res[i].depth, "avg_ts",
+                              ts_num(res[i].mean), "stddev_ts", ts_num(res[i].sd), "samples_ts", samples);
+        ok &= !json_array_append_new(all, o);
     }
-    fputs("]\n", to);
+    if (!ok) json_decref(all), all = NULL;
+    return zjson_write(all, to, JSON_INDENT(2) | JSON_REAL_PRECISION(15), d);
 }
 
 /* A CSV field: quoted, inner quotes doubled (RFC 4180). */
@@ -172,12 +165,15 @@ static void print_csv(const bench_model *m, const bench_result *res, size_t n, F
     }
 }
 
-void bench_print(const char *format, const bench_model *m, const bench_result *res, size_t n, FILE *to) {
+zstatus bench_print(const char *format, const bench_model *m, const bench_result *res, size_t n, FILE *to,
+                    zdiag *d) {
+    zstatus s = ZOK;
     if (!strcmp(format, "json"))
-        print_json(m, res, n, to);
+        s = print_json(m, res, n, to, d);
     else if (!strcmp(format, "csv"))
         print_csv(m, res, n, to);
     else
         print_md(m, res, n, to);
     fflush(to);
+    return s;
 }

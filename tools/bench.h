@@ -31,7 +31,8 @@ zstatus bench_measure(zrt *r, const int32_t *tok, int64_t depth, int64_t count, 
 
 void bench_model_info(const zrt *r, bench_model *m);
 
-/* format: "md", "json" or "csv". */
-void bench_print(const char *format, const bench_model *m, const bench_result *res, size_t n, FILE *to);
+/* format: "md", "json" or "csv"; fails only when JSON cannot be built or written. */
+zstatus bench_print(const char *format, const bench_model *m, const bench_result *res, size_t n, FILE *to,
+                    zdiag *d);
 
 #endif

@@ -26,7 +26,8 @@ static const char *const usage =
     "               so tg at depth measures decode over a filled KV cache (default 0)\n"
     "  -r N         repetitions, 1..1000 (default 5)\n"
     "  -o FORMAT    md (a table), json (llama-bench's fields: n_prompt, n_gen, n_depth, avg_ts,\n"
-    "               stddev_ts, samples_ts) or csv (default md)\n"
+    "               stddev_ts, samples_ts; t/s to 6 decimals, null when not finite) or csv\n"
+    "               (default md)\n"
     "  --profile    also time every dispatch of one prefill step and one decode step on the\n"
     "               GPU (timestamps), at each depth, and print each kernel's share of the\n"
     "               phase; with -o json or csv the profile goes to stderr, so that stdout\n"
@@ -225,7 +226,7 @@ static zstatus bench(zrt *r, const bench_opts *o, zdiag *d) {
     if (!s) s = run_tests(r, o, tok, res, &n, d);
     bench_model bm;
     bench_model_info(r, &bm);
-    if (!s) bench_print(o->format, &bm, res, n, stdout);
+    if (!s) s = bench_print(o->format, &bm, res, n, stdout, d);
     FILE *to = strcmp(o->format, "md") ? stderr : stdout; /* stdout stays one JSON or CSV document */
     for (int k = 0; k < o->nd && !s && o->profile; k++)
         s = profile(r, o, tok, o->dep[k], to, d);

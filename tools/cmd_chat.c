@@ -6,6 +6,7 @@
  * On a terminal, lines are read with libedit: editing, history (Up/Down). */
 #include <editline/readline.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,8 @@ static const char *const usage_head =
     "\n"
     "Chats with the model: type a message and press Enter (end a line with \\ to go on\n"
     "on the next one); an empty line does nothing, /clear starts a new conversation,\n"
-    "/exit or end of input (Ctrl-D) quits, Ctrl-C stops a reply. The conversation stays\n"
+    "/exit or end of input (Ctrl-D) quits, Ctrl-C stops a reply (at the prompt it discards the\n"
+    "line; it never quits). The conversation stays\n"
     "in the KV cache, so each turn only processes the new message; when the context is\n"
     "full, the oldest turns are dropped (the system message stays) and the rest is read\n"
     "again. Up and Down recall earlier lines.\n"
@@ -194,7 +196,8 @@ static zstatus one_turn(chat *c, const char *msg, zdiag *d) {
     }
     if (s) *d = why;
     if (!s && fresh) zrt_reset(c->g.r);
-    gen_interrupted = 0;
+    /* gen_interrupted is not cleared here: a Ctrl-C typed just after Enter,
+     * while libedit was still handing the line over, stops this reply. */
     if (!s) s = gen_run(&c->g, ids, n, &c->o->g, stdout, &st, d);
     if (!s) s = keep_turn(c, msg, d);
     if (!s) {
@@ -208,27 +211,42 @@ static zstatus one_turn(chat *c, const char *msg, zdiag *d) {
 /* ---- reading lines ------------------------------------------------------- */
 
 /* libedit's reads: a byte at a time, watching for Ctrl-C. A SIGINT that comes
- * while libedit is not inside read() (just before it) only sets the flag, so
- * the flag is checked between short waits; EOF then ends the prompt. */
+ * while libedit is not inside read() (just before it), or that a driver
+ * thread takes, only sets the flag, so the flag is checked between short
+ * waits; EOF then ends the prompt. The terminal is read through a descriptor
+ * of its own opened O_NONBLOCK: Ctrl-C flushes the terminal's input, and a
+ * blocking read() after poll() saw the flushed bytes would wait for the next
+ * key with the flag set (zinc chat then ignored that Ctrl-C). */
 static int getc_or_interrupt(FILE *f) {
     (void)f;
+    static int fd = -1;
+    if (fd < 0 && (fd = open(ttyname(0) ? ttyname(0) : "/dev/tty", O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
+        fd = 0;
     while (!gen_interrupted) {
-        struct pollfd p = {0, POLLIN, 0};
+        struct pollfd p = {fd, POLLIN, 0};
         int r = poll(&p, 1, 100);
         if (r < 0 && errno != EINTR) return EOF;
         unsigned char c;
-        if (r > 0) return read(0, &c, 1) == 1 ? c : EOF;
+        ssize_t n = r > 0 ? read(fd, &c, 1) : -1;
+        if (n == 1) return c;
+        if (r > 0 && (n == 0 || (errno != EAGAIN && errno != EINTR))) return EOF;
     }
     return EOF;
 }
 
-/* One line without its newline (malloc'd), or NULL at the end of input. On a
- * terminal libedit reads it: editing, and history that Up recalls. */
-static char *read_line(const char *prompt) {
+/* One line without its newline (malloc'd), or NULL at the end of input or
+ * (*cancelled) on Ctrl-C. On a terminal libedit reads it: editing, and
+ * history that Up recalls. Ctrl-C at the prompt discards the line but never
+ * ends the session: it used to quit, and a Ctrl-C meant for a reply that had
+ * just ended, or typed after a line that a loaded machine had not read yet
+ * (the terminal echoes it before libedit takes the terminal, and Ctrl-C
+ * flushes it), closed the chat (docs/chat-ctrl-c.md). */
+static char *read_line(const char *prompt, bool *cancelled) {
     if (isatty(0)) {
         rl_getc_function = getc_or_interrupt;
         fflush(stdout);
         char *line = readline(prompt);
+        *cancelled = !line && gen_interrupted;
         if (line && *line) add_history(line);
         return line;
     }
@@ -244,13 +262,18 @@ static char *read_line(const char *prompt) {
     return line;
 }
 
-/* A message: lines that end in a backslash go on on the next line. */
-static char *read_message(void) {
-    char *msg = read_line("> ");
+/* A message: lines that end in a backslash go on on the next line. A Ctrl-C
+ * on any of them discards the whole message (NULL, *cancelled). */
+static char *read_message(bool *cancelled) {
+    char *msg = read_line("> ", cancelled);
     size_t len = msg ? strlen(msg) : 0;
     while (msg && len && msg[len - 1] == '\\') {
         msg[len - 1] = '\n';
-        char *more = read_line(". ");
+        char *more = read_line(". ", cancelled);
+        if (*cancelled) {
+            free(msg);
+            return NULL;
+        }
         if (!more) break;
         size_t m = strlen(more);
         char *joined = realloc(msg, len + m + 1);
@@ -286,7 +309,12 @@ static zstatus converse(zrt *r, const chat_opts *o, zdiag *d) {
     while (!s) {
         gen_interrupted = 0;
         if (isatty(0)) fputc('\n', stdout);
-        char *line = read_message();
+        bool cancelled = false;
+        char *line = read_message(&cancelled);
+        if (cancelled) {
+            fprintf(stderr, "\nzinc chat: Ctrl-C discarded the line; /exit or Ctrl-D quits\n");
+            continue;
+        }
         if (!line || !strcmp(line, "/exit")) {
             if (!line && isatty(0)) fputc('\n', stdout); /* Ctrl-D: the shell's prompt on a line of its own */
             free(line);

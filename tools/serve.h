@@ -9,12 +9,12 @@
 #ifndef ZINC_SERVE_H
 #define ZINC_SERVE_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "../ir/arena.h"
+#include "../ir/json.h" /* zjson_strn: text that may not be UTF-8 */
 #include "../runtime/chat.h"
 #include "../runtime/sampler.h"
 
@@ -98,9 +98,6 @@ char *srv_response_body(srv_kind kind, const srv_ident *id, const srv_result *r)
 char *srv_chunk_event(srv_kind kind, const srv_ident *id, const char *text, size_t len, const char *finish);
 /* The usage-only chunk (stream_options.include_usage). */
 char *srv_usage_event(srv_kind kind, const srv_ident *id, int64_t n_prompt, int64_t n_gen);
-
-/* A JSON string of text[0..n): bytes that are not valid UTF-8 become U+FFFD. */
-json_t *srv_text_json(const char *p, size_t n);
 
 /* Serializes a jansson value compactly and frees it (NULL-safe). */
 char *srv_dump(json_t *v);

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/unicode.h"
 #include "serve.h"
 
 #define BAD "invalid_request_error"
@@ -31,21 +30,9 @@ char *srv_dump(json_t *v) {
     return s;
 }
 
-json_t *srv_text_json(const char *p, size_t n) {
-    json_t *v = json_stringn(p, n);
-    if (v) return v;
-    char *out = malloc(3 * n + 1);
-    size_t i = 0, k = 0;
-    while (out && i < n)
-        k += zrt_tok_utf8_put(zrt_tok_utf8_next((const uint8_t *)p, n, &i), (uint8_t *)out + k);
-    v = out ? json_stringn(out, k) : NULL;
-    free(out);
-    return v;
-}
-
 char *srv_error_body(const srv_err *e) {
     /* the message may quote a request's bytes, cut anywhere */
-    json_t *err = json_pack("{s:o, s:s, s:s?}", "message", srv_text_json(e->msg, strlen(e->msg)), "type",
+    json_t *err = json_pack("{s:o, s:s, s:s?}", "message", zjson_strn(e->msg, strlen(e->msg)), "type",
                             e->type, "code", e->code);
     if (err && e->status == 413) json_object_set_new(err, "status", json_integer(413));
     return srv_dump(err ? json_pack("{s:o}", "error", err) : NULL);
@@ -356,12 +343,12 @@ static json_t *usage(int64_t n_prompt, int64_t n_gen) {
 static json_t *envelope(const char *object, const srv_ident *id, json_t *choice) {
     json_t *choices = json_array();
     if (choice) json_array_append_new(choices, choice);
-    return json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", id->id, "object", object, "created",
-                     (json_int_t)id->created, "model", id->model, "choices", choices);
+    return json_pack("{s:s, s:s, s:I, s:o, s:o}", "id", id->id, "object", object, "created",
+                     (json_int_t)id->created, "model", zjson_str(id->model), "choices", choices);
 }
 
 char *srv_response_body(srv_kind kind, const srv_ident *id, const srv_result *r) {
-    json_t *text = json_stringn(r->text, r->len), *choice, *body;
+    json_t *text = zjson_strn(r->text, r->len), *choice, *body;
     if (kind == SRV_CHAT)
         choice = json_pack("{s:i, s:{s:s, s:o}, s:s}", "index", 0, "message", "role", "assistant", "content",
                            text, "finish_reason", r->finish);
@@ -384,15 +371,15 @@ static char *event(json_t *v) {
 char *srv_chunk_event(srv_kind kind, const srv_ident *id, const char *text, size_t len, const char *finish) {
     json_t *choice;
     if (kind == SRV_COMPLETION)
-        choice = json_pack("{s:i, s:s%, s:n, s:s?}", "index", 0, "text", text ? text : "", text ? len : 0,
-                           "logprobs", "finish_reason", finish);
+        choice = json_pack("{s:i, s:o, s:n, s:s?}", "index", 0, "text",
+                           zjson_strn(text ? text : "", text ? len : 0), "logprobs", "finish_reason", finish);
     else if (!text && !finish) /* the opening: the role */
         choice = json_pack("{s:i, s:{s:s, s:s}, s:n}", "index", 0, "delta", "role", "assistant", "content",
                            "", "finish_reason");
     else
         choice = json_pack("{s:i, s:o, s:s?}", "index", 0, "delta",
-                           text ? json_pack("{s:s%}", "content", text, len) : json_object(), "finish_reason",
-                           finish);
+                           text ? json_pack("{s:o}", "content", zjson_strn(text, len)) : json_object(),
+                           "finish_reason", finish);
     if (!choice) return NULL;
     if (!finish) json_object_set_new(choice, "finish_reason", json_null());
     return event(envelope(kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion", id, choice));

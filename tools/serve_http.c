@@ -285,7 +285,7 @@ static reply tokenize(srv_http *h, const request *rq) {
             const char *piece;
             size_t len = zrt_tok_piece(h->tok, ids[i], true, &piece);
             json_array_append_new(
-                arr, t.with_pieces ? json_pack("{s:i, s:o}", "id", ids[i], "piece", srv_text_json(piece, len))
+                arr, t.with_pieces ? json_pack("{s:i, s:o}", "id", ids[i], "piece", zjson_strn(piece, len))
                                    : json_integer(ids[i]));
         }
         r = json_reply(json_pack("{s:o}", "tokens", arr));
@@ -308,16 +308,16 @@ static reply detokenize(srv_http *h, const request *rq) {
     else if (zrt_tok_detokenize(h->tok, t.tokens, t.n_tokens, 0, a, &text, &len, &d))
         r = fail(400, "invalid_request_error", "invalid_tokens", d.msg);
     else
-        r = json_reply(json_pack("{s:o}", "content", srv_text_json(text, len)));
+        r = json_reply(json_pack("{s:o}", "content", zjson_strn(text, len)));
     zarena_free(a);
     return r;
 }
 
 static reply models(srv_http *h) {
-    return json_reply(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:{s:I, s:I, s:i}}]}", "object", "list",
-                                "data", "id", h->model, "object", "model", "created", (json_int_t)h->created,
-                                "owned_by", "zinc", "meta", "n_vocab", (json_int_t)h->n_vocab, "n_ctx_slot",
-                                (json_int_t)h->ctx, "slots", h->parallel));
+    return json_reply(json_pack(
+        "{s:s, s:[{s:o, s:s, s:I, s:s, s:{s:I, s:I, s:i}}]}", "object", "list", "data", "id",
+        zjson_str(h->model), "object", "model", "created", (json_int_t)h->created, "owned_by", "zinc", "meta",
+        "n_vocab", (json_int_t)h->n_vocab, "n_ctx_slot", (json_int_t)h->ctx, "slots", h->parallel));
 }
 
 /* Compares the key in constant time, so that its bytes cannot be timed. */

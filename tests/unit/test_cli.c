@@ -216,19 +216,31 @@ static void term_start(term *t, const char *plan) {
     term_exec(t, argv);
 }
 
-/* Reads until needle appears after `from` (or 60 s pass). */
-static bool term_wait(term *t, size_t from, const char *needle) {
+/* Reads what the terminal shows within 100 ms; false once it is closed. */
+static bool term_read(term *t) {
+    struct pollfd p = {t->fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) return true;
+    ssize_t n = read(t->fd, t->buf + t->len, sizeof t->buf - 1 - t->len);
+    if (n <= 0) return false;
+    term_took(t, (size_t)n);
+    return true;
+}
+
+/* Reads until a or b appears after `from` (or 60 s pass): the first of them,
+ * or NULL. */
+static const char *term_wait_either(term *t, size_t from, const char *a, const char *b) {
     for (int waited = 0; waited < 600; waited++) {
         t->buf[t->len] = 0;
-        if (strstr(t->buf + from, needle)) return true;
-        struct pollfd p = {t->fd, POLLIN, 0};
-        if (poll(&p, 1, 100) > 0) {
-            ssize_t n = read(t->fd, t->buf + t->len, sizeof t->buf - 1 - t->len);
-            if (n <= 0) return false;
-            term_took(t, (size_t)n);
-        }
+        const char *x = strstr(t->buf + from, a), *y = strstr(t->buf + from, b);
+        if (x || y) return x && (!y || x < y) ? x : y;
+        if (!term_read(t)) return NULL;
     }
-    return false;
+    return NULL;
+}
+
+/* Reads until needle appears after `from` (or 60 s pass). */
+static bool term_wait(term *t, size_t from, const char *needle) {
+    return term_wait_either(t, from, needle, needle) != NULL;
 }
 
 /* Reads until needle appears after `from`, then until the prompt "> " comes
@@ -257,28 +269,89 @@ static void term_send_line(term *t, size_t from, const char *line) {
     usleep(300000);
 }
 
+#define DISCARDED "Ctrl-C discarded the line"
+
+/* Types line, then Ctrl-C during its reply, until a reply is stopped (at
+ * most 5 tries): a line typed just as the prompt appears is echoed by the
+ * terminal before libedit takes it, and when a loaded machine has not read
+ * it 300 ms later the Ctrl-C flushes it; zinc chat then discards the line
+ * and prompts again, as it would for a person, who types it again. */
+static void term_turn(term *t, const char *line) {
+    for (int try = 0; try < 5; try++) {
+        size_t mark = t->len;
+        term_send_line(t, mark, line);
+        term_send(t, "\x03");
+        const char *end = term_wait_either(t, mark, "stopped:", DISCARDED);
+        cr_assert(end, "'%s': no stats line: %s", line, t->buf + mark);
+        size_t at = (size_t)(end - t->buf);
+        cr_assert(term_wait(t, at, "\n> "), "no prompt after '%s': %s", line, t->buf + mark);
+        if (!strncmp(end, "stopped:", 8)) {
+            cr_expect(strstr(end, "stopped: interrupted") || strstr(end, "stopped: end of text") ||
+                          strstr(end, "stopped: context full"),
+                      "%s", end);
+            return;
+        }
+    }
+    cr_assert_fail("five Ctrl-C discarded '%s' instead of stopping its reply: %s", line, t->buf);
+}
+
 Test(cli, chat_in_a_terminal_with_ctrl_c) {
     const char *plan = plan_for(model("qwen3", "q4_k_m", 3, "chat.gguf"), "chat.zplan");
     term t;
     term_start(&t, plan);
     cr_assert(term_wait(&t, 0, "> "), "no prompt: %s", t.buf);
-    size_t mark = t.len;
     /* -n -1 generates until the context is full; Ctrl-C must stop it. */
-    term_send_line(&t, mark, "Hello");
-    term_send(&t, "\x03");
-    cr_assert(term_wait(&t, mark, "stopped:"), "no stats line: %s", t.buf + mark);
-    cr_expect(strstr(t.buf + mark, "stopped: interrupted") || strstr(t.buf + mark, "stopped: end of text") ||
-                  strstr(t.buf + mark, "stopped: context full"),
-              "%s", t.buf + mark);
-    cr_assert(term_wait(&t, mark, "> "), "no prompt after the reply: %s", t.buf + mark);
-    mark = t.len;
-    term_send_line(&t, mark, "And again");
-    term_send(&t, "\x03");
-    cr_assert(term_wait(&t, mark, "stopped:"), "second turn: %s", t.buf + mark);
-    cr_assert(term_wait(&t, mark, "> "), "no prompt after the second reply: %s", t.buf + mark);
+    term_turn(&t, "Hello");
+    term_turn(&t, "And again");
     term_send(&t, "/exit\r");
     int st = 0;
     st = term_exit(&t, NULL);
+    close(t.fd);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zinc chat exit status %d: %s", st, t.buf);
+}
+
+/* Ctrl-C never closes the chat (docs/chat-ctrl-c.md). Each round types a
+ * line and Ctrl-C at one of three moments around the start of a turn:
+ *   0  zinc stopped (SIGSTOP) at the prompt, as a loaded machine that has
+ *      printed the prompt and not read the line yet: the Ctrl-C flushes the
+ *      typed line and lands at the prompt, where it used to quit (CI saw
+ *      the ASan build close its terminal so);
+ *   1  0-20 ms after Enter, while libedit hands the line over;
+ *   2  just after the first byte of the reply.
+ * Every round must end at a new prompt, zinc alive; 12 rounds, each bounded. */
+Test(cli, chat_ctrl_c_never_closes_the_session) {
+    const char *plan = plan_for(model("qwen3", "q4_k_m", 3, "loop.gguf"), "loop.zplan");
+    term t;
+    term_start(&t, plan);
+    cr_assert(term_wait(&t, 0, "> "), "no prompt: %s", t.buf);
+    tu_rng rng = tu_rng_seed(12);
+    for (int round = 0; round < 12; round++) {
+        size_t mark = t.len;
+        if (round % 3 == 0) kill(t.pid, SIGSTOP);
+        term_send(&t, "Hello\r");
+        if (round % 3 == 0) {
+            usleep(300000);
+            term_send(&t, "\x03");
+            kill(t.pid, SIGCONT);
+        } else if (round % 3 == 1) {
+            usleep((useconds_t)(tu_next(&rng) % 20000));
+            term_send(&t, "\x03");
+        } else {
+            cr_assert(term_wait(&t, mark, "Hello\r\n"), "round %d: no echo: %s", round, t.buf + mark);
+            size_t at = (size_t)(strstr(t.buf + mark, "Hello\r\n") - t.buf) + 7;
+            for (int w = 0; w < 600 && t.len <= at && term_read(&t); w++) {
+            }
+            term_send(&t, "\x03");
+        }
+        const char *end = term_wait_either(&t, mark, "stopped:", DISCARDED);
+        cr_assert(end, "round %d: zinc chat neither stopped a reply nor discarded the line: %s", round,
+                  t.buf + mark);
+        cr_assert(term_wait(&t, (size_t)(end - t.buf), "\n> "), "round %d: no prompt: %s", round,
+                  t.buf + mark);
+        cr_assert_eq(waitpid(t.pid, NULL, WNOHANG), 0, "round %d: zinc chat exited: %s", round, t.buf + mark);
+    }
+    term_send(&t, "/exit\r");
+    int st = term_exit(&t, NULL);
     close(t.fd);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zinc chat exit status %d: %s", st, t.buf);
 }
@@ -630,7 +703,8 @@ Test(cli, bench_like_llama_bench) {
 /* ---- small things --------------------------------------------------------- */
 
 /* zinc help CMD; zincc --report json spaced like --emit dot; on a terminal a
- * newline ends generated text, and Ctrl-C at the chat prompt quits with one. */
+ * newline ends generated text; Ctrl-C at the chat prompt discards the line
+ * and prompts again, Ctrl-D quits with a newline. */
 Test(cli, small_things) {
     const char *gguf = model("qwen3", "f32", 15, "small.gguf");
     const char *plan = plan_for(gguf, "small.zplan");
@@ -656,9 +730,13 @@ Test(cli, small_things) {
     cr_assert(term_wait(&t, 0, "> "), "%s", t.buf);
     size_t mark = t.len;
     term_send(&t, "\x03"); /* at once: even before libedit reads */
-    st = term_exit(&t, NULL);
+    cr_assert(term_wait(&t, mark, DISCARDED), "Ctrl-C at the prompt: %s", t.buf + mark);
+    cr_assert(term_wait(&t, mark, "\n> "), "no prompt after Ctrl-C: %s", t.buf + mark);
+    mark = t.len;
+    term_send(&t, "\x04");
+    st = term_exit(&t, "\x04");
     term_wait(&t, mark, "\x01");
     close(t.fd);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", t.buf);
-    cr_expect(strchr(t.buf + mark, '\n'), "no newline after Ctrl-C at the prompt: %s", t.buf + mark);
+    cr_expect(strchr(t.buf + mark, '\n'), "no newline after Ctrl-D at the prompt: %s", t.buf + mark);
 }
