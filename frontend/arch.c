@@ -11,18 +11,19 @@ typedef struct arch_traits {
     bool qk_norm;  /* RMSNorm over each q and k head before RoPE (Qwen3) */
     bool qkv_bias; /* bias added after the q, k and v projections (Qwen2) */
     bool moe;      /* mixture-of-experts MLP: router, top-k, stacked experts (Qwen3-MoE) */
+    bool hybrid;   /* gated delta-net layers between gated full-attention ones, post-attention
+                    * norm, a shared expert beside a MoE MLP (Qwen3.5) */
 } arch_traits;
 
 static const arch_traits archs[] = {
-    {"qwen3", ZROPE_NEOX, true, false, false},
-    {"qwen2", ZROPE_NEOX, false, true, false},
-    {"llama", ZROPE_NORMAL, false, false, false},
-    {"qwen3moe", ZROPE_NEOX, true, false, true},
+    {"qwen3", ZROPE_NEOX, true, false, false, false},    {"qwen2", ZROPE_NEOX, false, true, false, false},
+    {"llama", ZROPE_NORMAL, false, false, false, false}, {"qwen3moe", ZROPE_NEOX, true, false, true, false},
+    {"qwen35", ZROPE_IMROPE, true, false, false, true},  {"qwen35moe", ZROPE_IMROPE, true, false, true, true},
 };
 enum { N_ARCHS = sizeof archs / sizeof archs[0] };
 
 const char *zir_supported_archs(void) {
-    return "qwen3, qwen2, llama, qwen3moe";
+    return "qwen3, qwen2, llama, qwen3moe, qwen35, qwen35moe";
 }
 
 static const arch_traits *find_arch(const char *name) {
@@ -134,6 +135,94 @@ static zstatus read_experts(const gguf_file *f, const char *a, zir_hparams *hp, 
     return ZOK;
 }
 
+/* attention.recurrent_layers (one flag per layer) when present, else every
+ * full_attention_interval-th layer (default 4) is full attention, as
+ * llama.cpp's qwen35 loader decides. */
+static zstatus read_layer_kinds(const gguf_file *f, const char *a, zir_hparams *hp, zdiag *d) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", a);
+    if (gguf_find_kv(f, key)) {
+        const gguf_value *v;
+        if (gguf_get_arr(f, key, GGUF_VTYPE_COUNT, &v, d)) return d->code;
+        if (v->arr.n != (uint64_t)hp->n_layer || v->arr.elem == GGUF_STRING || v->arr.elem == GGUF_ARRAY ||
+            v->arr.elem == GGUF_F32 || v->arr.elem == GGUF_F64)
+            return zdiag_set(d, ZE_INVALID, "%s: %s: expected %d booleans or integers (one per layer)",
+                             f->path, key, hp->n_layer);
+        for (int l = 0; l < hp->n_layer; l++)
+            hp->recurrent[l] = v->arr.items[l].u != 0; /* the integer's bits: zero or not */
+        return ZOK;
+    }
+    uint32_t interval = 4;
+    if (key_u32(f, a, "full_attention_interval", &interval, false, d) ||
+        check_positive(f, "full_attention_interval", interval, (uint32_t)hp->n_layer, d))
+        return d->code;
+    for (int l = 0; l < hp->n_layer; l++)
+        hp->recurrent[l] = (l + 1) % (int)interval != 0;
+    return ZOK;
+}
+
+/* The gated delta-net's sizes (llama.cpp's ssm.* keys): k heads of state_size
+ * (group_count), v heads of state_size (time_step_rank), inner_size = the v
+ * width; and rope.dimension_sections for the multi-section RoPE. */
+static zstatus read_hybrid(const gguf_file *f, const char *a, zir_hparams *hp, zdiag *d) {
+    uint32_t conv = 0, inner = 0, state = 0, rank = 0, groups = 0;
+    if (hp->n_layer > (int)(sizeof hp->recurrent / sizeof hp->recurrent[0]))
+        return zdiag_set(d, ZE_UNSUPPORTED, "%s: %d layers: zinc reads hybrid models of at most %d layers",
+                         f->path, hp->n_layer, (int)(sizeof hp->recurrent / sizeof hp->recurrent[0]));
+    if (key_u32(f, a, "ssm.conv_kernel", &conv, true, d) ||
+        key_u32(f, a, "ssm.inner_size", &inner, true, d) ||
+        key_u32(f, a, "ssm.state_size", &state, true, d) ||
+        key_u32(f, a, "ssm.time_step_rank", &rank, true, d) ||
+        key_u32(f, a, "ssm.group_count", &groups, true, d) ||
+        check_positive(f, "ssm.conv_kernel", conv, 64, d) ||
+        (conv < 2 && zdiag_set(d, ZE_UNSUPPORTED, "%s: ssm.conv_kernel is 1: zinc reads 2..64", f->path)) ||
+        check_positive(f, "ssm.state_size", state, 1024, d) ||
+        check_positive(f, "ssm.time_step_rank", rank, 4096, d) ||
+        check_positive(f, "ssm.group_count", groups, 4096, d))
+        return d->code;
+    if ((uint64_t)state * rank != inner || rank % groups)
+        return zdiag_set(
+            d, ZE_INVALID,
+            "%s: ssm.inner_size %u, state_size %u, time_step_rank %u, group_count %u: expected "
+            "inner_size = state_size x time_step_rank and time_step_rank a multiple of group_count",
+            f->path, inner, state, rank, groups);
+    char key[128];
+    const gguf_value *v;
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
+    if (gguf_get_arr(f, key, GGUF_VTYPE_COUNT, &v, d)) return d->code;
+    if (v->arr.n < 1 || v->arr.n > 4 || (v->arr.elem != GGUF_I32 && v->arr.elem != GGUF_U32))
+        return zdiag_set(d, ZE_INVALID, "%s: %s: expected 1 to 4 integers", f->path, key);
+    for (uint64_t i = 0; i < v->arr.n; i++) {
+        int64_t x = v->arr.elem == GGUF_I32 ? v->arr.items[i].i : (int64_t)v->arr.items[i].u;
+        if (x < 0 || x > hp->head_dim)
+            return zdiag_set(d, ZE_INVALID, "%s: %s[%d] is %lld: expected 0..%d", f->path, key, (int)i,
+                             (long long)x, hp->head_dim);
+        hp->rope_sections[i] = (int)x;
+    }
+    hp->hybrid = true;
+    hp->ssm_conv = (int)conv;
+    hp->ssm_state = (int)state;
+    hp->ssm_heads = (int)rank;
+    hp->ssm_groups = (int)groups;
+    hp->ssm_inner = (int)inner;
+    return read_layer_kinds(f, a, hp, d);
+}
+
+/* qwen35moe: the shared expert's width (default feed_forward_length); an
+ * expert weight scale other than 1 is not read yet. */
+static zstatus read_shared_expert(const gguf_file *f, const char *a, zir_hparams *hp, zdiag *d) {
+    uint32_t ff = 0;
+    float scale = 0.0f;
+    if (key_u32(f, a, "expert_shared_feed_forward_length", &ff, false, d) ||
+        key_f32(f, a, "expert_weights_scale", &scale, d))
+        return d->code;
+    if (scale != 0.0f && scale != 1.0f)
+        return zdiag_set(d, ZE_UNSUPPORTED, "%s: %s.expert_weights_scale is %g: zinc reads 0 or 1", f->path,
+                         a, scale);
+    hp->n_ff_shexp = ff ? (int)ff : hp->n_ff;
+    return check_positive(f, "expert_shared_feed_forward_length", (uint32_t)hp->n_ff_shexp, 1 << 22, d);
+}
+
 zstatus zir_read_hparams(const gguf_file *f, zir_hparams *hp, zdiag *d) {
     const char *arch = NULL;
     if (gguf_get_str(f, "general.architecture", &arch, d)) return d->code;
@@ -141,7 +230,10 @@ zstatus zir_read_hparams(const gguf_file *f, zir_hparams *hp, zdiag *d) {
     if (!t)
         return zdiag_set(d, ZE_UNSUPPORTED, "%s: architecture '%s' is not supported: expected one of %s",
                          f->path, arch, zir_supported_archs());
-    if (read_sizes(f, arch, hp, d) || (t->moe && read_experts(f, arch, hp, d))) return d->code;
+    if (read_sizes(f, arch, hp, d) || (t->moe && read_experts(f, arch, hp, d)) ||
+        (t->hybrid && read_hybrid(f, arch, hp, d)) ||
+        (t->hybrid && t->moe && read_shared_expert(f, arch, hp, d)))
+        return d->code;
     hp->arch = t->name;
     hp->rope_mode = t->rope;
     hp->qk_norm = t->qk_norm;

@@ -127,18 +127,28 @@ static zir_value *project(builder *b, const char *what, zir_value *x, int heads)
 
 static zir_value *rope(builder *b, const char *what, zir_value *x, zir_value *freq_factors) {
     const zir_hparams *hp = &b->g->hp;
-    zir_attrs a = {.rope = {hp->rope_mode, hp->n_rot, hp->rope_theta, hp->rope_freq_scale}};
+    zir_attrs a = {.rope = {hp->rope_mode, hp->n_rot, hp->rope_theta, hp->rope_freq_scale, {0}}};
+    memcpy(a.rope.sections, hp->rope_sections, sizeof a.rope.sections);
     return op(b, ZOP_ROPE, what, x, freq_factors, &a);
+}
+
+/* Persistent state of a layer: "l<layer>.<what>" (the KV caches, and the
+ * conv and delta-net states of a recurrent layer). */
+static zir_value *state(builder *b, const char *what, int rank, zdim d0, zdim d1, zdim d2) {
+    if (b->d->code) return NULL;
+    char name[64];
+    snprintf(name, sizeof name, "l%d.%s", b->layer, what);
+    zdim shape[3] = {d0, d1, d2};
+    zir_value *v = zir_value_new(b->g, name, ZR_KV, ZT_F32, rank, shape, b->d);
+    if (v) v->layer = b->layer;
+    return v;
 }
 
 static zir_value *kv_cache(builder *b, const char *what) {
     const zir_hparams *hp = &b->g->hp;
-    char name[64];
-    snprintf(name, sizeof name, "l%d.%s_cache", b->layer, what);
-    zdim shape[3] = {ZDIM_C, hp->n_head_kv, hp->head_dim};
-    zir_value *v = zir_value_new(b->g, name, ZR_KV, ZT_F32, 3, shape, b->d);
-    if (v) v->layer = b->layer;
-    return v;
+    char name[32];
+    snprintf(name, sizeof name, "%s_cache", what);
+    return state(b, name, 3, ZDIM_C, hp->n_head_kv, hp->head_dim);
 }
 
 static zir_value *attention(builder *b, zir_value *x, zir_value *freq_factors) {
@@ -168,19 +178,157 @@ static zir_value *attention(builder *b, zir_value *x, zir_value *freq_factors) {
     return op(b, ZOP_ADD, "resid_attn", x, a, NULL);
 }
 
-static zir_value *mlp(builder *b, zir_value *x) {
+/* The norm before the MLP: Qwen3.5 calls it post_attention_norm. */
+static zir_value *ffn_norm(builder *b, zir_value *x) {
     const zir_hparams *hp = &b->g->hp;
     b->group = ZG_MLP;
-    zir_value *h = norm(b, "ffn_in", x, blk_weight(b, "ffn_norm.weight", hp->n_embd, 0, false));
-    zir_value *wg = blk_weight(b, "ffn_gate.weight", hp->n_embd, hp->n_ff, false);
-    zir_value *wu = blk_weight(b, "ffn_up.weight", hp->n_embd, hp->n_ff, false);
-    zir_value *wd = blk_weight(b, "ffn_down.weight", hp->n_ff, hp->n_embd, false);
-    if (!wg || !wu || !wd) return NULL;
-    zir_value *gate = op(b, ZOP_MATMUL, "gate", h, wg, NULL);
-    zir_value *up = op(b, ZOP_MATMUL, "up", h, wu, NULL);
-    zir_value *act = op(b, ZOP_SWIGLU, "act", gate, up, NULL);
-    zir_value *down = op(b, ZOP_MATMUL, "down", act, wd, NULL);
-    return op(b, ZOP_ADD, "resid_mlp", x, down, NULL);
+    const char *w = hp->hybrid ? "post_attention_norm.weight" : "ffn_norm.weight";
+    return norm(b, "ffn_in", x, blk_weight(b, w, hp->n_embd, 0, false));
+}
+
+/* The SwiGLU MLP down(silu(gate(h)) * up(h)) over the tensors ffn_<x><sfx>. */
+static zir_value *swiglu_mlp(builder *b, zir_value *h, const char *sfx, int64_t ff, const char *pfx) {
+    const zir_hparams *hp = &b->g->hp;
+    char wg[48], wu[48], wd[48], ng[24], nu[24], na[24], nd[24];
+    snprintf(wg, sizeof wg, "ffn_gate%s.weight", sfx);
+    snprintf(wu, sizeof wu, "ffn_up%s.weight", sfx);
+    snprintf(wd, sizeof wd, "ffn_down%s.weight", sfx);
+    snprintf(ng, sizeof ng, "%sgate", pfx);
+    snprintf(nu, sizeof nu, "%sup", pfx);
+    snprintf(na, sizeof na, "%sact", pfx);
+    snprintf(nd, sizeof nd, "%sdown", pfx);
+    zir_value *g = h ? blk_weight(b, wg, hp->n_embd, ff, false) : NULL;
+    zir_value *u = g ? blk_weight(b, wu, hp->n_embd, ff, false) : NULL;
+    zir_value *dn = u ? blk_weight(b, wd, ff, hp->n_embd, false) : NULL;
+    if (!dn) return NULL;
+    zir_value *gate = op(b, ZOP_MATMUL, ng, h, g, NULL);
+    zir_value *up = op(b, ZOP_MATMUL, nu, h, u, NULL);
+    return op(b, ZOP_MATMUL, nd, op(b, ZOP_SWIGLU, na, gate, up, NULL), dn, NULL);
+}
+
+static zir_value *slice(builder *b, const char *what, zir_value *x, int64_t off, int64_t len) {
+    zir_attrs a = {.slice = {off, len}};
+    return op(b, ZOP_SLICE, what, x, NULL, &a);
+}
+
+/* Qwen3.5's gated full attention: attn_q gives each head's query and gate
+ * side by side ([T, H, 2D]); q/k RMSNorm, imrope, attention, then the output
+ * times sigmoid(gate) before attn_output. Returns the mixer's output. */
+static zir_value *gated_attention(builder *b, zir_value *h, zir_value *ff) {
+    const zir_hparams *hp = &b->g->hp;
+    int64_t D = hp->head_dim, H = hp->n_head;
+    zir_value *wq = blk_weight(b, "attn_q.weight", hp->n_embd, 2 * H * D, false);
+    zir_value *qg =
+        wq ? reshape(b, "qg_heads", op(b, ZOP_MATMUL, "qg", h, wq, NULL), 3, ZDIM_T, H, 2 * D) : NULL;
+    zir_value *q = slice(b, "q_heads", qg, 0, D);
+    zir_value *gate = reshape(b, "qgate", slice(b, "qgate_heads", qg, D, D), 2, ZDIM_T, H * D, 0);
+    zir_value *k = q ? project(b, "k", h, hp->n_head_kv) : NULL;
+    zir_value *v = k ? project(b, "v", h, hp->n_head_kv) : NULL;
+    if (!v) return NULL;
+    q = norm(b, "q_normed", q, blk_weight(b, "attn_q_norm.weight", D, 0, false));
+    k = norm(b, "k_normed", k, blk_weight(b, "attn_k_norm.weight", D, 0, false));
+    q = rope(b, "q_rope", q, ff);
+    k = rope(b, "k_rope", k, ff);
+    zir_value *kc = kv_cache(b, "k"), *vc = kv_cache(b, "v");
+    zir_value *kall = op(b, ZOP_KV_STORE, "k_all", k, kc, NULL);
+    zir_value *vall = op(b, ZOP_KV_STORE, "v_all", v, vc, NULL);
+    zir_attrs sa = {.scale = 1.0f / sqrtf((float)D)};
+    zir_value *p =
+        op(b, ZOP_SOFTMAX_CAUSAL, "probs", op(b, ZOP_ATTN_SCORES, "scores", q, kall, &sa), NULL, NULL);
+    zir_value *o = reshape(b, "attn_flat", op(b, ZOP_ATTN_MIX, "attn", p, vall, NULL), 2, ZDIM_T, H * D, 0);
+    zir_value *sg = op(b, ZOP_SIGMOID, "gate_sigmoid", gate, NULL, NULL);
+    zir_value *wo = blk_weight(b, "attn_output.weight", H * D, hp->n_embd, false);
+    return wo ? op(b, ZOP_MATMUL, "attn_out", op(b, ZOP_MUL, "attn_gated", o, sg, NULL), wo, NULL) : NULL;
+}
+
+/* The delta-net's per-head decay g = softplus(x W_alpha + dt_bias) * A and
+ * write strength beta = sigmoid(x W_beta), each [T, Hv]. */
+static zir_value *delta_gates(builder *b, zir_value *h, zir_value **beta) {
+    const zir_hparams *hp = &b->g->hp;
+    int64_t Hv = hp->ssm_heads;
+    zir_value *wb = blk_weight(b, "ssm_beta.weight", hp->n_embd, Hv, false);
+    zir_value *wa = wb ? blk_weight(b, "ssm_alpha.weight", hp->n_embd, Hv, false) : NULL;
+    zir_value *dt = wa ? blk_weight(b, "ssm_dt.bias", Hv, 0, false) : NULL;
+    zir_value *A = dt ? blk_weight(b, "ssm_a", Hv, 0, false) : NULL;
+    if (!A) return NULL;
+    *beta = op(b, ZOP_SIGMOID, "beta", op(b, ZOP_MATMUL, "beta_logit", h, wb, NULL), NULL, NULL);
+    zir_value *alpha = op(b, ZOP_ADD, "alpha_biased", op(b, ZOP_MATMUL, "alpha", h, wa, NULL), dt, NULL);
+    return op(b, ZOP_MUL, "decay", op(b, ZOP_SOFTPLUS, "alpha_softplus", alpha, NULL, NULL), A, NULL);
+}
+
+/* Qwen3.5's gated delta-net, as llama.cpp's qwen35 builds it: the q,k,v
+ * projection through a causal conv (state kept across steps) and SiLU,
+ * L2-normed q and k per head, the gated delta rule (state kept across
+ * steps), RMSNorm times SiLU(z), ssm_out. */
+static zir_value *delta_net(builder *b, zir_value *h) {
+    const zir_hparams *hp = &b->g->hp;
+    int64_t D = hp->ssm_state, Hk = hp->ssm_groups, Hv = hp->ssm_heads, kd = D * Hk, vd = D * Hv;
+    int64_t cd = 2 * kd + vd;
+    zir_value *wqkv = blk_weight(b, "attn_qkv.weight", hp->n_embd, cd, false);
+    zir_value *wz = wqkv ? blk_weight(b, "attn_gate.weight", hp->n_embd, vd, false) : NULL;
+    zir_value *wc = wz ? blk_weight(b, "ssm_conv1d.weight", hp->ssm_conv, cd, false) : NULL;
+    zir_value *beta = NULL, *g = wc ? delta_gates(b, h, &beta) : NULL;
+    if (!g) return NULL;
+    zir_value *qkv = op(b, ZOP_MATMUL, "qkv", h, wqkv, NULL);
+    zir_value *z = op(b, ZOP_MATMUL, "z", h, wz, NULL);
+    zir_value *cs = state(b, "conv_state", 2, hp->ssm_conv - 1, cd, 0);
+    zir_value *conv = op3(b, ZOP_SSM_CONV, "conv", qkv, wc, cs);
+    zir_value *act = op(b, ZOP_SILU, "conv_silu", conv, NULL, NULL);
+    zir_attrs ea = {.eps = hp->rms_eps};
+    zir_value *q = reshape(b, "q_heads", slice(b, "q_conv", act, 0, kd), 3, ZDIM_T, Hk, D);
+    zir_value *k = reshape(b, "k_heads", slice(b, "k_conv", act, kd, kd), 3, ZDIM_T, Hk, D);
+    zir_value *v = reshape(b, "v_heads", slice(b, "v_conv", act, 2 * kd, vd), 3, ZDIM_T, Hv, D);
+    q = op(b, ZOP_L2_NORM, "q_l2", q, NULL, &ea);
+    k = op(b, ZOP_L2_NORM, "k_l2", k, NULL, &ea);
+    zir_value *ss = state(b, "ssm_state", 3, Hv, D, D);
+    zir_node *n = NULL;
+    if (!b->d->code) {
+        char name[32];
+        snprintf(name, sizeof name, "l%d.delta", b->layer);
+        zir_value *in[6] = {q, k, v, g, beta, ss};
+        zir_attrs da = {.scale = 1.0f / sqrtf((float)D)};
+        n = zir_node_add(b->g, ZOP_DELTA_NET, name, in, 6, &da, b->layer, b->group, b->d);
+    }
+    zir_value *on = n ? norm(b, "delta_normed", n->out, blk_weight(b, "ssm_norm.weight", D, 0, false)) : NULL;
+    zir_value *gated = op(b, ZOP_SWIGLU, "delta_gated", reshape(b, "z_heads", z, 3, ZDIM_T, Hv, D), on, NULL);
+    zir_value *wo = gated ? blk_weight(b, "ssm_out.weight", vd, hp->n_embd, false) : NULL;
+    return wo ? op(b, ZOP_MATMUL, "ssm_out", reshape(b, "delta_flat", gated, 2, ZDIM_T, vd, 0), wo, NULL)
+              : NULL;
+}
+
+/* A Qwen3.5 block: attn_norm, the token mixer (delta-net or gated
+ * attention), the residual; the MLP is added by the caller. */
+static zir_value *hybrid_mixer(builder *b, zir_value *x, zir_value *ff) {
+    const zir_hparams *hp = &b->g->hp;
+    b->group = ZG_ATTN;
+    zir_value *h = norm(b, "attn_in", x, blk_weight(b, "attn_norm.weight", hp->n_embd, 0, false));
+    zir_value *m = !h ? NULL : hp->recurrent[b->layer] ? delta_net(b, h) : gated_attention(b, h, ff);
+    return m ? op(b, ZOP_ADD, "resid_attn", x, m, NULL) : NULL;
+}
+
+static zir_value *mlp(builder *b, zir_value *x) {
+    const zir_hparams *hp = &b->g->hp;
+    zir_value *h = ffn_norm(b, x);
+    zir_value *down = swiglu_mlp(b, h, "", hp->n_ff, "");
+    return down ? op(b, ZOP_ADD, "resid_mlp", x, down, NULL) : NULL;
+}
+
+/* qwen35moe's shared expert, added to the routed experts' sum after a
+ * sigmoid gate of its own: ffn_gate_inp_shexp {H} is one row, h . w a
+ * scalar per token. */
+static zir_value *shared_expert(builder *b, zir_value *h, zir_value *moe) {
+    const zir_hparams *hp = &b->g->hp;
+    zir_value *wg = blk_weight(b, "ffn_gate_inp_shexp.weight", hp->n_embd, 0, false);
+    if (!wg) return NULL;
+    if (wg->rank == 1) { /* read as the matrix [1, H] it multiplies like */
+        wg->rank = 2;
+        wg->shape[0] = 1;
+        wg->shape[1] = hp->n_embd;
+    }
+    zir_value *sh = swiglu_mlp(b, h, "_shexp", hp->n_ff_shexp, "shexp_");
+    zir_value *logit = op(b, ZOP_MATMUL, "shexp_logit", h, wg, NULL);
+    zir_value *gate = op(b, ZOP_SIGMOID, "shexp_sigmoid", logit, NULL, NULL);
+    return op(b, ZOP_ADD, "ffn_out", moe, op(b, ZOP_MUL, "shexp_out", sh, gate, NULL), NULL);
 }
 
 /* Stacked experts "blk.N.<suffix>", ggml {ne0, ne1, n_expert}: [E, ne1, ne0]. */
@@ -196,8 +344,7 @@ static zir_value *experts(builder *b, const char *suffix, int64_t ne0, int64_t n
  * (matmul_id), and the weighted sum of their outputs (moe_sum). */
 static zir_value *moe_mlp(builder *b, zir_value *x) {
     const zir_hparams *hp = &b->g->hp;
-    b->group = ZG_MLP;
-    zir_value *h = norm(b, "ffn_in", x, blk_weight(b, "ffn_norm.weight", hp->n_embd, 0, false));
+    zir_value *h = ffn_norm(b, x);
     zir_value *wr = h ? blk_weight(b, "ffn_gate_inp.weight", hp->n_embd, hp->n_expert, false) : NULL;
     zir_value *wg = wr ? experts(b, "ffn_gate_exps.weight", hp->n_embd, hp->n_ff_exp) : NULL;
     zir_value *wu = wg ? experts(b, "ffn_up_exps.weight", hp->n_embd, hp->n_ff_exp) : NULL;
@@ -210,6 +357,7 @@ static zir_value *moe_mlp(builder *b, zir_value *x) {
     zir_value *act = op(b, ZOP_SWIGLU, "act", gate, up, NULL);
     zir_value *down = op3(b, ZOP_MATMUL_ID, "down", act, wd, route);
     zir_value *moe = op(b, ZOP_MOE_SUM, "moe", down, route, NULL);
+    if (hp->hybrid) moe = shared_expert(b, h, moe);
     return op(b, ZOP_ADD, "resid_mlp", x, moe, NULL);
 }
 
@@ -226,7 +374,7 @@ static zstatus build_graph(builder *b) {
     if (b->d->code) return b->d->code;
     for (int l = 0; l < hp->n_layer && x; l++) {
         b->layer = l;
-        x = attention(b, x, ff);
+        x = hp->hybrid ? hybrid_mixer(b, x, ff) : attention(b, x, ff);
         x = x ? (hp->n_expert ? moe_mlp(b, x) : mlp(b, x)) : NULL;
     }
     if (!x) return b->d->code ? b->d->code : zdiag_set(b->d, ZE_INTERNAL, "layer build failed");

@@ -30,7 +30,8 @@
 
 /* ---- options ------------------------------------------------------------ */
 
-static const char *const arch_names[ZMK_ARCH_COUNT] = {"qwen3", "llama", "qwen2", "qwen3moe"};
+static const char *const arch_names[ZMK_ARCH_COUNT] = {"qwen3",    "llama",  "qwen2",
+                                                       "qwen3moe", "qwen35", "qwen35moe"};
 
 void zmk_defaults(zmk_opts *o) {
     *o = (zmk_opts){.arch = ZMK_QWEN3,
@@ -45,6 +46,12 @@ void zmk_defaults(zmk_opts *o) {
                     .experts = 8,
                     .experts_used = 2,
                     .expert_ff = 256,
+                    .full_attn = 4,
+                    .ssm_conv = 4,
+                    .ssm_state = 32,
+                    .ssm_groups = 2,
+                    .ssm_heads = 4,
+                    .shared_ff = 256,
                     .quant = ZMK_Q4_K_M,
                     .seed = 1,
                     .tied = false};
@@ -132,7 +139,25 @@ zstatus zmk_validate(const zmk_opts *o, zdiag *d) {
                          "mkmodel: qwen2 needs heads * head-dim == hidden (llama.cpp's qwen2 attn_q is "
                          "[hidden, hidden]): expected %u, found %u * %u = %llu",
                          o->hidden, o->heads, o->head_dim, (unsigned long long)o->heads * o->head_dim);
-    if (o->arch == ZMK_QWEN3MOE) {
+    if (o->arch == ZMK_QWEN35 || o->arch == ZMK_QWEN35MOE) {
+        zstatus s = check_dim("full-attn-interval", o->full_attn, o->layers, d);
+        if (!s) s = check_dim("ssm-conv", o->ssm_conv, 64, d);
+        if (!s && o->ssm_conv < 2)
+            s = zdiag_set(d, ZE_INVALID, "mkmodel: --ssm-conv: expected 2..64, found 1");
+        if (!s) s = check_dim("ssm-state", o->ssm_state, 1024, d);
+        if (!s) s = check_dim("ssm-groups", o->ssm_groups, 4096, d);
+        if (!s) s = check_dim("ssm-heads", o->ssm_heads, 4096, d);
+        if (!s && o->ssm_heads % o->ssm_groups)
+            s = zdiag_set(d, ZE_INVALID, "mkmodel: --ssm-heads %u must be a multiple of --ssm-groups %u",
+                          o->ssm_heads, o->ssm_groups);
+        if (!s && o->arch == ZMK_QWEN35MOE) s = check_dim("shared-ff", o->shared_ff, ZMK_MAX_DIM, d);
+        if (!s && (zmk_rope_dim(o) > o->head_dim || zmk_rope_dim(o) % 2))
+            s = zdiag_set(d, ZE_INVALID,
+                          "mkmodel: --rope-dim %u: expected an even number up to --head-dim %u",
+                          zmk_rope_dim(o), o->head_dim);
+        if (s) return s;
+    }
+    if (o->arch == ZMK_QWEN3MOE || o->arch == ZMK_QWEN35MOE) {
         zstatus s = check_dim("experts", o->experts, 1024, d);
         if (!s) s = check_dim("experts-used", o->experts_used, o->experts, d);
         if (!s) s = check_dim("expert-ff", o->expert_ff, ZMK_MAX_DIM, d);
@@ -152,12 +177,19 @@ zstatus zmk_validate(const zmk_opts *o, zdiag *d) {
 /* Legend: name suffix; per layer; init class (what the weight is, for the
  * initialiser); which architectures have it. */
 enum { INIT_MATRIX, INIT_RESID_OUT, INIT_NORM, INIT_BIAS };
+enum { INIT_SSM_A = INIT_BIAS + 1 };
+/* A_HYB: qwen35 and qwen35moe, whose attention tensors exist on full-attention
+ * layers only and whose delta-net tensors (A_SSM) on the others. */
 enum {
-    A_MOE = 1 << ZMK_QWEN3MOE,
-    A_DENSE = (1 << ZMK_QWEN3) | (1 << ZMK_LLAMA) | (1 << ZMK_QWEN2),
+    A_HYB = (1 << ZMK_QWEN35) | (1 << ZMK_QWEN35MOE),
+    A_SSM = A_HYB,
+    A_MOE = (1 << ZMK_QWEN3MOE) | (1 << ZMK_QWEN35MOE),
+    A_SHEXP = 1 << ZMK_QWEN35MOE,
+    A_DENSE = (1 << ZMK_QWEN3) | (1 << ZMK_LLAMA) | (1 << ZMK_QWEN2) | (1 << ZMK_QWEN35),
     A_ALL = A_DENSE | A_MOE,
-    A_QWEN3 = (1 << ZMK_QWEN3) | A_MOE,
-    A_QWEN2 = 1 << ZMK_QWEN2
+    A_QWEN3 = (1 << ZMK_QWEN3) | A_MOE | A_HYB,
+    A_QWEN2 = 1 << ZMK_QWEN2,
+    A_FFN_NORM = A_ALL & ~A_HYB
 };
 
 static const struct {
@@ -177,7 +209,7 @@ static const struct {
     [ZMK_ATTN_Q_NORM] = {"attn_q_norm.weight", true, INIT_NORM, A_QWEN3},
     [ZMK_ATTN_K_NORM] = {"attn_k_norm.weight", true, INIT_NORM, A_QWEN3},
     [ZMK_ATTN_OUT] = {"attn_output.weight", true, INIT_RESID_OUT, A_ALL},
-    [ZMK_FFN_NORM] = {"ffn_norm.weight", true, INIT_NORM, A_ALL},
+    [ZMK_FFN_NORM] = {"ffn_norm.weight", true, INIT_NORM, A_FFN_NORM},
     [ZMK_FFN_GATE] = {"ffn_gate.weight", true, INIT_MATRIX, A_DENSE},
     [ZMK_FFN_UP] = {"ffn_up.weight", true, INIT_MATRIX, A_DENSE},
     [ZMK_FFN_DOWN] = {"ffn_down.weight", true, INIT_RESID_OUT, A_DENSE},
@@ -185,6 +217,20 @@ static const struct {
     [ZMK_FFN_GATE_EXPS] = {"ffn_gate_exps.weight", true, INIT_MATRIX, A_MOE},
     [ZMK_FFN_UP_EXPS] = {"ffn_up_exps.weight", true, INIT_MATRIX, A_MOE},
     [ZMK_FFN_DOWN_EXPS] = {"ffn_down_exps.weight", true, INIT_RESID_OUT, A_MOE},
+    [ZMK_ATTN_POST_NORM] = {"post_attention_norm.weight", true, INIT_NORM, A_HYB},
+    [ZMK_ATTN_QKV] = {"attn_qkv.weight", true, INIT_MATRIX, A_SSM},
+    [ZMK_ATTN_GATE] = {"attn_gate.weight", true, INIT_MATRIX, A_SSM},
+    [ZMK_SSM_CONV1D] = {"ssm_conv1d.weight", true, INIT_MATRIX, A_SSM},
+    [ZMK_SSM_DT] = {"ssm_dt.bias", true, INIT_BIAS, A_SSM},
+    [ZMK_SSM_A] = {"ssm_a", true, INIT_SSM_A, A_SSM},
+    [ZMK_SSM_BETA] = {"ssm_beta.weight", true, INIT_MATRIX, A_SSM},
+    [ZMK_SSM_ALPHA] = {"ssm_alpha.weight", true, INIT_MATRIX, A_SSM},
+    [ZMK_SSM_NORM] = {"ssm_norm.weight", true, INIT_NORM, A_SSM},
+    [ZMK_SSM_OUT] = {"ssm_out.weight", true, INIT_RESID_OUT, A_SSM},
+    [ZMK_FFN_GATE_INP_SHEXP] = {"ffn_gate_inp_shexp.weight", true, INIT_MATRIX, A_SHEXP},
+    [ZMK_FFN_GATE_SHEXP] = {"ffn_gate_shexp.weight", true, INIT_MATRIX, A_SHEXP},
+    [ZMK_FFN_UP_SHEXP] = {"ffn_up_shexp.weight", true, INIT_MATRIX, A_SHEXP},
+    [ZMK_FFN_DOWN_SHEXP] = {"ffn_down_shexp.weight", true, INIT_RESID_OUT, A_SHEXP},
     [ZMK_OUTPUT_NORM] = {"output_norm.weight", false, INIT_NORM, A_ALL},
     [ZMK_OUTPUT] = {"output.weight", false, INIT_MATRIX, A_ALL},
 };
@@ -199,18 +245,60 @@ bool zmk_kind_present(const zmk_opts *o, zmk_kind k) {
     return (kinds[k].archs >> o->arch) & 1;
 }
 
+bool zmk_recurrent_layer(const zmk_opts *o, int l) {
+    return (o->arch == ZMK_QWEN35 || o->arch == ZMK_QWEN35MOE) && (l + 1) % (int)o->full_attn != 0;
+}
+
+bool zmk_kind_in_layer(const zmk_opts *o, zmk_kind k, int l) {
+    if (!zmk_kind_present(o, k)) return false;
+    if (!((A_HYB >> o->arch) & 1)) return true;
+    bool attn = k == ZMK_ATTN_Q || k == ZMK_ATTN_K || k == ZMK_ATTN_V || k == ZMK_ATTN_Q_NORM ||
+                k == ZMK_ATTN_K_NORM || k == ZMK_ATTN_OUT;
+    bool ssm = k >= ZMK_ATTN_QKV && k <= ZMK_SSM_OUT;
+    return zmk_recurrent_layer(o, l) ? !attn : !ssm;
+}
+
+uint32_t zmk_rope_dim(const zmk_opts *o) {
+    return o->rope_dim ? o->rope_dim : (o->head_dim / 4) % 2 ? o->head_dim : o->head_dim / 4;
+}
+
+/* rope.dimension_sections: the option, or the real models' 11:11:10 split of
+ * the rotated pairs (32 pairs -> 11, 11, 10, 0). */
+void zmk_rope_sections(const zmk_opts *o, int32_t out[4]) {
+    int32_t n = (int32_t)zmk_rope_dim(o) / 2;
+    bool given = o->rope_sections[0] || o->rope_sections[1] || o->rope_sections[2] || o->rope_sections[3];
+    for (int i = 0; i < 4; i++)
+        out[i] = given ? o->rope_sections[i] : i == 3 ? 0 : (n + 2 - i) / 3;
+}
+
 uint32_t zmk_kind_shape(const zmk_opts *o, zmk_kind k, int64_t ne[3]) {
     const int64_t H = o->hidden, F = o->ff, Q = (int64_t)o->heads * o->head_dim;
     const int64_t KV = (int64_t)o->kv_heads * o->head_dim, FE = o->expert_ff;
+    const int64_t KD = (int64_t)o->ssm_groups * o->ssm_state, VD = (int64_t)o->ssm_heads * o->ssm_state;
+    const bool hyb = (A_HYB >> o->arch) & 1;
     ne[1] = ne[2] = 1;
     switch (k) {
+    case ZMK_ATTN_POST_NORM: ne[0] = H; return 1;
+    case ZMK_ATTN_QKV: ne[0] = H, ne[1] = 2 * KD + VD; return 2;
+    case ZMK_ATTN_GATE: ne[0] = H, ne[1] = VD; return 2;
+    case ZMK_SSM_CONV1D: ne[0] = o->ssm_conv, ne[1] = 2 * KD + VD; return 2;
+    case ZMK_SSM_DT:
+    case ZMK_SSM_A: ne[0] = o->ssm_heads; return 1;
+    case ZMK_SSM_BETA:
+    case ZMK_SSM_ALPHA: ne[0] = H, ne[1] = o->ssm_heads; return 2;
+    case ZMK_SSM_NORM: ne[0] = o->ssm_state; return 1;
+    case ZMK_SSM_OUT: ne[0] = VD, ne[1] = H; return 2;
+    case ZMK_FFN_GATE_INP_SHEXP: ne[0] = H; return 1;
+    case ZMK_FFN_GATE_SHEXP:
+    case ZMK_FFN_UP_SHEXP: ne[0] = H, ne[1] = o->shared_ff; return 2;
+    case ZMK_FFN_DOWN_SHEXP: ne[0] = o->shared_ff, ne[1] = H; return 2;
     case ZMK_FFN_GATE_INP: ne[0] = H, ne[1] = o->experts; return 2;
     case ZMK_FFN_GATE_EXPS:
     case ZMK_FFN_UP_EXPS: ne[0] = H, ne[1] = FE, ne[2] = o->experts; return 3;
     case ZMK_FFN_DOWN_EXPS: ne[0] = FE, ne[1] = H, ne[2] = o->experts; return 3;
     case ZMK_TOKEN_EMBD:
     case ZMK_OUTPUT: ne[0] = H, ne[1] = o->vocab; return 2;
-    case ZMK_ATTN_Q: ne[0] = H, ne[1] = Q; return 2;
+    case ZMK_ATTN_Q: ne[0] = H, ne[1] = hyb ? 2 * Q : Q; return 2; /* qwen35: query and gate per head */
     case ZMK_ATTN_K:
     case ZMK_ATTN_V: ne[0] = H, ne[1] = KV; return 2;
     case ZMK_ATTN_OUT: ne[0] = Q, ne[1] = H; return 2;
@@ -238,16 +326,18 @@ bool zmk_use_more_bits(int i, int n) {
 /* What llama-quantize's llama_tensor_get_type picks for Q4_K_M, before the
  * row-length fallback. */
 static ztype q4_k_m_type(const zmk_opts *o, zmk_kind k, int layer) {
-    bool eight = o->arch == ZMK_QWEN3MOE && o->experts == 8; /* llama.cpp's n_expert == 8 rules */
+    bool eight = (A_MOE >> o->arch & 1) && o->experts == 8; /* llama.cpp's n_expert == 8 rules */
     switch (k) {
     case ZMK_OUTPUT: return ZT_Q6_K;
     case ZMK_TOKEN_EMBD: return o->tied ? ZT_Q6_K : ZT_Q4_K;
     case ZMK_ATTN_K: return eight ? ZT_Q8_0 : ZT_Q4_K;
     case ZMK_ATTN_OUT: return eight ? ZT_Q5_K : ZT_Q4_K;
     case ZMK_ATTN_V:
+    case ZMK_ATTN_QKV: /* attn_v-like; one of the two per layer, so i_attention_wv is the layer */
         if (eight) return ZT_Q8_0;
         return zmk_use_more_bits(layer, (int)o->layers) ? ZT_Q6_K : ZT_Q4_K;
     case ZMK_FFN_DOWN:
+    case ZMK_FFN_DOWN_SHEXP:
     case ZMK_FFN_DOWN_EXPS: return zmk_use_more_bits(layer, (int)o->layers) ? ZT_Q6_K : ZT_Q4_K;
     default: return ZT_Q4_K;
     }
@@ -256,7 +346,7 @@ static ztype q4_k_m_type(const zmk_opts *o, zmk_kind k, int layer) {
 /* The type the file type asks for, before the row-length fallback. */
 static ztype wanted_type(const zmk_opts *o, zmk_kind k, int layer) {
     int64_t ne[3];
-    if (zmk_kind_shape(o, k, ne) < 2 || k == ZMK_FFN_GATE_INP) return ZT_F32;
+    if (zmk_kind_shape(o, k, ne) < 2 || k == ZMK_FFN_GATE_INP || k == ZMK_SSM_CONV1D) return ZT_F32;
     if (o->quant == ZMK_Q4_K_M) return q4_k_m_type(o, k, layer);
     for (size_t i = 0; i < N_QUANTS; i++)
         if (quants[i].q == o->quant) return quants[i].t;
@@ -399,6 +489,10 @@ static void init_row(const zmk_opts *o, zmk_kind k, const char *name, int64_t ne
         for (int64_t i = 0; i < ne0; i++)
             x[i] = 1.0f + 0.1f * normal(&s);
         return;
+    case INIT_SSM_A: /* A = -exp(A_log), as the converter writes it */
+        for (int64_t i = 0; i < ne0; i++)
+            x[i] = -expf(0.5f * normal(&s));
+        return;
     case INIT_BIAS: scale = 0.1; break;
     case INIT_RESID_OUT: scale = 1.0 / sqrt((double)ne0 * 2.0 * o->layers); break;
     default: scale = 1.0 / sqrt((double)ne0); break;
@@ -512,7 +606,7 @@ static zstatus add_tensors(mk_ctx *c, zdiag *d) {
     zstatus s = add_tensor(c, ZMK_TOKEN_EMBD, -1, d);
     for (int l = 0; l < (int)c->o->layers && !s; l++)
         for (int k = ZMK_ATTN_NORM; k < ZMK_OUTPUT_NORM && !s; k++)
-            if (zmk_kind_present(c->o, (zmk_kind)k)) s = add_tensor(c, (zmk_kind)k, l, d);
+            if (zmk_kind_in_layer(c->o, (zmk_kind)k, l)) s = add_tensor(c, (zmk_kind)k, l, d);
     if (!s) s = add_tensor(c, ZMK_OUTPUT_NORM, -1, d);
     if (!s && zmk_kind_present(c->o, ZMK_OUTPUT)) s = add_tensor(c, ZMK_OUTPUT, -1, d);
     return s;
@@ -536,7 +630,20 @@ static void set_hparams(gguf_writer *w, const zmk_opts *o) {
     gguf_set_u32(w, KEY("attention.value_length"), o->head_dim);
     gguf_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), o->arch == ZMK_LLAMA ? 1e-5f : 1e-6f);
     gguf_set_f32(w, KEY("rope.freq_base"), o->arch == ZMK_LLAMA ? 500000.0f : 1000000.0f);
-    if (o->arch == ZMK_QWEN3MOE) {
+    if (o->arch == ZMK_QWEN35 || o->arch == ZMK_QWEN35MOE) {
+        int32_t sec[4];
+        zmk_rope_sections(o, sec);
+        gguf_set_u32(w, KEY("rope.dimension_count"), zmk_rope_dim(o));
+        gguf_set_arr_i32(w, KEY("rope.dimension_sections"), sec, 4);
+        gguf_set_u32(w, KEY("full_attention_interval"), o->full_attn);
+        gguf_set_u32(w, KEY("ssm.conv_kernel"), o->ssm_conv);
+        gguf_set_u32(w, KEY("ssm.state_size"), o->ssm_state);
+        gguf_set_u32(w, KEY("ssm.group_count"), o->ssm_groups);
+        gguf_set_u32(w, KEY("ssm.time_step_rank"), o->ssm_heads);
+        gguf_set_u32(w, KEY("ssm.inner_size"), o->ssm_state * o->ssm_heads);
+    }
+    if (o->arch == ZMK_QWEN35MOE) gguf_set_u32(w, KEY("expert_shared_feed_forward_length"), o->shared_ff);
+    if (o->arch == ZMK_QWEN3MOE || o->arch == ZMK_QWEN35MOE) {
         gguf_set_u32(w, KEY("expert_count"), o->experts);
         gguf_set_u32(w, KEY("expert_used_count"), o->experts_used);
         gguf_set_u32(w, KEY("expert_feed_forward_length"), o->expert_ff);

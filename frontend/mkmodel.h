@@ -16,7 +16,15 @@
 #include "../ir/dtype.h"
 #include "../ir/zstatus.h"
 
-typedef enum zmk_arch { ZMK_QWEN3, ZMK_LLAMA, ZMK_QWEN2, ZMK_QWEN3MOE, ZMK_ARCH_COUNT } zmk_arch;
+typedef enum zmk_arch {
+    ZMK_QWEN3,
+    ZMK_LLAMA,
+    ZMK_QWEN2,
+    ZMK_QWEN3MOE,
+    ZMK_QWEN35,
+    ZMK_QWEN35MOE,
+    ZMK_ARCH_COUNT
+} zmk_arch;
 
 /* The file types we can write, with llama.cpp's LLAMA_FTYPE numbers. All but
  * q4_k_m put every 2-D weight in one type (llama-quantize --pure). */
@@ -41,6 +49,13 @@ typedef struct zmk_opts {
     uint32_t layers, hidden, ff, heads, kv_heads, head_dim, vocab, ctx;
     /* qwen3moe: expert_count, expert_used_count, one expert's feed-forward width */
     uint32_t experts, experts_used, expert_ff;
+    /* qwen35/qwen35moe: every full_attn-th layer is full attention, the others
+     * gated delta-net with a conv of ssm_conv taps, ssm_groups key heads and
+     * ssm_heads value heads of ssm_state; rotary dims and rope sections (0:
+     * head_dim / 4 and the 11:11:10 split of the real models); shared_ff the
+     * shared expert's width (qwen35moe) */
+    uint32_t full_attn, ssm_conv, ssm_state, ssm_groups, ssm_heads, rope_dim, shared_ff;
+    int32_t rope_sections[4];
     zmk_quant quant;
     uint64_t seed;
     bool tied; /* no output.weight: the output projection reuses token_embd */
@@ -78,7 +93,21 @@ typedef enum zmk_kind {
     ZMK_FFN_GATE_INP,  /* qwen3moe: the router, {hidden, experts}, always f32 */
     ZMK_FFN_GATE_EXPS, /* qwen3moe: stacked experts {hidden, expert_ff, experts} */
     ZMK_FFN_UP_EXPS,
-    ZMK_FFN_DOWN_EXPS, /* {expert_ff, hidden, experts} */
+    ZMK_FFN_DOWN_EXPS,      /* {expert_ff, hidden, experts} */
+    ZMK_ATTN_POST_NORM,     /* qwen35: the norm before the MLP */
+    ZMK_ATTN_QKV,           /* qwen35 delta-net layers: q,k,v {hidden, 2 key_dim + value_dim} */
+    ZMK_ATTN_GATE,          /* z {hidden, value_dim} */
+    ZMK_SSM_CONV1D,         /* {conv, 2 key_dim + value_dim}, never quantized */
+    ZMK_SSM_DT,             /* dt bias {heads} */
+    ZMK_SSM_A,              /* -exp(A_log) {heads} */
+    ZMK_SSM_BETA,           /* {hidden, heads} */
+    ZMK_SSM_ALPHA,          /* {hidden, heads} */
+    ZMK_SSM_NORM,           /* {state} */
+    ZMK_SSM_OUT,            /* {value_dim, hidden} */
+    ZMK_FFN_GATE_INP_SHEXP, /* qwen35moe shared expert: its gate {hidden} */
+    ZMK_FFN_GATE_SHEXP,
+    ZMK_FFN_UP_SHEXP,
+    ZMK_FFN_DOWN_SHEXP,
     ZMK_OUTPUT_NORM,
     ZMK_OUTPUT,
     ZMK_KIND_COUNT
@@ -88,6 +117,13 @@ typedef enum zmk_kind {
 const char *zmk_kind_name(zmk_kind k);
 /* Whether the architecture has this tensor (given --tied). */
 bool zmk_kind_present(const zmk_opts *o, zmk_kind k);
+/* rope.dimension_count and rope.dimension_sections of a qwen35 model. */
+uint32_t zmk_rope_dim(const zmk_opts *o);
+void zmk_rope_sections(const zmk_opts *o, int32_t out[4]);
+/* Whether layer l has this tensor (hybrid models differ per layer). */
+bool zmk_kind_in_layer(const zmk_opts *o, zmk_kind k, int l);
+/* Whether layer l of a qwen35 model is a gated delta-net layer. */
+bool zmk_recurrent_layer(const zmk_opts *o, int l);
 /* Shape in ggml order: ne[0] is the contiguous (input) dimension, ne[2] the
  * expert of stacked experts (1 otherwise). Returns n_dims. */
 uint32_t zmk_kind_shape(const zmk_opts *o, zmk_kind k, int64_t ne[3]);

@@ -190,18 +190,30 @@ static zstatus op_binary(ctx *c) {
     return ZOK;
 }
 
+/* Whether pair j of an imrope rotates by the token's position: ggml's
+ * ggml_mrope_cache_init gives sector j % sum(sections) the t, h or w
+ * position (all the token's position for text) when it falls in the
+ * interleaved t,h,w pattern, else the 4th position, 0 for text. */
+static bool imrope_moves(const int *sc, int j) {
+    int sector = j % (sc[0] + sc[1] + sc[2] + sc[3]);
+    return (sector % 3 == 1 && sector < 3 * sc[1]) || (sector % 3 == 2 && sector < 3 * sc[2]) ||
+           (sector % 3 == 0 && sector < 3 * sc[0]);
+}
+
 /* RoPE as ggml computes it: pair (i, i+1) in normal mode and (i, i+n_rot/2)
- * in NeoX mode rotate by pos * freq_scale * theta^(-i/n_rot) / factor[i/2];
- * dimensions past n_rot pass through. */
+ * in NeoX and imrope modes rotate by pos * freq_scale * theta^(-i/n_rot) /
+ * factor[i/2]; dimensions past n_rot pass through. */
 static zstatus op_rope(ctx *c) {
     const zir_value *x = c->n->in[0];
     int64_t T = dim(c, x, 0), H = x->shape[1], D = x->shape[2];
     int nr = c->n->attr.rope.n_rot;
-    bool neox = c->n->attr.rope.mode == ZROPE_NEOX;
+    zir_rope_mode mode = c->n->attr.rope.mode;
+    bool neox = mode == ZROPE_NEOX || mode == ZROPE_IMROPE;
     memcpy(c->out, c->in[0], sizeof(float) * (size_t)(T * H * D));
     for (int64_t t = 0; t < T; t++) {
-        double p = (double)(c->it->step.pos + t);
         for (int i = 0; i < nr; i += 2) {
+            double p = (double)(c->it->step.pos + t);
+            if (mode == ZROPE_IMROPE && !imrope_moves(c->n->attr.rope.sections, i / 2)) p = 0;
             double theta = p * c->n->attr.rope.freq_scale * pow(c->n->attr.rope.theta, -(double)i / nr);
             if (c->in[1]) theta /= c->in[1][i / 2];
             float cs = (float)cos(theta), sn = (float)sin(theta);
@@ -356,6 +368,131 @@ static zstatus op_moe_sum(ctx *c) {
     return ZOK;
 }
 
+/* a * b with b aligned on a's trailing dimensions, each equal or 1. */
+static zstatus op_mul(ctx *c) {
+    const zir_value *a = c->n->in[0], *b = c->n->in[1];
+    int64_t n = zir_value_elems(a, &c->it->step), ad[ZIR_MAX_RANK], bd[ZIR_MAX_RANK];
+    int off = a->rank - b->rank;
+    for (int i = 0; i < a->rank; i++) {
+        ad[i] = dim(c, a, i);
+        bd[i] = i < off ? 1 : dim(c, b, i - off);
+    }
+    for (int64_t e = 0; e < n; e++) {
+        int64_t rest = e, bi = 0, stride = 1;
+        for (int i = a->rank - 1; i >= 0; i--) {
+            int64_t ix = rest % ad[i];
+            rest /= ad[i];
+            if (bd[i] != 1) bi += ix * stride;
+            stride *= bd[i];
+        }
+        c->out[e] = c->in[0][e] * c->in[1][bi];
+    }
+    return ZOK;
+}
+
+/* silu, sigmoid and softplus, in ggml's float formulas. */
+static zstatus op_unary(ctx *c) {
+    int64_t n = zir_value_elems(c->n->out, &c->it->step);
+    const float *x = c->in[0];
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        c->out[i] = c->n->op == ZOP_SILU      ? v / (1.0f + expf(-v))
+                    : c->n->op == ZOP_SIGMOID ? 1.0f / (1.0f + expf(-v))
+                    : v > 20.0f               ? v
+                                              : logf(1.0f + expf(v));
+    }
+    return ZOK;
+}
+
+/* ggml_l2_norm: x / max(sqrt(sum x^2), eps), the sum in double. */
+static zstatus op_l2_norm(ctx *c) {
+    const zir_value *x = c->n->in[0];
+    int64_t n = x->shape[x->rank - 1], rows = zir_value_elems(x, &c->it->step) / n;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = c->in[0] + r * n;
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++)
+            ss += (double)(xr[i] * xr[i]);
+        float scale = 1.0f / fmaxf(sqrtf((float)ss), c->n->attr.eps);
+        for (int64_t i = 0; i < n; i++)
+            c->out[r * n + i] = xr[i] * scale;
+    }
+    return ZOK;
+}
+
+static zstatus op_slice(ctx *c) {
+    const zir_value *x = c->n->in[0];
+    int64_t n = x->shape[x->rank - 1], rows = zir_value_elems(x, &c->it->step) / n;
+    int64_t off = c->n->attr.slice.off, len = c->n->attr.slice.len;
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(c->out + r * len, c->in[0] + r * n + off, sizeof(float) * (size_t)len);
+    return ZOK;
+}
+
+/* A recurrent state starts from zeros with each sequence (a step at
+ * position 0) and is carried from step to step like the KV cache. */
+static float *state_of(ctx *c, int input) {
+    float *st = c->it->buf[c->n->in[input]->id];
+    if (c->it->step.pos == 0)
+        memset(st, 0, sizeof(float) * (size_t)zir_value_elems(c->n->in[input], &c->it->step));
+    return st;
+}
+
+/* ggml_ssm_conv over concat(state, x): y[t,c] = sum_k win[t+k,c] w[c,k],
+ * summed in float in k order; the state keeps the last K-1 rows. */
+static zstatus op_ssm_conv(ctx *c) {
+    const zir_value *x = c->n->in[0], *w = c->n->in[1];
+    int64_t T = dim(c, x, 0), C = x->shape[1], K = w->shape[1];
+    float *st = state_of(c, 2), *win = malloc(sizeof(float) * (size_t)((K - 1 + T) * C));
+    if (!win) return zdiag_set(c->d, ZE_NOMEM, "interpreter: out of memory for '%s'", c->n->out->name);
+    memcpy(win, st, sizeof(float) * (size_t)((K - 1) * C));
+    memcpy(win + (K - 1) * C, c->in[0], sizeof(float) * (size_t)(T * C));
+    for (int64_t ch = 0; ch < C; ch++) {
+        zstatus s = zir_weight_row(w, ch, c->it->row, c->d);
+        if (s) {
+            free(win);
+            return s;
+        }
+        for (int64_t t = 0; t < T; t++) {
+            float sum = 0.0f;
+            for (int64_t k = 0; k < K; k++)
+                sum += win[(t + k) * C + ch] * c->it->row[k];
+            c->out[t * C + ch] = sum;
+        }
+    }
+    memcpy(st, win + T * C, sizeof(float) * (size_t)((K - 1) * C));
+    free(win);
+    return ZOK;
+}
+
+/* The gated delta rule, token by token as ggml's gated_delta_net computes
+ * it. Per value head h (key head h % Hk), with the state M[j][i] (j over
+ * values, i over keys): M *= exp(g); d[j] = (v[j] - M[j].k) * beta;
+ * M[j][i] += k[i] d[j]; o[j] = M[j].q * scale. */
+static zstatus op_delta_net(ctx *c) {
+    const zir_value *q = c->n->in[0], *v = c->n->in[2];
+    int64_t T = dim(c, q, 0), Hk = q->shape[1], D = q->shape[2], Hv = v->shape[1];
+    float *st = state_of(c, 5), *delta = malloc(sizeof(float) * (size_t)D);
+    if (!delta) return zdiag_set(c->d, ZE_NOMEM, "interpreter: out of memory for '%s'", c->n->out->name);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < Hv; h++) {
+            float *M = st + h * D * D, decay = expf(c->in[3][t * Hv + h]), beta = c->in[4][t * Hv + h];
+            const float *qh = c->in[0] + (t * Hk + h % Hk) * D, *kh = c->in[1] + (t * Hk + h % Hk) * D;
+            const float *vh = c->in[2] + (t * Hv + h) * D;
+            for (int64_t i = 0; i < D * D; i++)
+                M[i] *= decay;
+            for (int64_t j = 0; j < D; j++)
+                delta[j] = (vh[j] - dot(M + j * D, kh, D)) * beta;
+            for (int64_t j = 0; j < D; j++)
+                for (int64_t i = 0; i < D; i++)
+                    M[j * D + i] += kh[i] * delta[j];
+            for (int64_t j = 0; j < D; j++)
+                c->out[(t * Hv + h) * D + j] = dot(M + j * D, qh, D) * c->n->attr.scale;
+        }
+    free(delta);
+    return ZOK;
+}
+
 typedef zstatus (*op_fn)(ctx *);
 
 static op_fn op_table(zir_op op) {
@@ -373,6 +510,14 @@ static op_fn op_table(zir_op op) {
     case ZOP_MOE_TOPK: return op_moe_topk;
     case ZOP_MATMUL_ID: return op_matmul_id;
     case ZOP_MOE_SUM: return op_moe_sum;
+    case ZOP_MUL: return op_mul;
+    case ZOP_SILU:
+    case ZOP_SIGMOID:
+    case ZOP_SOFTPLUS: return op_unary;
+    case ZOP_L2_NORM: return op_l2_norm;
+    case ZOP_SLICE: return op_slice;
+    case ZOP_SSM_CONV: return op_ssm_conv;
+    case ZOP_DELTA_NET: return op_delta_net;
     default: return NULL;
     }
 }

@@ -11,7 +11,7 @@ const zir_op_info zir_ops[ZOP_COUNT] = {
 };
 
 static const char *const kind_names[ZK_COUNT] = {
-    "gather", "norm", "matmul", "elementwise", "shape", "kv", "attention", "fused", "moe",
+    "gather", "norm", "matmul", "elementwise", "shape", "kv", "attention", "fused", "moe", "recurrent",
 };
 _Static_assert(sizeof kind_names / sizeof kind_names[0] == ZK_COUNT, "kind_names out of date");
 

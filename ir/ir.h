@@ -33,6 +33,7 @@ typedef enum zir_kind {
     ZK_ATTENTION,   /* contractions between activations and the KV cache */
     ZK_FUSED,       /* a kernel made by a fusion pass */
     ZK_MOE,         /* mixture of experts: routing, and contractions with the experts it selects */
+    ZK_RECURRENT,   /* recurrences over the tokens with a state kept across steps (conv, delta rule) */
     ZK_COUNT
 } zir_kind;
 
@@ -100,12 +101,15 @@ typedef struct zir_value {
     UT_hash_handle hh;
 } zir_value;
 
-typedef enum zir_rope_mode { ZROPE_NORMAL = 0, ZROPE_NEOX = 2 } zir_rope_mode;
+/* ggml's rope modes; IMROPE (Qwen3.5) is NeoX pairing where pair i takes
+ * the position of section (i mod sum(sections)) interleaved t,h,w: for text
+ * the three are the token's position and a pair outside them rotates by 0. */
+typedef enum zir_rope_mode { ZROPE_NORMAL = 0, ZROPE_NEOX = 2, ZROPE_IMROPE = 40 } zir_rope_mode;
 
 /* Attributes; each op reads the fields its comment in ops.def names. */
 typedef struct zir_attrs {
-    float eps;   /* rms_norm */
-    float scale; /* attn_scores */
+    float eps;   /* rms_norm, l2_norm */
+    float scale; /* attn_scores, delta_net (the query's scale) */
     struct {
         int rank;
         zdim shape[ZIR_MAX_RANK];
@@ -115,7 +119,11 @@ typedef struct zir_attrs {
         int n_rot;        /* rotated dimensions, <= head dim */
         float theta;      /* frequency base */
         float freq_scale; /* 1 / linear scaling factor */
+        int sections[4];  /* imrope: rope.dimension_sections */
     } rope;
+    struct {
+        int64_t off, len; /* slice: a range of the last dimension */
+    } slice;
     /* matmul: both operands rounded to fp16, products summed in fp32, as the
      * matrix units compute them (the mm-f16 pass; the interpreter rounds
      * the same way). */
@@ -181,6 +189,14 @@ typedef struct zir_hparams {
     float rope_theta, rope_freq_scale;
     bool qk_norm, qkv_bias, tied_output;
     int n_expert, n_expert_used, n_ff_exp; /* mixture of experts (qwen3moe); 0 for a dense MLP */
+    int n_ff_shexp;                        /* shared expert width (qwen35moe); 0 without one */
+    /* Gated delta-net (qwen35): layer l is recurrent when recurrent[l]; the
+     * others are gated full attention. */
+    bool hybrid;
+    bool recurrent[512];
+    int ssm_conv, ssm_state, ssm_groups, ssm_heads,
+        ssm_inner; /* conv kernel, head dim, k heads, v heads, v width */
+    int rope_sections[4];
 } zir_hparams;
 
 typedef struct zir_graph {

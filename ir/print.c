@@ -31,11 +31,22 @@ static void print_attrs(const zir_node *n, FILE *out) {
     const zir_attrs *a = &n->attr;
     switch (n->op) {
     case ZOP_RMS_NORM: fprintf(out, " {eps=%g}", a->eps); break;
-    case ZOP_ATTN_SCORES: fprintf(out, " {scale=%g}", a->scale); break;
+    case ZOP_L2_NORM: fprintf(out, " {eps=%g}", a->eps); break;
+    case ZOP_ATTN_SCORES:
+    case ZOP_DELTA_NET: fprintf(out, " {scale=%g}", a->scale); break;
+    case ZOP_SLICE:
+        fprintf(out, " {off=%lld len=%lld}", (long long)a->slice.off, (long long)a->slice.len);
+        break;
     case ZOP_ROPE:
-        fprintf(out, " {mode=%s n_rot=%d theta=%g freq_scale=%g}",
-                a->rope.mode == ZROPE_NEOX ? "neox" : "normal", a->rope.n_rot, a->rope.theta,
-                a->rope.freq_scale);
+        fprintf(out, " {mode=%s n_rot=%d theta=%g freq_scale=%g",
+                a->rope.mode == ZROPE_NEOX     ? "neox"
+                : a->rope.mode == ZROPE_IMROPE ? "imrope"
+                                               : "normal",
+                a->rope.n_rot, a->rope.theta, a->rope.freq_scale);
+        if (a->rope.mode == ZROPE_IMROPE)
+            fprintf(out, " sections=%d,%d,%d,%d", a->rope.sections[0], a->rope.sections[1],
+                    a->rope.sections[2], a->rope.sections[3]);
+        fputc('}', out);
         break;
     case ZOP_MOE_TOPK: fprintf(out, " {topk=%d}", a->topk); break;
     case ZOP_MATMUL:

@@ -102,6 +102,15 @@ static zstatus infer_rope(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
     int nr = n->attr.rope.n_rot;
     if (nr <= 0 || nr % 2 || nr > hd)
         return zdiag_set(d, ZE_INVALID, "rope: n_rot %d must be even and in 2..%lld", nr, (long long)hd);
+    if (n->attr.rope.mode == ZROPE_IMROPE) {
+        const int *sc = n->attr.rope.sections;
+        int sum = sc[0] + sc[1] + sc[2] + sc[3];
+        if (sc[0] < 0 || sc[1] < 0 || sc[2] < 0 || sc[3] < 0 || sc[0] + sc[1] + sc[2] < 1 || sum > hd)
+            return zdiag_set(d, ZE_INVALID,
+                             "rope: sections %d,%d,%d,%d: expected non-negative, the first three not all 0, "
+                             "sum <= %lld",
+                             sc[0], sc[1], sc[2], sc[3], (long long)hd);
+    }
     if (n->in[1]) {
         CHECK(want_rank(d, n->in[1], 1, 1));
         SAME("rope freq factors", 1, 0, (zdim)(nr / 2), n->in[1]->shape[0]);
@@ -110,6 +119,8 @@ static zstatus infer_rope(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
     memcpy(shape, n->in[0]->shape, 3 * sizeof(zdim));
     return ZOK;
 }
+
+static zstatus infer_unary(const zir_node *n, int *rank, zdim *shape, zdiag *d);
 
 static zstatus infer_basic(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
     zir_value *const *in = n->in;
@@ -147,6 +158,12 @@ static zstatus infer_basic(const zir_node *n, int *rank, zdim *shape, zdiag *d) 
         *rank = n->attr.reshape.rank;
         memcpy(shape, n->attr.reshape.shape, sizeof(zdim) * (size_t)*rank);
         return ZOK;
+    case ZOP_MUL:
+    case ZOP_SILU:
+    case ZOP_SIGMOID:
+    case ZOP_SOFTPLUS:
+    case ZOP_L2_NORM:
+    case ZOP_SLICE: return infer_unary(n, rank, shape, d);
     default: return zdiag_set(d, ZE_INTERNAL, "no shape rule for op %d", (int)n->op);
     }
     *rank = in[0]->rank;
@@ -191,6 +208,78 @@ static zstatus infer_moe(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
     return ZOK;
 }
 
+/* mul: b aligned on a's trailing dims, each equal or 1 (ggml's broadcast,
+ * which the gates [T,1] x [T,H] and [T,H*D] x [T,H*D] use). */
+static zstatus infer_unary(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
+    zir_value *const *in = n->in;
+    if (n->op == ZOP_MUL) {
+        if (in[1]->rank > in[0]->rank) return zdiag_set(d, ZE_INVALID, "mul: operands do not broadcast");
+        for (int i = 0; i < in[1]->rank; i++) {
+            zdim a = in[0]->shape[in[0]->rank - in[1]->rank + i], b = in[1]->shape[i];
+            if (b != 1 && b != a) return mismatch(d, "mul", 1, i, a, b);
+        }
+    }
+    if (n->op == ZOP_SLICE) {
+        int64_t last = in[0]->shape[in[0]->rank - 1], off = n->attr.slice.off, len = n->attr.slice.len;
+        if (last < 0 || off < 0 || len < 1 || off + len > last)
+            return zdiag_set(d, ZE_INVALID, "slice [%lld, %lld) of a last dimension of %lld", (long long)off,
+                             (long long)(off + len), (long long)last);
+        *rank = in[0]->rank;
+        memcpy(shape, in[0]->shape, sizeof(zdim) * (size_t)*rank);
+        shape[*rank - 1] = len;
+        return ZOK;
+    }
+    *rank = in[0]->rank;
+    memcpy(shape, in[0]->shape, sizeof(zdim) * (size_t)*rank);
+    return ZOK;
+}
+
+static zstatus want_state(zdiag *d, const zir_value *s, int input, int rank) {
+    CHECK(want_rank(d, s, input, rank));
+    if (s->role != ZR_KV)
+        return zdiag_set(d, ZE_INVALID, "input %d ('%s') is not a state buffer", input, s->name);
+    return ZOK;
+}
+
+/* ssm_conv: x[T,C] w[C,K] state[K-1,C] -> [T,C]; delta_net: q,k[T,Hk,D]
+ * v[T,Hv,D] g,beta[T,Hv] state[Hv,D,D] -> [T,Hv,D], Hv a multiple of Hk. */
+static zstatus infer_recurrent(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
+    zir_value *const *in = n->in;
+    if (n->op == ZOP_SSM_CONV) {
+        CHECK(want_rank(d, in[0], 0, 2));
+        CHECK(want_rank(d, in[1], 1, 2));
+        CHECK(want_state(d, in[2], 2, 2));
+        SAME("ssm_conv", 1, 0, in[0]->shape[1], in[1]->shape[0]);
+        SAME("ssm_conv", 2, 0, in[1]->shape[1] - 1, in[2]->shape[0]);
+        SAME("ssm_conv", 2, 1, in[0]->shape[1], in[2]->shape[1]);
+        set(rank, shape, 2, in[0]->shape[0], in[0]->shape[1], 0);
+        return ZOK;
+    }
+    for (int i = 0; i < 3; i++)
+        CHECK(want_rank(d, in[i], i, 3));
+    CHECK(want_rank(d, in[3], 3, 2));
+    CHECK(want_rank(d, in[4], 4, 2));
+    CHECK(want_state(d, in[5], 5, 3));
+    zdim T = in[0]->shape[0], Hk = in[0]->shape[1], D = in[0]->shape[2], Hv = in[2]->shape[1];
+    for (int i = 1; i < 3; i++) {
+        SAME("delta_net", i, 0, T, in[i]->shape[0]);
+        SAME("delta_net", i, 2, D, in[i]->shape[2]);
+    }
+    SAME("delta_net", 1, 1, Hk, in[1]->shape[1]);
+    if (Hk <= 0 || Hv % Hk)
+        return zdiag_set(d, ZE_INVALID, "delta_net: %lld value heads do not group over %lld key heads",
+                         (long long)Hv, (long long)Hk);
+    for (int i = 3; i < 5; i++) {
+        SAME("delta_net", i, 0, T, in[i]->shape[0]);
+        SAME("delta_net", i, 1, Hv, in[i]->shape[1]);
+    }
+    SAME("delta_net", 5, 0, Hv, in[5]->shape[0]);
+    SAME("delta_net", 5, 1, D, in[5]->shape[1]);
+    SAME("delta_net", 5, 2, D, in[5]->shape[2]);
+    set(rank, shape, 3, T, Hv, D);
+    return ZOK;
+}
+
 zstatus zir_infer_shape(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
     for (int i = 0; i < n->n_in; i++)
         if (!n->in[i] && !(n->op == ZOP_ROPE && i == 1))
@@ -199,6 +288,7 @@ zstatus zir_infer_shape(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
     case ZK_KV:
     case ZK_ATTENTION: return infer_attention(n, rank, shape, d);
     case ZK_MOE: return infer_moe(n, rank, shape, d);
+    case ZK_RECURRENT: return infer_recurrent(n, rank, shape, d);
     case ZK_FUSED:
         *rank = n->out->rank;
         memcpy(shape, n->out->shape, sizeof(zdim) * (size_t)*rank);

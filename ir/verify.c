@@ -34,7 +34,9 @@ static zstatus verify_operands(const zir_graph *g, const zir_node *n, const zir_
         if (weight_slot && v->role != ZR_WEIGHT)
             return zdiag_set(d, ZE_INTERNAL, "node '%s': input %d ('%s') must be a weight", n->out->name, i,
                              v->name);
-        if (v->role == ZR_WEIGHT && !weight_slot && !(n->op == ZOP_ROPE || n->op == ZOP_ADD))
+        /* weights read whole: biases, rope factors, the delta-net's decay scale A */
+        if (v->role == ZR_WEIGHT && !weight_slot &&
+            !(n->op == ZOP_ROPE || n->op == ZOP_ADD || n->op == ZOP_MUL))
             return zdiag_set(d, ZE_INTERNAL, "node '%s': weight '%s' in a non-weight slot", n->out->name,
                              v->name);
     }

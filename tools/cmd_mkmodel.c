@@ -37,12 +37,32 @@ static void usage(FILE *to) {
             "  --expert-ff X     qwen3moe: one expert's feed-forward width [%u]\n"
             "                    (q4_k_m: ffn_gate_inp stays f32, ffn_down_exps follows ffn_down;\n"
             "                    with exactly 8 experts attn_k and attn_v are q8_0, attn_output q5_K)\n"
+            "  --full-attn-interval N  qwen35/qwen35moe: every N-th layer is gated full attention,\n"
+            "                    the others gated delta-net [%u]\n"
+            "  --ssm-conv K      delta-net causal conv taps (ssm.conv_kernel) [%u]\n"
+            "  --ssm-state S     delta-net head dimension (ssm.state_size) [%u]\n"
+            "  --ssm-groups G    delta-net key heads (ssm.group_count) [%u]\n"
+            "  --ssm-heads V     delta-net value heads, a multiple of G (ssm.time_step_rank) [%u]\n"
+            "  --rope-dim R      rotated dimensions of full attention [head-dim / 4]\n"
+            "  --rope-sections A,B,C,D  rope.dimension_sections [the 11:11:10 split of R / 2]\n"
+            "  --shared-ff X     qwen35moe: the shared expert's width [%u]\n"
+            "                    (q4_k_m: attn_qkv follows attn_v, ssm_conv1d stays f32)\n"
             "  --tied            no output.weight: the output projection reuses token_embd [off]\n"
             "  -o, --output FILE where to write the model (required)\n"
             "  -h, --help        this text\n",
             zmk_arch_name(d.arch), d.layers, d.hidden, d.ff, d.heads, d.kv_heads, d.head_dim, d.vocab,
             zmk_quant_name(d.quant), (unsigned long long)d.seed, d.ctx, d.experts, d.experts_used,
-            d.expert_ff);
+            d.expert_ff, d.full_attn, d.ssm_conv, d.ssm_state, d.ssm_groups, d.ssm_heads, d.shared_ff);
+}
+
+/* "A,B,C,D": four non-negative integers. */
+static bool parse_sections(const char *val, int32_t out[4]) {
+    int n = 0, used = 0;
+    int a, b, c, e;
+    n = sscanf(val, "%d,%d,%d,%d%n", &a, &b, &c, &e, &used);
+    if (n != 4 || val[used] || a < 0 || b < 0 || c < 0 || e < 0 || a + b + c == 0) return false;
+    out[0] = a, out[1] = b, out[2] = c, out[3] = e;
+    return true;
 }
 
 /* The numeric options, in one table so that parsing is one loop. */
@@ -71,7 +91,14 @@ static int parse_args(int argc, char **argv, zmk_opts *o, const char **out) {
                       {"--ctx", &o->ctx},
                       {"--experts", &o->experts},
                       {"--experts-used", &o->experts_used},
-                      {"--expert-ff", &o->expert_ff}};
+                      {"--expert-ff", &o->expert_ff},
+                      {"--full-attn-interval", &o->full_attn},
+                      {"--ssm-conv", &o->ssm_conv},
+                      {"--ssm-state", &o->ssm_state},
+                      {"--ssm-groups", &o->ssm_groups},
+                      {"--ssm-heads", &o->ssm_heads},
+                      {"--rope-dim", &o->rope_dim},
+                      {"--shared-ff", &o->shared_ff}};
     for (int i = 1; i < argc; i++) {
         const char *val = NULL;
         bool missing = false, done = false;
@@ -88,8 +115,16 @@ static int parse_args(int argc, char **argv, zmk_opts *o, const char **out) {
         if (done) continue;
         if (cli_opt(argc, argv, &i, "--arch", &val, &missing)) {
             if (missing || !zmk_parse_arch(val, &o->arch))
-                return cli_usage_error(prog, "--arch: expected qwen3, llama, qwen2 or qwen3moe, found '%s'",
-                                       val ? val : "");
+                return cli_usage_error(
+                    prog, "--arch: expected qwen3, llama, qwen2, qwen3moe, qwen35 or qwen35moe, found '%s'",
+                    val ? val : "");
+        } else if (cli_opt(argc, argv, &i, "--rope-sections", &val, &missing)) {
+            if (missing || !parse_sections(val, o->rope_sections))
+                return cli_usage_error(
+                    prog,
+                    "--rope-sections: expected four non-negative integers A,B,C,D, the first "
+                    "three not all 0, found '%s'",
+                    val ? val : "");
         } else if (cli_opt(argc, argv, &i, "--quant", &val, &missing)) {
             if (missing || !zmk_parse_quant(val, &o->quant))
                 return cli_usage_error(prog, "--quant: expected %s, found '%s'", zmk_quant_names,

@@ -123,6 +123,23 @@ check_model qwen3moe-q4_k_m q4_k_m twin-only -- "${MOE[@]}"
 check_model qwen3moe-q4_k_m-e16 q4_k_m twin-only -- --arch qwen3moe --layers 3 --hidden 256 --ff 768 --heads 4 \
     --kv-heads 2 --head-dim 64 --vocab 1024 --seed 3 --experts 16 --experts-used 4 --expert-ff 128
 
+# qwen35 / qwen35moe: gated delta-net layers (conv and delta-rule states carried
+# across decode steps) between gated full-attention layers with imrope; 1,1,1,1
+# sections leave every 4th rotary pair unrotated, 3 value heads over 1 key head
+# check the head grouping. The MoE one adds the sigmoid-gated shared expert.
+Q35=(--arch qwen35 --layers 4 --full-attn-interval 2 --hidden 256 --ff 512 --heads 4 --kv-heads 2 --head-dim 64
+    --vocab 1024 --seed 5)
+check_model qwen35-f32 f32 -- "${Q35[@]}"
+check_model qwen35-f16 f16 -- "${Q35[@]}"
+check_model qwen35-q4_k_m q4_k_m twin-only -- "${Q35[@]}"
+check_model qwen35-f32-sections f32 -- --arch qwen35 --layers 3 --full-attn-interval 3 --hidden 128 --ff 256 \
+    --heads 4 --kv-heads 2 --head-dim 32 --rope-dim 16 --rope-sections 1,1,1,1 --ssm-groups 1 --ssm-heads 3 \
+    --ssm-state 16 --ssm-conv 3 --vocab 1024 --seed 6
+Q35MOE=(--arch qwen35moe --layers 4 --full-attn-interval 2 --hidden 256 --ff 512 --heads 4 --kv-heads 2
+    --head-dim 64 --vocab 1024 --seed 8 --experts 8 --experts-used 2 --expert-ff 128 --shared-ff 192)
+check_model qwen35moe-f32 f32 -- "${Q35MOE[@]}"
+check_model qwen35moe-q4_k_m q4_k_m twin-only -- "${Q35MOE[@]}"
+
 # Every file type zinc mkmodel writes with one quantized type (--pure), through
 # zinc ref against llama.cpp and against the ggml-dequantized F32 twin; rows of
 # 320 and 640 make iq4_xs fall back to iq4_nl, as llama-quantize does.

@@ -221,6 +221,51 @@ Test(mkmodel, qwen3_shapes_and_hparams) {
     gguf_close(f);
 }
 
+/* qwen35moe: attention tensors on every 2nd layer only, the delta-net's on the
+ * others, llama.cpp's keys, Q4_K_M's rules (attn_qkv like attn_v with the
+ * 8-expert bump, ssm_conv1d f32, ffn_down_shexp like ffn_down). */
+Test(mkmodel, qwen35moe_tensors_keys_and_q4_k_m_types) {
+    zmk_opts o;
+    zmk_defaults(&o);
+    o.arch = ZMK_QWEN35MOE, o.layers = 4, o.full_attn = 2, o.vocab = 300, o.experts = 8, o.shared_ff = 512;
+    gguf_file *f = make(&o, "q35moe.gguf", NULL);
+    for (int i = 0; i < 4; i++) {
+        bool rec = i % 2 == 0;
+        char absent[64];
+        snprintf(absent, sizeof absent, "blk.%d.%s", i, rec ? "attn_k.weight" : "ssm_out.weight");
+        cr_expect_null(gguf_find_tensor(f, absent), "%s", absent);
+        snprintf(absent, sizeof absent, "blk.%d.ffn_norm.weight", i);
+        cr_expect_null(gguf_find_tensor(f, absent), "%s", absent);
+        ztype more = zmk_use_more_bits(i, 4) ? ZT_Q6_K : ZT_Q4_K;
+        if (rec) {
+            expect_shape(tensor(f, "blk.%d.attn_qkv.weight", i), 256, 2 * 64 + 4 * 32);
+            expect_shape(tensor(f, "blk.%d.ssm_conv1d.weight", i), 4, 2 * 64 + 4 * 32);
+            cr_expect_eq(tensor(f, "blk.%d.attn_qkv.weight", i)->type, ZT_Q8_0, "layer %d attn_qkv", i);
+            cr_expect_eq(tensor(f, "blk.%d.ssm_conv1d.weight", i)->type, ZT_F32, "layer %d conv", i);
+            cr_expect_eq(tensor(f, "blk.%d.ssm_a", i)->ne[0], 4);
+        } else {
+            expect_shape(tensor(f, "blk.%d.attn_q.weight", i), 256, 2 * 4 * 64);
+            cr_expect_eq(tensor(f, "blk.%d.attn_v.weight", i)->type, ZT_Q8_0, "layer %d attn_v", i);
+        }
+        expect_shape(tensor(f, "blk.%d.ffn_up_shexp.weight", i), 256, 512);
+        cr_expect_eq(tensor(f, "blk.%d.ffn_down_shexp.weight", i)->type, more, "layer %d ffn_down_shexp", i);
+        cr_expect_eq(tensor(f, "blk.%d.ffn_gate_inp_shexp.weight", i)->n_dims, 1u);
+    }
+    cr_expect_eq(u32(f, "qwen35moe.ssm.conv_kernel"), 4u);
+    cr_expect_eq(u32(f, "qwen35moe.ssm.inner_size"), 128u);
+    cr_expect_eq(u32(f, "qwen35moe.full_attention_interval"), 2u);
+    cr_expect_eq(u32(f, "qwen35moe.rope.dimension_count"), 16u);
+    const gguf_value *sec = arr(f, "qwen35moe.rope.dimension_sections", GGUF_I32);
+    cr_expect(sec->arr.n == 4 && sec->arr.items[0].i == 3 && sec->arr.items[1].i == 3 &&
+                  sec->arr.items[2].i == 2 && sec->arr.items[3].i == 0,
+              "sections");
+    gguf_close(f);
+    o.ssm_heads = 3; /* not a multiple of 2 key heads */
+    zdiag d = {0};
+    cr_expect_neq(zmk_write(&o, tu_tmp("bad.gguf"), NULL, &d), ZOK);
+    cr_expect(strstr(d.msg, "--ssm-heads 3 must be a multiple of --ssm-groups 2"), "%s", d.msg);
+}
+
 /* qwen3moe: the router and the stacked experts as llama.cpp names and shapes
  * them, the expert keys, and Q4_K_M's rules for them (ffn_gate_inp never
  * quantized, ffn_down_exps like ffn_down, the n_expert == 8 bumps). */
@@ -521,17 +566,42 @@ Test(mkmodel, command_line) {
     free(out);
     rc = tu_run(&out, "%s/zinc mkmodel --help", ZINC_BINARY_DIR);
     cr_expect_eq(rc, 0);
-    const char *flags[] = {"--arch",     "--layers",  "--hidden",       "--ff",       "--heads", "--kv-heads",
-                           "--head-dim", "--vocab",   "--quant",        "--seed",     "--ctx",   "--tied",
-                           "-o",         "--experts", "--experts-used", "--expert-ff"};
+    const char *flags[] = {"--arch",
+                           "--layers",
+                           "--hidden",
+                           "--ff",
+                           "--heads",
+                           "--kv-heads",
+                           "--head-dim",
+                           "--vocab",
+                           "--quant",
+                           "--seed",
+                           "--ctx",
+                           "--tied",
+                           "-o",
+                           "--experts",
+                           "--experts-used",
+                           "--expert-ff",
+                           "--full-attn-interval",
+                           "--ssm-conv",
+                           "--ssm-state",
+                           "--ssm-groups",
+                           "--ssm-heads",
+                           "--rope-dim",
+                           "--rope-sections",
+                           "--shared-ff"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         cr_expect(strstr(out, flags[i]), "--help does not explain %s", flags[i]);
     free(out);
     const struct {
         const char *args, *needle;
-    } bad[] = {{"--arch gpt5 -o x.gguf", "--arch"},     {"--quant q3_k -o x.gguf", "--quant"},
-               {"--layers two -o x.gguf", "--layers"},  {"--layers 2", "-o"},
-               {"--bogus -o x.gguf", "unknown option"}, {"--vocab 10 -o x.gguf", "too small"}};
+    } bad[] = {{"--arch gpt5 -o x.gguf", "--arch"},
+               {"--quant q3_k -o x.gguf", "--quant"},
+               {"--layers two -o x.gguf", "--layers"},
+               {"--layers 2", "-o"},
+               {"--bogus -o x.gguf", "unknown option"},
+               {"--vocab 10 -o x.gguf", "too small"},
+               {"--arch qwen35 --rope-sections 1,2 -o x.gguf", "--rope-sections"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rc = tu_run(&out, "cd %s && %s/zinc mkmodel %s", tu_tmp("."), ZINC_BINARY_DIR, bad[i].args);
         cr_expect_neq(rc, 0, "'%s' should fail", bad[i].args);
