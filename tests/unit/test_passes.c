@@ -160,6 +160,8 @@ static bool body_fits(zir_ktemplate t, const char *b) {
                      "matmul matmul swiglu matmul add", "rms_norm matmul matmul swiglu matmul add"},
         [ZKT_ATTENTION] = {"attn_scores softmax_causal attn_mix"},
         [ZKT_HEAD] = {"rms_norm rope", "rms_norm rope kv_store", "rope kv_store"},
+        [ZKT_MOE_GATE_UP] = {"matmul_id matmul_id swiglu"},
+        [ZKT_MOE_DOWN] = {"matmul_id moe_sum", "matmul_id moe_sum add"},
     };
     _Static_assert(sizeof ok / sizeof ok[0] == ZKT_COUNT, "a body list per template");
     for (int i = 0; i < 6; i++)
