@@ -38,6 +38,21 @@ typedef struct zcost_mlp {
 /* opt[0] staged (4 dispatches), opt[1] gate+up+SwiGLU, opt[2] the full MLP. */
 void zcost_price_mlp(const zpass_opts *o, const zcost_mlp *m, zcost_option opt[ZCOST_MLP_OPTIONS]);
 
+enum { ZCOST_MOE_OPTIONS = 2 };
+
+typedef struct zcost_moe {
+    int64_t hidden, ff, experts, used; /* ff: one expert's width */
+    double w_gate, w_up, w_down;       /* the stacked experts' bytes as stored */
+} zcost_moe;
+
+/* Bytes per token of the chosen experts' weights: used / experts of the
+ * stacks (each (token, slot) reads its expert's rows; no tile shares them). */
+double zcost_moe_weight(const zcost_moe *m);
+
+/* opt[0] staged (gate, up, SwiGLU, down, sum, add: 6 dispatches),
+ * opt[1] moe_gate_up then moe_down (down + weighted sum + residual). */
+void zcost_price_moe(const zpass_opts *o, const zcost_moe *m, zcost_option opt[ZCOST_MOE_OPTIONS]);
+
 typedef struct zcost_attn {
     int64_t heads, kv_heads, head_dim, ctx;
 } zcost_attn;
