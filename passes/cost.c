@@ -183,6 +183,24 @@ void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt
     finish(o, &opt[1]);
 }
 
+zpass_decision *zcost_record(const zpass_opts *o, const zir_node *at, const zir_value *v,
+                             const zcost_option *opt, int pick) {
+    zpass_decision *x = zpass_report_add(o->report);
+    if (!x) return NULL;
+    *x = (zpass_decision){.layer = at->layer,
+                          .group = at->group,
+                          .phase = o->phase,
+                          .what = v->name,
+                          .width = v->width,
+                          .crossings_before = opt[0].crossings,
+                          .crossings_after = opt[pick].crossings,
+                          .bytes_before = opt[0].act,
+                          .bytes_after = opt[pick].act,
+                          .fused = pick != 0,
+                          .chosen = opt[pick].tmpl};
+    return x;
+}
+
 int zcost_choose(const zpass_opts *o, const zcost_option *opt, int n, char *why, size_t whysz) {
     int best = 0;
     for (int i = 1; i < n; i++)

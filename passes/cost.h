@@ -64,6 +64,12 @@ void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt
  * less than the threshold over opt[0]. Fills why with the arithmetic. */
 int zcost_choose(const zpass_opts *o, const zcost_option *opt, int n, char *why, size_t whysz);
 
+/* Records the choice a pass priced at node `at` about value v: the
+ * crossings and wide-intermediate bytes of opt[0] (staged) and opt[pick].
+ * The caller writes the reason. NULL when there is no report. */
+zpass_decision *zcost_record(const zpass_opts *o, const zir_node *at, const zir_value *v,
+                             const zcost_option *opt, int pick);
+
 /* Tokens that share one dispatch in this phase (prefill step, or 1). */
 int64_t zcost_step_tokens(const zpass_opts *o);
 int zcost_token_tile(const zpass_opts *o);

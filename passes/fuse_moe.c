@@ -55,19 +55,8 @@ static bool match(const zir_graph *g, zir_node *glu, moe_match *m) {
 
 static void record(const zpass_opts *o, const moe_match *m, const zcost_moe *c, const zcost_option *opt,
                    int pick, const char *why) {
-    zpass_decision *x = zpass_report_add(o->report);
+    zpass_decision *x = zcost_record(o, m->glu, m->glu->out, opt, pick);
     if (!x) return;
-    *x = (zpass_decision){.layer = m->glu->layer,
-                          .group = m->glu->group,
-                          .phase = o->phase,
-                          .what = m->glu->out->name,
-                          .width = m->glu->out->width,
-                          .crossings_before = opt[0].crossings,
-                          .crossings_after = opt[pick].crossings,
-                          .bytes_before = opt[0].act,
-                          .bytes_after = opt[pick].act,
-                          .fused = pick != 0,
-                          .chosen = opt[pick].tmpl};
     double whole = c->w_gate + c->w_up + c->w_down;
     snprintf(x->reason, sizeof x->reason,
              "%s%s; experts: %lld of %lld read, weights %.0f B/token instead of %.0f B for the whole stacks",
