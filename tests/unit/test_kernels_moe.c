@@ -46,44 +46,29 @@ static void close_dev(void) {
     kh_close(&dev);
 }
 
-static void check_nodes(const zir_graph *g, const zcg_opts *o, const zir_interp *it, zir_step st,
-                        long checks[KM_N], const char *what) {
+typedef struct check_arg {
+    const zcg_opts *o;
+    long *checks;
+    const char *what;
+} check_arg;
+
+static void check_nodes(const zir_graph *g, const zir_interp *it, zir_step st, void *arg) {
+    const check_arg *c = arg;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const zir_node *n = g->nodes[i];
         int kk = kind_of(n);
         if (kk < 0) continue;
         kh_result r;
         zdiag d = {0};
-        zstatus s = kh_check_node(&dev, g, n, o, it, st, &r, &d);
-        cr_assert_eq(s, ZOK, "%s: '%s' at T=%lld pos=%lld: %s", what, n->out->name, (long long)st.T,
+        zstatus s = kh_check_node(&dev, g, n, c->o, it, st, &r, &d);
+        cr_assert_eq(s, ZOK, "%s: '%s' at T=%lld pos=%lld: %s", c->what, n->out->name, (long long)st.T,
                      (long long)st.pos, d.msg);
-        double tol = o->act_f16 ? KM_TOL_F16 : KM_TOL;
-        cr_assert(r.checked > 0, "%s: '%s' compared nothing", what, n->out->name);
-        cr_assert(r.max_err <= tol, "%s: kernel %s for '%s' at T=%lld pos=%lld: error %.3g of the RMS > %.1g",
-                  what, r.kernel, n->out->name, (long long)st.T, (long long)st.pos, r.max_err, tol);
-        checks[kk]++;
+        double tol = c->o->act_f16 ? KM_TOL_F16 : KM_TOL;
+        cr_assert(r.checked > 0, "%s: '%s' compared nothing", c->what, n->out->name);
+        cr_assert(r.max_err <= tol, "%s: %s for '%s' at T=%lld pos=%lld: error %.3g of the RMS > %.1g",
+                  c->what, r.kernel, n->out->name, (long long)st.T, (long long)st.pos, r.max_err, tol);
+        c->checks[kk]++;
     }
-}
-
-static void run_steps(const zir_graph *g, const zcg_opts *o, uint64_t seed, long checks[KM_N],
-                      const char *what) {
-    static const int steps[] = {1, 7, 17};
-    zir_interp *it;
-    zdiag d = {0};
-    cr_assert_eq(zir_interp_new(g, 64, &it, &d), ZOK, "%s", d.msg);
-    tu_rng r = tu_rng_seed(seed);
-    for (size_t s = 0; s < sizeof steps / sizeof steps[0]; s++) {
-        zir_interp_reset(it);
-        for (int rep = 0; rep < 2; rep++) {
-            int32_t tok[17];
-            for (int i = 0; i < steps[s]; i++)
-                tok[i] = (int32_t)(tu_next(&r) % (uint64_t)g->hp.n_vocab);
-            zir_step st = {steps[s], zir_interp_pos(it), 64};
-            cr_assert_eq(zir_interp_step(it, tok, steps[s], NULL, &d), ZOK, "%s", d.msg);
-            check_nodes(g, o, it, st, checks, what);
-        }
-    }
-    zir_interp_free(it);
 }
 
 typedef struct model {
@@ -132,16 +117,9 @@ static void check_model(const model *m, long checks[KM_N]) {
     ztarget t = *ztarget_find("llvmpipe");
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
         const variant *x = &variants[v];
-        zpass_opts po = {.target = &t,
-                         .phase = x->phase,
-                         .token_tile = t.prefill_tile,
-                         .ctx = 4096,
-                         .fuse_threshold = t.fuse_threshold,
-                         .verify_each = true};
         zir_graph *g;
         zdiag d = {0};
-        cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
-        cr_assert_eq(zpass_run_pipeline(g, x->pipeline, NULL, &po, &d), ZOK, "%s", d.msg);
+        cr_assert_eq(kh_compile(f, &t, x->phase, x->pipeline, &g, &d), ZOK, "%s", d.msg);
         zcg_opts co = {.target = &t,
                        .phase = x->phase,
                        .max_tokens = x->phase == ZPH_DECODE ? 1 : 64,
@@ -149,7 +127,8 @@ static void check_model(const model *m, long checks[KM_N]) {
         char what[128];
         snprintf(what, sizeof what, "%s %s %s%s", m->file, zpass_phase_name(x->phase),
                  x->pipeline ? "unfused" : "fused", x->f16 ? " fp16" : "");
-        run_steps(g, &co, 4321 + v, checks, what);
+        check_arg c = {&co, checks, what};
+        cr_assert_eq(kh_run_steps(g, 64, 4321 + v, check_nodes, &c, &d), ZOK, "%s: %s", what, d.msg);
         zir_graph_free(g);
     }
     gguf_close(f);
