@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen.h"
+#include "cg_build.h"
 
 enum {
     GEMM_BN = 64, /* weight rows per prefill tile */
@@ -28,107 +28,13 @@ enum {
     MLP_MB_PREFILL = 32, /* intermediate rows per on-chip block (x the tile: shared memory) */
     MLP_MB_DECODE = 64,  /* one token: a longer block, 8 lanes per down row */
     EMBED_WG = 64,
-    MAX_DEFS = 48,
 };
-
-/* ---- kernel builder ------------------------------------------------------ */
-
-typedef struct kbuild {
-    const zir_graph *g;
-    zarena *a;
-    const zcg_opts *o;
-    zcg_kernel *k;
-    const char *defs[2 * MAX_DEFS + 1];
-    int nd;
-} kbuild;
-
-static void def_s(kbuild *b, const char *name, const char *val) {
-    if (b->nd >= MAX_DEFS) return; /* caught by the assert in compose() */
-    b->defs[2 * b->nd] = name;
-    b->defs[2 * b->nd + 1] = val;
-    b->nd++;
-}
-
-static void def_i(kbuild *b, const char *name, int64_t v) {
-    def_s(b, name, zcg_i64(b->a, v));
-}
-
-/* A float literal GLSL reads as float whatever %g prints ("1e-06", "1"). */
-static void def_f(kbuild *b, const char *name, float v) {
-    def_s(b, name, zarena_printf(b->a, "float(%.9g)", (double)v));
-}
-
-/* Binds v (once: a value bound twice reuses its binding) and defines its
- * binding number under macro. NULL v: a scratch binding of `bytes`. */
-static int bind(kbuild *b, const char *macro, const zir_value *v, bool written, uint64_t bytes) {
-    zcg_kernel *k = b->k;
-    int i = 0;
-    while (v && i < k->n_bind && k->bind[i].value != v)
-        i++;
-    if (!v || i == k->n_bind) {
-        i = k->n_bind++;
-        k->bind[i] = (zcg_binding){v, v ? 0 : bytes, written};
-    }
-    k->bind[i].written |= written;
-    if (macro) def_i(b, macro, i + 1); /* binding 0 is the step buffer */
-    return i + 1;
-}
-
-static zstatus compose(kbuild *b, const char *const *files, const zir_node *n, zdiag *d) {
-    if (b->nd >= MAX_DEFS)
-        return zdiag_set(d, ZE_INTERNAL, "codegen: '%s' needs more than %d defines", n->out->name, MAX_DEFS);
-    b->defs[2 * b->nd] = NULL;
-    b->k->glsl = zcg_compose(b->a, b->defs, files, b->o);
-    if (!b->k->glsl)
-        return zdiag_set(d, ZE_NOMEM, "codegen: cannot compose the kernel of '%s'", n->out->name);
-    return ZOK;
-}
 
 static zcg_affine konst(int64_t v, int64_t div) {
     return (zcg_affine){0, v, div};
 }
 static zcg_affine per_token(int64_t a, int64_t div) {
     return (zcg_affine){a, 0, div};
-}
-
-/* ---- weights -------------------------------------------------------------- */
-
-/* Every type the interpreter dequantizes (ZTF_COMPUTE) has a decoder in
- * dequant.glsl (dq8_t<id>); test_kernels_matmul runs each one. */
-static bool type_supported(ztype t) {
-    const ztype_info *ti = ztype_get((uint32_t)t);
-    return ti && (ti->flags & ZTF_COMPUTE);
-}
-
-/* Checks weight w ([rows, k] or [k]) and defines <slot>_TYPE, <slot>_ROWB
- * and the binding B_<slot>. */
-static zstatus weight(kbuild *b, const zir_node *n, const char *slot, const zir_value *w, int64_t k,
-                      zdiag *d) {
-    bool ok;
-    uint64_t rb = ztype_row_bytes(w->dtype, (uint64_t)k, &ok);
-    if (w->role != ZR_WEIGHT || !w->data)
-        return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': operand '%s' is not a weight with data",
-                         n->out->name, w->name);
-    if (!type_supported(w->dtype)) {
-        char types[256];
-        ztype_list(ZTF_COMPUTE, types, sizeof types);
-        return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': weight '%s' has type %s; the kernels read %s",
-                         n->out->name, w->name, ztype_name(w->dtype), types);
-    }
-    if (!ok || k % 8 || w->shape[w->rank - 1] != k)
-        return zdiag_set(
-            d, ZE_UNSUPPORTED,
-            "codegen: '%s': weight '%s' rows of %lld elements: expected %lld, a multiple of 8 and of "
-            "the %s block",
-            n->out->name, w->name, (long long)w->shape[w->rank - 1], (long long)k, ztype_name(w->dtype));
-    if (rb * (uint64_t)(w->rank == 2 ? w->shape[0] : 1) > UINT32_MAX)
-        return zdiag_set(d, ZE_UNSUPPORTED,
-                         "codegen: '%s': weight '%s' has %llu bytes; kernels address 4 GiB", n->out->name,
-                         w->name, (unsigned long long)w->nbytes);
-    def_i(b, zarena_printf(b->a, "%s_TYPE", slot), (int64_t)w->dtype);
-    def_i(b, zarena_printf(b->a, "%s_ROWB", slot), (int64_t)rb);
-    bind(b, zarena_printf(b->a, "B_%s", slot), w, false, 0);
-    return ZOK;
 }
 
 /* ---- matching ------------------------------------------------------------ */
@@ -285,25 +191,25 @@ static zstatus match(const zir_node *n, mm_match *m, zdiag *d) {
 /* ---- shared pieces of the matmul kernels ----------------------------------- */
 
 /* x and the norm: the bindings and defines of matmul_io.glsl's prologue. */
-static zstatus io_in(kbuild *b, const zir_node *n, const mm_match *m, zdiag *d) {
-    bind(b, "B_X", m->x, false, 0);
-    def_i(b, "HAS_NORM", m->norm != NULL);
+static zstatus io_in(zcg_builder *b, const zir_node *n, const mm_match *m, zdiag *d) {
+    zcg_bind(b, "B_X", m->x, false, 0);
+    zcg_def_i(b, "HAS_NORM", m->norm != NULL);
     if (!m->norm) return ZOK;
-    def_f(b, "NORM_EPS", m->norm->attr.eps);
-    return weight(b, n, "NW", m->norm->in[1], m->K, d);
+    zcg_def_f(b, "NORM_EPS", m->norm->attr.eps);
+    return zcg_weight(b, n, "NW", m->norm->in[1], m->K, d);
 }
 
 /* The add and the output; N is the output width. */
-static zstatus io_out(kbuild *b, const zir_node *n, const mm_match *m, int64_t N, zdiag *d) {
-    def_i(b, "ADD_MODE", m->add_mode);
+static zstatus io_out(zcg_builder *b, const zir_node *n, const mm_match *m, int64_t N, zdiag *d) {
+    zcg_def_i(b, "ADD_MODE", m->add_mode);
     zstatus s = ZOK;
-    if (m->add_mode == 2) s = weight(b, n, "BIAS", m->other, N, d);
+    if (m->add_mode == 2) s = zcg_weight(b, n, "BIAS", m->other, N, d);
     if (m->add_mode == 1 && m->other == m->x)
-        def_s(b, "R_IS_X", "1");
+        zcg_def_s(b, "R_IS_X", "1");
     else if (m->add_mode == 1)
-        bind(b, "B_R", m->other, false, 0);
-    if (m->store) def_s(b, "Y_KV", "1"); /* rows pos .. pos+T-1 of the cache */
-    bind(b, "B_Y", m->store ? m->store->in[1] : n->out, true, 0);
+        zcg_bind(b, "B_R", m->other, false, 0);
+    if (m->store) zcg_def_s(b, "Y_KV", "1"); /* rows pos .. pos+T-1 of the cache */
+    zcg_bind(b, "B_Y", m->store ? m->store->in[1] : n->out, true, 0);
     return s;
 }
 
@@ -313,20 +219,20 @@ static const char *add_suffix(const mm_match *m) {
 }
 
 /* x, norm, the first (and up) weight, add and output, with N and K. */
-static zstatus mm_bindings(kbuild *b, const zir_node *n, const mm_match *m, zdiag *d) {
+static zstatus mm_bindings(zcg_builder *b, const zir_node *n, const mm_match *m, zdiag *d) {
     /* The logits of a prefill step: only the rows the step asks for. */
-    if (b->g && n->out == b->g->logits && b->o->phase == ZPH_PREFILL) def_s(b, "LOGITS_ROWS", "1");
+    if (b->g && n->out == b->g->logits && b->o->phase == ZPH_PREFILL) zcg_def_s(b, "LOGITS_ROWS", "1");
     zstatus s = io_in(b, n, m, d);
-    if (!s) s = weight(b, n, "W0", m->first->in[1], m->K, d);
-    if (!s && m->glu) s = weight(b, n, "W1", m->up->in[1], m->K, d);
+    if (!s) s = zcg_weight(b, n, "W0", m->first->in[1], m->K, d);
+    if (!s && m->glu) s = zcg_weight(b, n, "W1", m->up->in[1], m->K, d);
     if (!s) s = io_out(b, n, m, m->N, d);
-    def_i(b, "N", m->N);
-    def_i(b, "K", m->K);
-    def_i(b, "GLU", m->glu != NULL);
+    zcg_def_i(b, "N", m->N);
+    zcg_def_i(b, "K", m->K);
+    zcg_def_i(b, "GLU", m->glu != NULL);
     return s;
 }
 
-static void mm_name(kbuild *b, const char *kind, const mm_match *m, const char *extra) {
+static void mm_name(zcg_builder *b, const char *kind, const mm_match *m, const char *extra) {
     snprintf(b->k->name, sizeof b->k->name, "%s%s_%s_n%lld_k%lld%s%s%s", kind, m->glu ? "_gateup" : "",
              ztype_name(m->first->in[1]->dtype), (long long)m->N, (long long)m->K, extra,
              m->norm ? "+norm" : "", add_suffix(m));
@@ -334,25 +240,25 @@ static void mm_name(kbuild *b, const char *kind, const mm_match *m, const char *
 
 /* ---- generators ------------------------------------------------------------ */
 
-static zstatus gen_embed(const zir_node *n, kbuild *b, zdiag *d) {
+static zstatus gen_embed(const zir_node *n, zcg_builder *b, zdiag *d) {
     const zir_value *w = n->in[0], *tok = n->in[1];
     if (w->rank != 2 || tok->role != ZR_INPUT || tok->dtype != ZT_I32)
         return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': expected a [V, H] table and i32 token ids",
                          n->out->name);
     int64_t V = w->shape[0], H = w->shape[1];
-    zstatus s = weight(b, n, "W0", w, H, d);
+    zstatus s = zcg_weight(b, n, "W0", w, H, d);
     if (s) return s;
-    bind(b, "B_TOK", tok, false, 0);
-    bind(b, "B_Y", n->out, true, 0);
-    def_i(b, "H", H);
-    def_i(b, "V", V);
-    def_i(b, "WG", EMBED_WG);
+    zcg_bind(b, "B_TOK", tok, false, 0);
+    zcg_bind(b, "B_Y", n->out, true, 0);
+    zcg_def_i(b, "H", H);
+    zcg_def_i(b, "V", V);
+    zcg_def_i(b, "WG", EMBED_WG);
     b->k->groups[0] = per_token(H / 8, EMBED_WG);
     b->k->groups[1] = b->k->groups[2] = konst(1, 1);
     snprintf(b->k->name, sizeof b->k->name, "embed_%s_v%lld_h%lld", ztype_name(w->dtype), (long long)V,
              (long long)H);
     static const char *const files[] = {"dequant", "embed", NULL};
-    return compose(b, files, n, d);
+    return zcg_build(b, files, n, d);
 }
 
 /* The GEMV's group layout (matmul_gemv.glsl): q4_K and q6_K have their own
@@ -370,7 +276,7 @@ static int gemv_mode(const mm_match *m) {
  * compute unit (the targets' n_cu). One group per trip: on the H200 a
  * second one in flight was 10-25 % slower at every size. What was measured
  * on the device (zincc --tune) replaces it (docs/performance.md). */
-static zcg_gemv gemv_layout(const kbuild *b, int64_t N) {
+static zcg_gemv gemv_layout(const zcg_builder *b, int64_t N) {
     const ztarget *t = b->o->target;
     int64_t cu = t->n_cu > 0 ? t->n_cu : 1;
     zcg_gemv g = {N >= 8 * cu * 4 ? 4 : N >= 2 * cu * 4 ? 2 : 1, 1, 4};
@@ -389,7 +295,7 @@ static zcg_gemv gemv_layout(const kbuild *b, int64_t N) {
  * where K floats, the run sums and the norm's reduction slots fit the
  * target's shared memory. The down projection (K = 12288 in an 8B) does
  * not fit 48 KiB and reads x from L1. */
-static bool gemv_x_shared(const kbuild *b, const zcg_gemv *g, int64_t K, int mode, int wg) {
+static bool gemv_x_shared(const zcg_builder *b, const zcg_gemv *g, int64_t K, int mode, int wg) {
     if (g->x_shared) return g->x_shared > 0;
     int64_t runlen = mode == 12 ? 16 : 8, budget = b->o->target->smem_bytes > 0 ? b->o->target->smem_bytes : 16384;
     return K % runlen == 0 && 4 * (K + K / runlen + wg) <= budget;
@@ -397,7 +303,7 @@ static bool gemv_x_shared(const kbuild *b, const zcg_gemv *g, int64_t K, int mod
 
 /* Decode: RS rows per subgroup, NSG subgroups per workgroup, one token per
  * workgroup row of the grid. */
-static zstatus gen_gemv(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d) {
+static zstatus gen_gemv(const zir_node *n, const mm_match *m, zcg_builder *b, zdiag *d) {
     int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32;
     mm_name(b, "gemv", m, "");
     snprintf(b->k->key, sizeof b->k->key, "%s", b->k->name);
@@ -409,19 +315,19 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, kbuild *b, zdiag *
                          n->out->name, g.rs, g.unroll, g.nsg);
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    def_i(b, "UNROLL", g.unroll);
-    def_i(b, "WG", g.nsg * sg);
-    def_i(b, "RS", g.rs);
-    def_i(b, "ROWS_WG", g.nsg * g.rs);
+    zcg_def_i(b, "UNROLL", g.unroll);
+    zcg_def_i(b, "WG", g.nsg * sg);
+    zcg_def_i(b, "RS", g.rs);
+    zcg_def_i(b, "ROWS_WG", g.nsg * g.rs);
     int mode = gemv_mode(m);
     bool xsh = gemv_x_shared(b, &g, m->K, mode, g.nsg * sg);
-    def_i(b, "GMODE", mode);
-    def_i(b, "X_SHARED", xsh);
+    zcg_def_i(b, "GMODE", mode);
+    zcg_def_i(b, "X_SHARED", xsh);
     /* the bits of a 16-byte unit's index that pick its bank group, XORed
      * with those that tell apart the lanes reading together (see the shader) */
-    def_i(b, "SWZ_SHIFT", mode == 12 ? 4 : 5);
-    def_i(b, "SWZ_MASK", mode == 12 ? 3 : mode == 14 ? 1 : 0);
-    if (g.restrict_w) def_s(b, "WEIGHTS_RESTRICT", "1");
+    zcg_def_i(b, "SWZ_SHIFT", mode == 12 ? 4 : 5);
+    zcg_def_i(b, "SWZ_MASK", mode == 12 ? 3 : mode == 14 ? 1 : 0);
+    if (g.restrict_w) zcg_def_s(b, "WEIGHTS_RESTRICT", "1");
     b->k->groups[0] = konst(m->N, g.nsg * g.rs);
     b->k->groups[1] = per_token(1, 1);
     b->k->groups[2] = konst(1, 1);
@@ -432,7 +338,7 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, kbuild *b, zdiag *
     mm_name(b, "gemv", m, lay);
     static const char *const files[] = {"dequant", "matmul_io", "matmul_gemv", NULL};
     static const char *const files_reduce[] = {"dequant", "matmul_io", "attn_reduce", "matmul_gemv", NULL};
-    return compose(b, xsh && m->norm ? files_reduce : files, n, d);
+    return zcg_build(b, xsh && m->norm ? files_reduce : files, n, d);
 }
 
 /* The x tile, the weight tile (padded strides) and the norm scales. */
@@ -443,7 +349,7 @@ static uint32_t gemm_smem(int bm) {
 /* Prefill: BM tokens x 64 weight rows per workgroup (32 gate + 32 up rows
  * for gate+up). BM follows the kernel's token tile (16, 32 or 64), halved
  * while the tiles overflow shared memory. */
-static zstatus gen_gemm(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d) {
+static zstatus gen_gemm(const zir_node *n, const mm_match *m, zcg_builder *b, zdiag *d) {
     const ztarget *t = b->o->target;
     int tile = n->op == ZOP_KERNEL && n->kp.token_tile > 0 ? n->kp.token_tile : t->prefill_tile;
     int bm = tile <= 16 ? 16 : tile <= 32 ? 32 : 64;
@@ -455,19 +361,19 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, kbuild *b, zdiag *
                          n->out->name, gemm_smem(bm), t->name, t->smem_bytes);
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    if (m->first->attr.mm_f16) def_s(b, "MM_F16", "1");
-    def_i(b, "BM", bm);
-    def_i(b, "BN", GEMM_BN);
-    def_i(b, "BK", GEMM_BK);
-    def_i(b, "TM", bm / (GEMM_WG / (GEMM_BN / GEMM_TN)));
-    def_i(b, "TN", GEMM_TN);
-    def_i(b, "WG", GEMM_WG);
+    if (m->first->attr.mm_f16) zcg_def_s(b, "MM_F16", "1");
+    zcg_def_i(b, "BM", bm);
+    zcg_def_i(b, "BN", GEMM_BN);
+    zcg_def_i(b, "BK", GEMM_BK);
+    zcg_def_i(b, "TM", bm / (GEMM_WG / (GEMM_BN / GEMM_TN)));
+    zcg_def_i(b, "TN", GEMM_TN);
+    zcg_def_i(b, "WG", GEMM_WG);
     b->k->groups[0] = konst(m->N, m->glu ? GEMM_BN / 2 : GEMM_BN);
     b->k->groups[1] = per_token(1, bm);
     b->k->groups[2] = konst(1, 1);
     mm_name(b, "gemm", m, zarena_printf(b->a, "_t%d", bm));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_gemm", NULL};
-    return compose(b, files, n, d);
+    return zcg_build(b, files, n, d);
 }
 
 /* The tensor-core GEMM's layout (matmul_cm.glsl): a BM x BN tile, BK per
@@ -494,7 +400,7 @@ static uint32_t cm_smem(const cm_layout *c, bool glu) {
  * the weight chunks, measured 59.7 ms a token tile at 32 and 76.5 at 64.
  * Shorter steps where K or shared memory ask for them.
  * ZINC_CM_LAYOUT=bm,bn,bk,sgm,sgn replaces it, to measure others. */
-static cm_layout cm_default(const kbuild *b, const mm_match *m) {
+static cm_layout cm_default(const zcg_builder *b, const mm_match *m) {
     cm_layout c = {64, 64, 64, 2, 4};
     const char *e = getenv("ZINC_CM_LAYOUT");
     cm_layout w;
@@ -509,25 +415,26 @@ static cm_layout cm_default(const kbuild *b, const mm_match *m) {
     return c;
 }
 
-static bool use_coopmat(const kbuild *b, const mm_match *m, const cm_layout *c) {
+static bool use_coopmat(const zcg_builder *b, const mm_match *m, const cm_layout *c) {
     const ztarget *t = b->o->target;
     return m->first->attr.mm_f16 && t->coopmat && t->subgroup == CM_SG && m->K % c->bk == 0 &&
            cm_smem(c, m->glu != NULL) <= t->smem_bytes;
 }
 
-static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout *c, kbuild *b, zdiag *d) {
+static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout *c, zcg_builder *b,
+                           zdiag *d) {
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
     const int64_t v[] = {c->bm, c->bn, c->bk, c->sgm, c->sgn, CM_SG, c->sgm * c->sgn * CM_SG};
     const char *const names[] = {"BM", "BN", "BK", "SGM", "SGN", "SG", "WG"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        def_i(b, names[i], v[i]);
+        zcg_def_i(b, names[i], v[i]);
     b->k->groups[0] = konst(m->N, m->glu ? c->bn / 2 : c->bn);
     b->k->groups[1] = per_token(1, c->bm);
     b->k->groups[2] = konst(1, 1);
     mm_name(b, "gemm", m, zarena_printf(b->a, "_cm%dx%dk%d", c->bm, c->bn, c->bk));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_cm", NULL};
-    return compose(b, files, n, d);
+    return zcg_build(b, files, n, d);
 }
 
 /* How an MLP kernel is laid out: TT tokens per workgroup, the intermediate
@@ -578,26 +485,26 @@ static zstatus mlp_layout(const zir_node *n, const zcg_opts *o, int64_t H, int64
     return ZOK;
 }
 
-static zstatus gen_mlp(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d) {
+static zstatus gen_mlp(const zir_node *n, const mm_match *m, zcg_builder *b, zdiag *d) {
     int64_t H = m->K, FF = m->N;
     mlp_cfg c;
     zstatus s = mlp_layout(n, b->o, H, FF, &c, d);
     if (!s) s = io_in(b, n, m, d);
-    if (!s) s = weight(b, n, "W0", m->first->in[1], H, d);
-    if (!s) s = weight(b, n, "W1", m->up->in[1], H, d);
-    if (!s) s = weight(b, n, "W2", m->down->in[1], FF, d);
+    if (!s) s = zcg_weight(b, n, "W0", m->first->in[1], H, d);
+    if (!s) s = zcg_weight(b, n, "W1", m->up->in[1], H, d);
+    if (!s) s = zcg_weight(b, n, "W2", m->down->in[1], FF, d);
     if (!s) s = io_out(b, n, m, H, d);
     if (s) return s;
     if (c.nsplit > 1) {
-        bind(b, "B_SCR", NULL, true, 4u * (uint64_t)(c.cnt + c.nsplit * c.tmax * H));
-        def_i(b, "SCR_CNT", c.cnt);
-        def_i(b, "RC", c.rc);
+        zcg_bind(b, "B_SCR", NULL, true, 4u * (uint64_t)(c.cnt + c.nsplit * c.tmax * H));
+        zcg_def_i(b, "SCR_CNT", c.cnt);
+        zcg_def_i(b, "RC", c.rc);
     }
     const int64_t v[] = {H, H, H, FF, c.tt, c.mb, c.slice, c.nsplit, c.tmax, c.wg, c.gu, c.du};
     const char *const names[] = {"N",     "K",      "H",    "FF", "TT", "MB",
                                  "SLICE", "NSPLIT", "TMAX", "WG", "GU", "DU"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        def_i(b, names[i], v[i]);
+        zcg_def_i(b, names[i], v[i]);
     b->k->groups[0] = konst(c.nsplit, 1);
     b->k->groups[1] = per_token(1, c.tt);
     b->k->groups[2] = konst(1, 1);
@@ -606,14 +513,14 @@ static zstatus gen_mlp(const zir_node *n, const mm_match *m, kbuild *b, zdiag *d
              ztype_name(m->down->in[1]->dtype), (long long)H, (long long)FF, c.nsplit > 1 ? "s" : "t",
              (long long)(c.nsplit > 1 ? c.nsplit : c.tt), m->norm ? "+norm" : "", add_suffix(m));
     static const char *const files[] = {"dequant", "matmul_io", "mlp", NULL};
-    return compose(b, files, n, d);
+    return zcg_build(b, files, n, d);
 }
 
 zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a,
                           zcg_kernel *out, zdiag *d) {
     memset(out, 0, sizeof *out);
     if (!o || !o->target) return zdiag_set(d, ZE_INVALID, "codegen: '%s': no target", n->out->name);
-    kbuild b = {.g = g, .a = a, .o = o, .k = out};
+    zcg_builder b = {.g = g, .a = a, .o = o, .k = out};
     if (n->op == ZOP_EMBED) return gen_embed(n, &b, d);
     if (n->op != ZOP_MATMUL && n->op != ZOP_KERNEL)
         return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': op %s is not in the matmul family", n->out->name,

@@ -89,6 +89,8 @@ static zstatus node_kernel(const zir_graph *g, const zir_node *n, const zcg_opts
         case ZKT_GATE_UP_SWIGLU:
         case ZKT_MLP: return zcg_matmul_family(g, n, o, a, out, d);
         case ZKT_HEAD: return zcg_misc(g, n, o, a, out, d);
+        case ZKT_MOE_GATE_UP:
+        case ZKT_MOE_DOWN: return zcg_moe(g, n, o, a, out, d);
         default: break;
         }
         return zdiag_set(d, ZE_UNSUPPORTED, "codegen: kernel '%s' has template %s, which has no generator",
@@ -98,6 +100,7 @@ static zstatus node_kernel(const zir_graph *g, const zir_node *n, const zcg_opts
     case ZK_MATMUL:
     case ZK_GATHER: return zcg_matmul_family(g, n, o, a, out, d);
     case ZK_ATTENTION: return zcg_attention(g, n, o, a, out, d);
+    case ZK_MOE: return zcg_moe(g, n, o, a, out, d);
     default: return zcg_misc(g, n, o, a, out, d);
     }
 }

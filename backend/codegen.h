@@ -88,6 +88,8 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
                           zcg_kernel *out, zdiag *d);
 zstatus zcg_misc(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
                  zdiag *d);
+zstatus zcg_moe(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
+                zdiag *d);
 zstatus zcg_attention(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
                       zdiag *d);
 

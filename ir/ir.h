@@ -145,6 +145,8 @@ typedef enum zir_ktemplate {
     ZKT_MLP,            /* [rms_norm] matmul matmul swiglu matmul [add]: intermediate staged on chip */
     ZKT_ATTENTION,      /* attn_scores softmax_causal attn_mix */
     ZKT_HEAD,           /* per-head [rms_norm] [rope] [kv_store]: q/k preparation in one pass over a head */
+    ZKT_MOE_GATE_UP,    /* matmul_id matmul_id swiglu: the chosen experts' gate, up and SwiGLU */
+    ZKT_MOE_DOWN,       /* matmul_id moe_sum [add]: the chosen experts' down rows, weighted sum, residual */
     ZKT_COUNT
 } zir_ktemplate;
 const char *zir_ktemplate_name(zir_ktemplate t);

@@ -117,6 +117,36 @@ void zcost_price_mlp(const zpass_opts *o, const zcost_mlp *m, zcost_option opt[Z
         full_mlp_prefill(o, m, &opt[2]);
 }
 
+double zcost_moe_weight(const zcost_moe *m) {
+    return (m->w_gate + m->w_up + m->w_down) * (double)m->used / (double)m->experts;
+}
+
+/* Staged, the [U, ff] intermediate crosses six times (gate and up write it,
+ * SwiGLU reads both and writes, down reads), the [U, hidden] expert outputs
+ * twice and the summed row twice; fused, the SwiGLU output crosses twice
+ * (moe_gate_up writes it, moe_down reads it) and the rest stays on chip.
+ * Both read the same chosen experts' rows. */
+void zcost_price_moe(const zpass_opts *o, const zcost_moe *m, zcost_option opt[ZCOST_MOE_OPTIONS]) {
+    double ab = o->target->act_bytes, uff = (double)(m->used * m->ff), uh = (double)(m->used * m->hidden);
+    double w = weight_time(o, zcost_moe_weight(m), o->target->gemv_eff);
+    opt[0] = (zcost_option){
+        .tmpl = ZKT_NONE, .feasible = true, .token_tile = 1, .split = 1, .dispatches = 6, .crossings = 6};
+    opt[0].act = (6 * uff + 2 * uh + 2.0 * (double)m->hidden) * ab;
+    opt[1] = (zcost_option){.tmpl = ZKT_MOE_GATE_UP,
+                            .feasible = true,
+                            .token_tile = 1,
+                            .split = 1,
+                            .dispatches = 2,
+                            .crossings = 2};
+    opt[1].act = 2 * uff * ab;
+    for (int i = 0; i < ZCOST_MOE_OPTIONS; i++) {
+        opt[i].weight = w;
+        snprintf(opt[i].note, sizeof opt[i].note, "%lld of %lld experts read", (long long)m->used,
+                 (long long)m->experts);
+        finish(o, &opt[i]);
+    }
+}
+
 void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt[ZCOST_ATTN_OPTIONS]) {
     int tile = zcost_token_tile(o);
     double kv = 2.0 * (double)a->ctx * a->kv_heads * a->head_dim * o->target->act_bytes;
@@ -151,6 +181,24 @@ void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt
         opt[1].partial = opt[1].split > 1 ? 2.0 * opt[1].split * a->heads * (a->head_dim + 2) * 4.0 : 0;
     }
     finish(o, &opt[1]);
+}
+
+zpass_decision *zcost_record(const zpass_opts *o, const zir_node *at, const zir_value *v,
+                             const zcost_option *opt, int pick) {
+    zpass_decision *x = zpass_report_add(o->report);
+    if (!x) return NULL;
+    *x = (zpass_decision){.layer = at->layer,
+                          .group = at->group,
+                          .phase = o->phase,
+                          .what = v->name,
+                          .width = v->width,
+                          .crossings_before = opt[0].crossings,
+                          .crossings_after = opt[pick].crossings,
+                          .bytes_before = opt[0].act,
+                          .bytes_after = opt[pick].act,
+                          .fused = pick != 0,
+                          .chosen = opt[pick].tmpl};
+    return x;
 }
 
 int zcost_choose(const zpass_opts *o, const zcost_option *opt, int n, char *why, size_t whysz) {

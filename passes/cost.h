@@ -38,6 +38,21 @@ typedef struct zcost_mlp {
 /* opt[0] staged (4 dispatches), opt[1] gate+up+SwiGLU, opt[2] the full MLP. */
 void zcost_price_mlp(const zpass_opts *o, const zcost_mlp *m, zcost_option opt[ZCOST_MLP_OPTIONS]);
 
+enum { ZCOST_MOE_OPTIONS = 2 };
+
+typedef struct zcost_moe {
+    int64_t hidden, ff, experts, used; /* ff: one expert's width */
+    double w_gate, w_up, w_down;       /* the stacked experts' bytes as stored */
+} zcost_moe;
+
+/* Bytes per token of the chosen experts' weights: used / experts of the
+ * stacks (each (token, slot) reads its expert's rows; no tile shares them). */
+double zcost_moe_weight(const zcost_moe *m);
+
+/* opt[0] staged (gate, up, SwiGLU, down, sum, add: 6 dispatches),
+ * opt[1] moe_gate_up then moe_down (down + weighted sum + residual). */
+void zcost_price_moe(const zpass_opts *o, const zcost_moe *m, zcost_option opt[ZCOST_MOE_OPTIONS]);
+
 typedef struct zcost_attn {
     int64_t heads, kv_heads, head_dim, ctx;
 } zcost_attn;
@@ -48,6 +63,12 @@ void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt
 /* Index of the option to take: the cheapest feasible one, unless it saves
  * less than the threshold over opt[0]. Fills why with the arithmetic. */
 int zcost_choose(const zpass_opts *o, const zcost_option *opt, int n, char *why, size_t whysz);
+
+/* Records the choice a pass priced at node `at` about value v: the
+ * crossings and wide-intermediate bytes of opt[0] (staged) and opt[pick].
+ * The caller writes the reason. NULL when there is no report. */
+zpass_decision *zcost_record(const zpass_opts *o, const zir_node *at, const zir_value *v,
+                             const zcost_option *opt, int pick);
 
 /* Tokens that share one dispatch in this phase (prefill step, or 1). */
 int64_t zcost_step_tokens(const zpass_opts *o);

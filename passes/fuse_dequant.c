@@ -1,4 +1,4 @@
-/* fuse-dequant: every matmul and embedding lookup whose weight is
+/* fuse-dequant: every matmul, expert matmul and embedding lookup whose weight is
  * block-quantized dequantizes inside its own kernel. Staged, a Q4_K weight
  * (0.5625 B/weight) first becomes a 2 B/weight scratch copy that is written
  * and read back: about 8x the weight traffic. The fusion has no price, so it
@@ -7,7 +7,8 @@
 
 static void mark(zir_node *n) {
     int slot = zpass_flag(n, ZF_W0) ? 0 : zpass_flag(n, ZF_W1) ? 1 : -1;
-    if (slot < 0 || !(zpass_kind(n) == ZK_MATMUL || zpass_kind(n) == ZK_GATHER)) return;
+    zir_kind k = zpass_kind(n);
+    if (slot < 0 || !(k == ZK_MATMUL || k == ZK_GATHER || k == ZK_MOE)) return;
     const ztype_info *ti = ztype_get((uint32_t)n->in[slot]->dtype);
     if (ti && (ti->flags & ZTF_QUANT)) n->dequant = ZDQ_FUSED;
 }

@@ -30,19 +30,8 @@ static bool match(const zir_graph *g, zir_node *glu, mlp_match *m) {
 
 static void record(const zpass_opts *o, const mlp_match *m, const zcost_option *opt, int pick,
                    const char *why) {
-    zpass_decision *x = zpass_report_add(o->report);
+    zpass_decision *x = zcost_record(o, m->glu, m->glu->out, opt, pick);
     if (!x) return;
-    *x = (zpass_decision){.layer = m->glu->layer,
-                          .group = ZG_MLP,
-                          .phase = o->phase,
-                          .what = m->glu->out->name,
-                          .width = m->glu->out->width,
-                          .crossings_before = opt[0].crossings,
-                          .crossings_after = opt[pick].crossings,
-                          .bytes_before = opt[0].act,
-                          .bytes_after = opt[pick].act,
-                          .fused = pick != 0,
-                          .chosen = opt[pick].tmpl};
     x->extra_bytes = opt[pick].weight - opt[0].weight + opt[pick].partial;
     const zcost_option *full = &opt[2];
     if (full->feasible)

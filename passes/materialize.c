@@ -90,6 +90,10 @@ static void count_weights(const walk *w, const zir_node *b, int tile, zpass_mat_
             t->weight += (double)v->nbytes / step;
             t->scratch += 2.0 * elems / step + 2.0 * elems / tile;
             t->dequant_dispatches++;
+        } else if (zpass_kind(b) == ZK_MOE && k == wslot && v->rank == 3) {
+            /* Each (token, slot) reads its chosen expert's rows: used /
+             * experts of the stack per token, shared by no tile. */
+            t->weight += (double)v->nbytes * (double)b->in[2]->shape[1] / (double)v->shape[0];
         } else {
             t->weight += (double)v->nbytes / tile;
         }

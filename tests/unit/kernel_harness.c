@@ -1,5 +1,8 @@
 #include "kernel_harness.h"
 
+#include "frontend/arch.h"
+#include "testutil.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,5 +238,40 @@ zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zc
         zvk_buffer_destroy(&k->dev, &slots[i].buf);
     zvk_buffer_destroy(&k->dev, &stepb);
     zarena_free(a);
+    return s;
+}
+
+zstatus kh_compile(const gguf_file *f, const ztarget *t, zpass_phase ph, const char *pipeline,
+                   zir_graph **out, zdiag *d) {
+    zpass_opts po = {.target = t,
+                     .phase = ph,
+                     .token_tile = t->prefill_tile,
+                     .ctx = 4096,
+                     .fuse_threshold = t->fuse_threshold,
+                     .verify_each = true};
+    zstatus s = zir_build_from_gguf(f, out, d);
+    if (!s) s = zpass_run_pipeline(*out, pipeline, NULL, &po, d);
+    return s;
+}
+
+zstatus kh_run_steps(const zir_graph *g, int64_t ctx, int64_t max_tokens, uint64_t seed, kh_step_fn fn, void *arg,
+                     zdiag *d) {
+    static const int steps[] = {1, 7, 17};
+    bool one = max_tokens == 1; /* a decode schedule: the runtime never gives it more */
+    zir_interp *it;
+    zstatus s = zir_interp_new(g, ctx, &it, d);
+    if (s) return s;
+    tu_rng r = tu_rng_seed(seed);
+    for (size_t i = 0; i < (one ? 1 : sizeof steps / sizeof steps[0]) && !s; i++) {
+        zir_interp_reset(it);
+        for (int rep = 0; rep < (one ? 6 : 2) && !s; rep++) {
+            int32_t tok[17];
+            for (int j = 0; j < steps[i]; j++)
+                tok[j] = (int32_t)(tu_next(&r) % (uint64_t)g->hp.n_vocab);
+            zir_step st = {steps[i], zir_interp_pos(it), ctx};
+            if (!(s = zir_interp_step(it, tok, steps[i], NULL, d))) fn(g, it, st, arg);
+        }
+    }
+    zir_interp_free(it);
     return s;
 }

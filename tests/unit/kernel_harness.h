@@ -12,6 +12,7 @@
 #include "backend/codegen.h"
 #include "backend/shaderc.h"
 #include "backend/vk.h"
+#include "frontend/gguf.h"
 #include "ir/interp.h"
 
 typedef struct kh_ctx {
@@ -44,5 +45,19 @@ typedef struct kh_result {
  * error (compile failure, Vulkan failure, a NaN left in the output, ...). */
 zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zcg_opts *o,
                       const zir_interp *it, zir_step step, kh_result *r, zdiag *d);
+
+/* The graph of f after pipeline (NULL: the default) for target t and
+ * phase, the verifier after every pass, the target's tile and threshold. */
+zstatus kh_compile(const gguf_file *f, const ztarget *t, zpass_phase ph, const char *pipeline,
+                   zir_graph **out, zdiag *d);
+
+/* Steps of T = 1, 7 and 17 random tokens (from seed), each at position 0
+ * and again at position T, through the interpreter (KV capacity ctx); after
+ * each, fn checks the step's kernels against the interpreter's values. A
+ * schedule of one-token steps (max_tokens 1: decode, whose kernels may rely
+ * on it) gets six single tokens instead, at positions 0 to 5. */
+typedef void (*kh_step_fn)(const zir_graph *g, const zir_interp *it, zir_step st, void *arg);
+zstatus kh_run_steps(const zir_graph *g, int64_t ctx, int64_t max_tokens, uint64_t seed, kh_step_fn fn, void *arg,
+                     zdiag *d);
 
 #endif

@@ -107,20 +107,19 @@ static ztarget fit_target(const char *name) {
     return r;
 }
 
-static zpass_opts pass_opts(const ztarget *t, zpass_phase ph) {
-    return (zpass_opts){.target = t,
-                        .phase = ph,
-                        .token_tile = t->prefill_tile,
-                        .ctx = 4096,
-                        .fuse_threshold = t->fuse_threshold,
-                        .verify_each = true};
-}
-
 /* ---- checking ------------------------------------------------------------- */
 
+/* What a step checks: the compile options, the running tally, a label. */
+typedef struct check_arg {
+    const zcg_opts *o;
+    tally *ty;
+    const char *what;
+} check_arg;
+
 /* Every top-level node this file's generators own, for the step just run. */
-static void check_nodes(const zir_graph *g, const zcg_opts *o, const zir_interp *it, zir_step st, tally *ty,
-                        const char *what) {
+static void check_nodes(const zir_graph *g, const zir_interp *it, zir_step st, void *arg) {
+    const check_arg *c = arg;
+    const zcg_opts *o = c->o;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const zir_node *n = g->nodes[i];
         int kk = kind_of(n);
@@ -131,14 +130,14 @@ static void check_nodes(const zir_graph *g, const zcg_opts *o, const zir_interp 
          * back at zero for the second run (a replayed command buffer). */
         dev.replays = kk == KK_ATTN_SPLIT ? 2 : 1;
         zstatus s = kh_check_node(&dev, g, n, o, it, st, &r, &d);
-        cr_assert_eq(s, ZOK, "%s: '%s' at T=%lld pos=%lld: %s", what, n->out->name, (long long)st.T,
+        cr_assert_eq(s, ZOK, "%s: '%s' at T=%lld pos=%lld: %s", c->what, n->out->name, (long long)st.T,
                      (long long)st.pos, d.msg);
         double tol = o->act_f16 ? f16_tol(kk) : kk_tol[kk];
-        cr_assert(r.checked > 0, "%s: '%s' compared nothing", what, n->out->name);
+        cr_assert(r.checked > 0, "%s: '%s' compared nothing", c->what, n->out->name);
         cr_assert(r.max_err <= tol, "%s: kernel %s for '%s' at T=%lld pos=%lld: error %.3g of the RMS > %.1g",
-                  what, r.kernel, n->out->name, (long long)st.T, (long long)st.pos, r.max_err, tol);
-        if (r.max_err > ty->err[kk]) ty->err[kk] = r.max_err;
-        ty->checks[kk]++;
+                  c->what, r.kernel, n->out->name, (long long)st.T, (long long)st.pos, r.max_err, tol);
+        if (r.max_err > c->ty->err[kk]) c->ty->err[kk] = r.max_err;
+        c->ty->checks[kk]++;
     }
 }
 
@@ -146,24 +145,9 @@ static void check_nodes(const zir_graph *g, const zcg_opts *o, const zir_interp 
  * schedule of one-token steps (decode: the runtime never gives it more)
  * gets six of them, at positions 0 to 5. */
 static void run_steps(const zir_graph *g, const zcg_opts *o, int64_t ctx, tally *ty, const char *what) {
-    static const int steps[] = {1, 7, 17};
-    bool one = o->max_tokens == 1;
-    zir_interp *it;
+    check_arg c = {o, ty, what};
     zdiag d = {0};
-    cr_assert_eq(zir_interp_new(g, ctx, &it, &d), ZOK, "%s", d.msg);
-    tu_rng r = tu_rng_seed(1234);
-    for (size_t s = 0; s < (one ? 1 : sizeof steps / sizeof steps[0]); s++) {
-        zir_interp_reset(it);
-        for (int rep = 0; rep < (one ? 6 : 2); rep++) {
-            int32_t tok[17];
-            for (int i = 0; i < steps[s]; i++)
-                tok[i] = (int32_t)(tu_next(&r) % (uint64_t)g->hp.n_vocab);
-            zir_step st = {steps[s], zir_interp_pos(it), ctx};
-            cr_assert_eq(zir_interp_step(it, tok, steps[s], NULL, &d), ZOK, "%s", d.msg);
-            check_nodes(g, o, it, st, ty, what);
-        }
-    }
-    zir_interp_free(it);
+    cr_assert_eq(kh_run_steps(g, ctx, o->max_tokens, 1234, check_nodes, &c, &d), ZOK, "%s: %s", what, d.msg);
 }
 
 /* ---- mkmodel models ------------------------------------------------------- */
@@ -211,11 +195,9 @@ static void check_model(zmk_arch arch, const char *file, tally *all) {
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
         const variant *x = &variants[v];
         ztarget t = fit_target(x->target);
-        zpass_opts po = pass_opts(&t, x->phase);
         zir_graph *g;
         zdiag d = {0};
-        cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
-        cr_assert_eq(zpass_run_pipeline(g, x->pipeline, NULL, &po, &d), ZOK, "%s", d.msg);
+        cr_assert_eq(kh_compile(f, &t, x->phase, x->pipeline, &g, &d), ZOK, "%s", d.msg);
         zcg_opts co = {.target = &t,
                        .phase = x->phase,
                        .max_tokens = x->phase == ZPH_DECODE ? 1 : 64,
@@ -481,8 +463,13 @@ Test(kernels_misc, hand_fused_tilings) {
 static void decode_deep(const hand_opts *h, int64_t pos, bool f16, const char *what) {
     zir_graph *g = hand_attention(h);
     ztarget t = fit_target("h200");
-    zpass_opts po = pass_opts(&t, ZPH_DECODE);
-    po.kv_type = f16 ? ZKV_F16 : ZKV_F32;
+    zpass_opts po = {.target = &t,
+                     .phase = ZPH_DECODE,
+                     .token_tile = 1,
+                     .ctx = 4096,
+                     .fuse_threshold = t.fuse_threshold,
+                     .verify_each = true,
+                     .kv_type = f16 ? ZKV_F16 : ZKV_F32};
     zdiag d = {0};
     cr_assert_eq(zpass_run_pipeline(g, "shape,width,kv-type,fuse-attn,fuse-head,fuse-attn-head", NULL, &po, &d),
                  ZOK, "%s", d.msg);
@@ -500,10 +487,11 @@ static void decode_deep(const hand_opts *h, int64_t pos, bool f16, const char *w
         toks[i] = (int32_t)(tu_next(&r) % (uint64_t)h->vocab);
     cr_assert_eq(zir_interp_step(it, toks, pos, NULL, &d), ZOK, "%s", d.msg);
     tally ty = {0};
+    check_arg c = {&o, &ty, what};
     for (int s = 0; s < 3; s++) {
         zir_step st = {1, pos + s, pos + 3};
         cr_assert_eq(zir_interp_step(it, toks + s, 1, NULL, &d), ZOK, "%s", d.msg);
-        check_nodes(g, &o, it, st, &ty, what);
+        check_nodes(g, it, st, &c);
     }
     tally_log(&ty, what);
     cr_expect(ty.checks[KK_ATTN_SPLIT] == 3, "%s: the attention was checked %ld times", what,

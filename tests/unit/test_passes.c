@@ -163,6 +163,8 @@ static bool body_fits(zir_ktemplate t, const char *b) {
                            "rms_norm rope rms_norm rope kv_store attn_scores softmax_causal attn_mix",
                            "rope rope kv_store attn_scores softmax_causal attn_mix"},
         [ZKT_HEAD] = {"rms_norm rope", "rms_norm rope kv_store", "rope kv_store"},
+        [ZKT_MOE_GATE_UP] = {"matmul_id matmul_id swiglu"},
+        [ZKT_MOE_DOWN] = {"matmul_id moe_sum", "matmul_id moe_sum add"},
     };
     _Static_assert(sizeof ok / sizeof ok[0] == ZKT_COUNT, "a body list per template");
     for (int i = 0; i < 6; i++)
@@ -199,7 +201,7 @@ static census take_census(const zir_graph *g) {
 /* ---- what each pass must fuse, by hand --------------------------------- */
 
 typedef enum pipe { P_DEQUANT, P_ATTN, P_MLP, P_NORM, P_RESIDUAL, P_HEAD, P_STORE, P_DEFAULT, P_COUNT } pipe;
-static const char *const pipe_names[P_COUNT] = {"fuse-dequant", "fuse-attn",  "fuse-mlp", "fuse-norm",
+static const char *const pipe_names[P_COUNT] = {"fuse-dequant",  "fuse-attn", "fuse-mlp",   "fuse-norm",
                                                 "fuse-residual", "fuse-head", "fuse-store", "default"};
 
 /* The MLP of the equivalence model (hidden 512, ff 1536, Q4_K):
@@ -362,6 +364,51 @@ EQ_ARCH(qwen3, ZMK_QWEN3)
 EQ_ARCH(llama, ZMK_LLAMA)
 EQ_ARCH(qwen2, ZMK_QWEN2)
 
+/* qwen3moe (8 experts, 2 used): fuse-moe alone and the default pipeline give
+ * the unfused logits exactly, with a moe_gate_up and a moe_down kernel per
+ * layer (the residual add inside), on every target and phase, and one
+ * decision per layer naming the experts read. */
+static void check_moe(const char *pipeline) {
+    gguf_file *f = make_model(ZMK_QWEN3MOE, ZMK_Q4_K_M, EQ_SHAPE, "eqmoe.gguf");
+    int32_t tok[N_TOK] = {7, 300, 12, 511, 64, 3};
+    zir_graph *ref = NULL;
+    zdiag d = {0};
+    cr_assert_eq(zir_build_from_gguf(f, &ref, &d), ZOK, "%s", d.msg);
+    float *want[N_MODES], *out[N_MODES];
+    run_modes(ref, tok, want);
+    size_t n = (size_t)N_TOK * (size_t)ref->hp.n_vocab;
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++)
+        for (int ph = 0; ph < ZPH_COUNT; ph++) {
+            zpass_report rep = {.arena = zarena_new()};
+            zpass_opts o = opts_for(targets[t], (zpass_phase)ph, &rep);
+            zir_graph *g = compile_without(f, pipeline, "mm-f16,kv-type", &o);
+            census c = take_census(g);
+            cr_expect_eq(c.kernels[ZKT_MOE_GATE_UP], (int)EQ_SHAPE.layers, "%s: moe_gate_up kernels",
+                         targets[t]);
+            cr_expect_eq(c.kernels[ZKT_MOE_DOWN], (int)EQ_SHAPE.layers, "%s: moe_down kernels", targets[t]);
+            int decided = 0;
+            for (int i = 0; i < rep.n; i++)
+                decided += rep.items[i].fused && strstr(rep.items[i].reason, "experts: 2 of 8 read") != NULL;
+            cr_expect_eq(decided, (int)EQ_SHAPE.layers, "%s: fuse-moe decisions", targets[t]);
+            run_modes(g, tok, out);
+            for (int m = 0; m < N_MODES; m++)
+                expect_same(out[m], want[m], n, mode_names[m]);
+            free_modes(out);
+            zir_graph_free(g);
+            zarena_free(rep.arena);
+        }
+    free_modes(want);
+    zir_graph_free(ref);
+    gguf_close(f);
+}
+
+Test(equivalence, qwen3moe_fuse_moe, .timeout = 600) {
+    check_moe("shape,width,fuse-moe");
+}
+Test(equivalence, qwen3moe_default_pipeline, .timeout = 600) {
+    check_moe(NULL);
+}
+
 /* The analyses alone change nothing: a baseline for the counts above. */
 Test(equivalence, analyses_fuse_nothing) {
     gguf_file *f = make_model(ZMK_QWEN3, ZMK_Q4_K_M, EQ_SHAPE, "an.gguf");
@@ -384,7 +431,8 @@ typedef struct golden_case {
     zpass_phase phase;
 } golden_case;
 
-#define DEFAULT_PASSES "shape,width,kv-type,fuse-dequant,fuse-attn,fuse-head,fuse-mlp,fuse-norm,fuse-residual,fuse-store"
+#define DEFAULT_PASSES                                                                                       \
+    "shape,width,kv-type,fuse-dequant,fuse-attn,fuse-head,fuse-mlp,fuse-norm,fuse-residual,fuse-store"
 static const golden_case goldens[] = {
     {"fuse-dequant/qwen3-q4km", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-dequant", "h200",
      ZPH_PREFILL},
@@ -418,6 +466,8 @@ static const golden_case goldens[] = {
      "h200", ZPH_PREFILL},
     {"fuse-store/llama-h200-decode", ZMK_LLAMA, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-norm,fuse-store",
      "h200", ZPH_DECODE},
+    {"fuse-moe/qwen3moe-h200-decode", ZMK_QWEN3MOE, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-moe", "h200",
+     ZPH_DECODE},
     {"default/qwen3-h200-prefill", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, DEFAULT_PASSES, "h200", ZPH_PREFILL},
     {"default/qwen3-h200-decode", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, DEFAULT_PASSES, "h200", ZPH_DECODE},
     {"default/llama-rdna4-decode", ZMK_LLAMA, ZMK_Q4_K_M, GOLDEN_SHAPE, DEFAULT_PASSES, "rdna4", ZPH_DECODE},
@@ -584,8 +634,9 @@ Test(manager, disable_pass_removes_it) {
     gguf_file *f = make_model(ZMK_QWEN2, ZMK_Q4_K_M, GOLDEN_SHAPE, "dis.gguf");
     zpass_opts o = opts_for("rdna4", ZPH_DECODE, NULL); /* where decode takes the whole MLP */
     zir_graph *a = NULL,
-              *b = compile(f, "shape,width,kv-type,fuse-dequant,fuse-head,fuse-mlp,fuse-norm,fuse-residual,fuse-store",
-                           &o);
+              *b = compile(
+                  f, "shape,width,kv-type,fuse-dequant,fuse-head,fuse-mlp,fuse-norm,fuse-residual,fuse-store",
+                  &o);
     zdiag d = {0};
     cr_assert_eq(zir_build_from_gguf(f, &a, &d), ZOK, "%s", d.msg);
     cr_assert_eq(zpass_run_pipeline(a, NULL, "fuse-attn", &o, &d), ZOK, "%s", d.msg);

@@ -1,0 +1,81 @@
+/* The kernel builder the weight-reading generators share (cg_build.h). */
+#include "cg_build.h"
+
+void zcg_def_s(zcg_builder *b, const char *name, const char *val) {
+    if (b->nd >= ZCG_MAX_DEFS) return; /* caught in zcg_build() */
+    b->defs[2 * b->nd] = name;
+    b->defs[2 * b->nd + 1] = val;
+    b->nd++;
+}
+
+void zcg_def_i(zcg_builder *b, const char *name, int64_t v) {
+    zcg_def_s(b, name, zcg_i64(b->a, v));
+}
+
+void zcg_def_f(zcg_builder *b, const char *name, float v) {
+    zcg_def_s(b, name, zarena_printf(b->a, "float(%.9g)", (double)v));
+}
+
+int zcg_bind(zcg_builder *b, const char *macro, const zir_value *v, bool written, uint64_t bytes) {
+    zcg_kernel *k = b->k;
+    int i = 0;
+    while (v && i < k->n_bind && k->bind[i].value != v)
+        i++;
+    if (!v || i == k->n_bind) {
+        i = k->n_bind++;
+        k->bind[i] = (zcg_binding){v, v ? 0 : bytes, written};
+    }
+    k->bind[i].written |= written;
+    if (macro) zcg_def_i(b, macro, i + 1); /* binding 0 is the step buffer */
+    return i + 1;
+}
+
+zstatus zcg_build(zcg_builder *b, const char *const *files, const zir_node *n, zdiag *d) {
+    if (b->nd >= ZCG_MAX_DEFS)
+        return zdiag_set(d, ZE_INTERNAL, "codegen: '%s' needs more than %d defines", n->out->name,
+                         ZCG_MAX_DEFS);
+    b->defs[2 * b->nd] = NULL;
+    b->k->glsl = zcg_compose(b->a, b->defs, files, b->o);
+    if (!b->k->glsl)
+        return zdiag_set(d, ZE_NOMEM, "codegen: cannot compose the kernel of '%s'", n->out->name);
+    return ZOK;
+}
+
+/* Every type the interpreter dequantizes (ZTF_COMPUTE) has a decoder in
+ * dequant.glsl (dq8_t<id>); test_kernels_matmul runs each one. */
+static bool type_supported(ztype t) {
+    const ztype_info *ti = ztype_get((uint32_t)t);
+    return ti && (ti->flags & ZTF_COMPUTE);
+}
+
+zstatus zcg_weight(zcg_builder *b, const zir_node *n, const char *slot, const zir_value *w, int64_t k,
+                   zdiag *d) {
+    bool ok;
+    uint64_t rb = ztype_row_bytes(w->dtype, (uint64_t)k, &ok);
+    if (w->role != ZR_WEIGHT || !w->data)
+        return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': operand '%s' is not a weight with data",
+                         n->out->name, w->name);
+    if (!type_supported(w->dtype)) {
+        char types[256];
+        ztype_list(ZTF_COMPUTE, types, sizeof types);
+        return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': weight '%s' has type %s; the kernels read %s",
+                         n->out->name, w->name, ztype_name(w->dtype), types);
+    }
+    if (!ok || k % 8 || w->shape[w->rank - 1] != k)
+        return zdiag_set(
+            d, ZE_UNSUPPORTED,
+            "codegen: '%s': weight '%s' rows of %lld elements: expected %lld, a multiple of 8 and of "
+            "the %s block",
+            n->out->name, w->name, (long long)w->shape[w->rank - 1], (long long)k, ztype_name(w->dtype));
+    uint64_t rows = 1;
+    for (int i = 0; i + 1 < w->rank; i++)
+        rows *= (uint64_t)w->shape[i];
+    if (rb * rows > UINT32_MAX)
+        return zdiag_set(d, ZE_UNSUPPORTED,
+                         "codegen: '%s': weight '%s' has %llu bytes; kernels address 4 GiB", n->out->name,
+                         w->name, (unsigned long long)w->nbytes);
+    zcg_def_i(b, zarena_printf(b->a, "%s_TYPE", slot), (int64_t)w->dtype);
+    zcg_def_i(b, zarena_printf(b->a, "%s_ROWB", slot), (int64_t)rb);
+    zcg_bind(b, zarena_printf(b->a, "B_%s", slot), w, false, 0);
+    return ZOK;
+}

@@ -1,0 +1,38 @@
+/* A kernel under construction, shared by the generators that bind weights
+ * (cg_matmul.c, cg_moe.c): the #define list, the bindings (each value bound
+ * once) and the weight checks every dequantizing kernel makes. */
+#ifndef ZINC_CG_BUILD_H
+#define ZINC_CG_BUILD_H
+
+#include "codegen.h"
+
+enum { ZCG_MAX_DEFS = 48 };
+
+typedef struct zcg_builder {
+    const zir_graph *g;
+    zarena *a;
+    const zcg_opts *o;
+    zcg_kernel *k;
+    const char *defs[2 * ZCG_MAX_DEFS + 1];
+    int nd;
+} zcg_builder;
+
+/* "#define name val", an integer, and a float literal GLSL reads as float. */
+void zcg_def_s(zcg_builder *b, const char *name, const char *val);
+void zcg_def_i(zcg_builder *b, const char *name, int64_t v);
+void zcg_def_f(zcg_builder *b, const char *name, float v);
+
+/* Binds v (once: a value bound twice reuses its binding) and defines its
+ * binding number under macro (may be NULL). NULL v: a scratch binding of
+ * `bytes`. Returns the binding number. */
+int zcg_bind(zcg_builder *b, const char *macro, const zir_value *v, bool written, uint64_t bytes);
+
+/* Checks weight w (rows of k elements: [k], [rows, k] or [experts, rows, k])
+ * and defines <slot>_TYPE, <slot>_ROWB and the binding B_<slot>. */
+zstatus zcg_weight(zcg_builder *b, const zir_node *n, const char *slot, const zir_value *w, int64_t k,
+                   zdiag *d);
+
+/* Composes the kernel's source from the defines and the files. */
+zstatus zcg_build(zcg_builder *b, const char *const *files, const zir_node *n, zdiag *d);
+
+#endif

@@ -1,0 +1,184 @@
+/* Mixture-of-experts kernels (ZK_MOE ops and the fuse-moe templates):
+ *
+ *   moe_topk       the router's softmax, top-k and renormalization, a thread per token
+ *   moe_gemv       the chosen experts' rows of a stacked weight: a plain matmul_id,
+ *                  gate+up+SwiGLU (ZKT_MOE_GATE_UP), or the down projection with the
+ *                  weighted expert sum and the residual add (ZKT_MOE_DOWN)
+ *   moe_sum        the weighted expert sum alone (when fuse-moe did not run)
+ *
+ * Decode reads only the selected experts' rows; prefill runs the same GEMV
+ * with a workgroup row per (token, slot) (docs/performance.md). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cg_build.h"
+
+enum {
+    TOPK_WG = 64,
+    TOPK_MAX_E = 1024, /* the taken-bitmask and the loops are sized by E */
+    SUM_WG = 256,
+    GEMV_NSG = 4, /* subgroups per workgroup */
+    GEMV_ROWS = 8,
+    MAX_GRID_Y = 65535,
+};
+
+static zstatus refuse(const zir_node *n, const char *why, zdiag *d) {
+    return zdiag_set(d, ZE_UNSUPPORTED, "codegen: %s '%s': %s",
+                     n->op == ZOP_KERNEL ? zir_ktemplate_name(n->kp.tmpl) : zir_ops[n->op].name, n->out->name,
+                     why);
+}
+
+/* v is f32 [T, a] (b < 0) or [T, a, b]. */
+static bool act_shape(const zir_value *v, int64_t a, int64_t b) {
+    int rank = b < 0 ? 2 : 3;
+    return v->rank == rank && v->dtype == ZT_F32 && v->shape[0] == ZDIM_T && v->shape[1] == a &&
+           (rank == 2 || v->shape[2] == b);
+}
+
+static zstatus gen_topk(const zir_node *n, zcg_builder *b, zdiag *d) {
+    const zir_value *l = n->in[0];
+    int64_t E = l->rank == 2 ? l->shape[1] : 0, U = n->attr.topk;
+    if (!act_shape(l, E, -1) || E < 1 || E > TOPK_MAX_E || U < 1 || U > E || !act_shape(n->out, U, 2))
+        return refuse(n, "expected f32 router logits [T, E] with E <= 1024 and 1 <= topk <= E", d);
+    zcg_bind(b, NULL, l, false, 0);
+    zcg_bind(b, NULL, n->out, true, 0);
+    zcg_def_i(b, "E", E);
+    zcg_def_i(b, "TOPK", U);
+    zcg_def_i(b, "WG", TOPK_WG);
+    b->k->groups[0] = (zcg_affine){1, 0, TOPK_WG};
+    b->k->groups[1] = b->k->groups[2] = (zcg_affine){0, 1, 1};
+    snprintf(b->k->name, sizeof b->k->name, "moe_topk_e%lld_k%lld", (long long)E, (long long)U);
+    static const char *const files[] = {"moe_topk", NULL};
+    return zcg_build(b, files, n, d);
+}
+
+static zstatus gen_sum(const zir_node *n, zcg_builder *b, zdiag *d) {
+    const zir_value *y = n->in[0], *r = n->in[1];
+    int64_t U = y->rank == 3 ? y->shape[1] : 0, H = y->rank == 3 ? y->shape[2] : 0;
+    if (!act_shape(y, U, H) || !act_shape(r, U, 2) || !act_shape(n->out, H, -1))
+        return refuse(n, "expected f32 [T, U, H] expert outputs and their [T, U, 2] route", d);
+    zcg_bind(b, NULL, y, false, 0);
+    zcg_bind(b, NULL, r, false, 0);
+    zcg_bind(b, NULL, n->out, true, 0);
+    zcg_def_i(b, "H", H);
+    zcg_def_i(b, "U", U);
+    zcg_def_i(b, "WG", SUM_WG);
+    b->k->groups[0] = (zcg_affine){0, H, SUM_WG};
+    b->k->groups[1] = (zcg_affine){1, 0, 1};
+    b->k->groups[2] = (zcg_affine){0, 1, 1};
+    snprintf(b->k->name, sizeof b->k->name, "moe_sum_u%lld_h%lld", (long long)U, (long long)H);
+    static const char *const files[] = {"moe_sum", NULL};
+    return zcg_build(b, files, n, d);
+}
+
+/* ---- the expert GEMV --------------------------------------------------------- */
+
+/* What a GEMV node computes: a matmul_id, gate+up around a SwiGLU, or the
+ * down projection with the weighted sum and the residual. */
+typedef struct moe_match {
+    const zir_node *first, *up, *glu, *sum, *add;
+    const zir_value *x, *route, *resid;
+    int64_t E, N, K, U;
+} moe_match;
+
+static bool is_matmul_id(const zir_node *n) {
+    return n && zir_ops[n->op].kind == ZK_MOE && (zir_ops[n->op].flags & ZF_W1);
+}
+
+static zstatus match_gate_up(const zir_node *n, moe_match *m, zdiag *d) {
+    m->glu = n->body[2];
+    if (n->n_body != 3 || !(zir_ops[m->glu->op].flags & ZF_GLU))
+        return refuse(n, "expected matmul_id matmul_id swiglu", d);
+    m->first = m->glu->in[0]->producer;
+    m->up = m->glu->in[1]->producer;
+    if (!is_matmul_id(m->first) || !is_matmul_id(m->up) || m->first->parent != n || m->up->parent != n ||
+        m->first->in[0] != m->up->in[0] || m->first->in[2] != m->up->in[2])
+        return refuse(n, "gate and up must be expert matmuls of one input and one route", d);
+    const zir_value *g = m->first->in[1], *u = m->up->in[1];
+    for (int i = 0; i < 3; i++)
+        if (g->shape[i] != u->shape[i]) return refuse(n, "gate and up experts differ in shape", d);
+    return ZOK;
+}
+
+/* matmul_id moe_sum [add]: the sum weighs the matmul's slots by its route,
+ * and the add takes the sum and an f32 [T, N] residual. */
+static zstatus match_down(const zir_node *n, moe_match *m, zdiag *d) {
+    if (n->n_body < 2 || n->n_body > 3) return refuse(n, "expected matmul_id moe_sum [add]", d);
+    m->first = n->body[0];
+    m->sum = n->body[1];
+    m->add = n->n_body == 3 ? n->body[2] : NULL;
+    if (!is_matmul_id(m->first) || m->sum->n_in != 2 || zir_ops[m->sum->op].kind != ZK_MOE ||
+        m->sum->in[0] != m->first->out || m->sum->in[1] != m->first->in[2])
+        return refuse(n, "the sum must weigh the expert matmul's rows by its route", d);
+    if (!m->add) return ZOK;
+    int k = m->add->in[0] == m->sum->out ? 0 : m->add->in[1] == m->sum->out ? 1 : -1;
+    if (m->add->op != ZOP_ADD || k < 0) return refuse(n, "the add must take the sum", d);
+    m->resid = m->add->in[1 - k];
+    return ZOK;
+}
+
+static zstatus match(const zir_node *n, moe_match *m, zdiag *d) {
+    memset(m, 0, sizeof *m);
+    zstatus s = ZOK;
+    if (n->op != ZOP_KERNEL)
+        m->first = n;
+    else
+        s = n->kp.tmpl == ZKT_MOE_GATE_UP ? match_gate_up(n, m, d) : match_down(n, m, d);
+    if (s) return s;
+    const zir_value *w = m->first->in[1];
+    m->x = m->first->in[0];
+    m->route = m->first->in[2];
+    if (w->rank != 3) return refuse(n, "the experts must be stacked [E, N, K]", d);
+    m->E = w->shape[0], m->N = w->shape[1], m->K = w->shape[2], m->U = m->route->shape[1];
+    if (!act_shape(m->route, m->U, 2) || !(act_shape(m->x, m->K, -1) || act_shape(m->x, m->U, m->K)))
+        return refuse(n, "expected f32 activations [T, K] or [T, U, K] and a [T, U, 2] route", d);
+    if (m->sum && m->x->rank != 3) return refuse(n, "a summed projection reads one row per slot", d);
+    if (m->resid && !act_shape(m->resid, m->N, -1)) return refuse(n, "the residual must be f32 [T, N]", d);
+    return ZOK;
+}
+
+static zstatus gemv_bindings(const zir_node *n, const moe_match *m, zcg_builder *b, zdiag *d) {
+    zcg_bind(b, "B_X", m->x, false, 0);
+    zcg_bind(b, "B_ROUTE", m->route, false, 0);
+    zstatus s = zcg_weight(b, n, "W0", m->first->in[1], m->K, d);
+    if (!s && m->glu) s = zcg_weight(b, n, "W1", m->up->in[1], m->K, d);
+    if (s) return s;
+    if (m->resid) zcg_bind(b, "B_R", m->resid, false, 0);
+    zcg_bind(b, "B_Y", n->out, true, 0);
+    const int64_t v[] = {
+        m->N, m->K, m->E, m->U, m->sum != NULL, m->glu != NULL, m->x->rank == 3, m->resid ? 1 : 0, 0};
+    const char *const names[] = {"N", "K", "E", "U", "SUM", "GLU", "X3", "ADD_MODE", "HAS_NORM"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        zcg_def_i(b, names[i], v[i]);
+    return ZOK;
+}
+
+static zstatus gen_gemv(const zir_node *n, zcg_builder *b, zdiag *d) {
+    moe_match m;
+    zstatus s = match(n, &m, d);
+    if (!s) s = gemv_bindings(n, &m, b, d);
+    if (s) return s;
+    int64_t rows_y = m.sum ? 1 : m.U, maxt = b->o->max_tokens > 0 ? b->o->max_tokens : 1;
+    if (maxt * rows_y > MAX_GRID_Y) return refuse(n, "more than 65535 (token, expert) pairs in a step", d);
+    int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32;
+    zcg_def_i(b, "WG", GEMV_NSG * sg);
+    zcg_def_i(b, "ROWS_WG", GEMV_ROWS);
+    b->k->groups[0] = (zcg_affine){0, m.N, GEMV_ROWS};
+    b->k->groups[1] = (zcg_affine){rows_y, 0, 1};
+    b->k->groups[2] = (zcg_affine){0, 1, 1};
+    snprintf(b->k->name, sizeof b->k->name, "moe_gemv%s_%s_e%lld_n%lld_k%lld_u%lld%s%s",
+             m.glu ? "_gateup" : "", ztype_name(m.first->in[1]->dtype), (long long)m.E, (long long)m.N,
+             (long long)m.K, (long long)m.U, m.sum ? "+sum" : "", m.resid ? "+add" : "");
+    static const char *const files[] = {"dequant", "matmul_io", "moe_gemv", NULL};
+    return zcg_build(b, files, n, d);
+}
+
+zstatus zcg_moe(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
+                zdiag *d) {
+    memset(out, 0, sizeof *out);
+    if (!o || !o->target) return zdiag_set(d, ZE_INVALID, "codegen: '%s': no target", n->out->name);
+    zcg_builder b = {.g = g, .a = a, .o = o, .k = out};
+    if (n->op == ZOP_KERNEL || is_matmul_id(n)) return gen_gemv(n, &b, d);
+    if (n->n_in == 1) return gen_topk(n, &b, d);
+    return gen_sum(n, &b, d);
+}

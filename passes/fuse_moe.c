@@ -1,0 +1,101 @@
+/* fuse-moe: a mixture-of-experts MLP as two kernels. Staged it is six
+ * dispatches: the chosen experts' gate and up (matmul_id), SwiGLU, down,
+ * the weighted sum (moe_sum) and the residual add, and the [U, ff]
+ * intermediate crosses VRAM six times per token. Fused, moe_gate_up computes
+ * gate, up and SwiGLU in one pass over x, and moe_down computes the down
+ * rows of every slot, weighs and sums them in route order and adds the
+ * residual in its epilogue: only the SwiGLU output crosses (twice). Both
+ * read only the chosen experts' rows; the cost model prices the two
+ * partitions and the report states the weight bytes per token against the
+ * whole stack's. */
+#include <stdio.h>
+
+#include "cost.h"
+#include "match.h"
+
+typedef struct moe_match {
+    zir_node *gate, *up, *glu, *down, *sum, *add;
+} moe_match;
+
+static bool is_expert_matmul(const zir_node *n) {
+    return n && n->op != ZOP_KERNEL && zpass_kind(n) == ZK_MOE && zpass_flag(n, ZF_W1);
+}
+
+/* The weighted sum of a route's slots: the other two-input MoE op. */
+static bool is_expert_sum(const zir_node *n, const zir_node *down) {
+    return n && n->op != ZOP_KERNEL && zpass_kind(n) == ZK_MOE && !zpass_flag(n, ZF_W1) && n->n_in == 2 &&
+           n->in[0] == down->out && n->in[1] == down->in[2];
+}
+
+static bool is_residual_add(const zir_node *n, const zir_value *v) {
+    if (!n || n->op == ZOP_KERNEL || zpass_kind(n) != ZK_ELEMENTWISE || zpass_flag(n, ZF_GLU) ||
+        zpass_flag(n, ZF_POSITIONAL) || n->n_in != 2)
+        return false;
+    const zir_value *other = n->in[0] == v ? n->in[1] : n->in[1] == v ? n->in[0] : NULL;
+    return other && other->role == ZR_ACTIVATION && other->rank == 2 && other->dtype == ZT_F32 &&
+           other->shape[1] == v->shape[1];
+}
+
+/* glu(gate(x), up(x)) -> down -> sum [-> add], one route, each value used once. */
+static bool match(const zir_graph *g, zir_node *glu, moe_match *m) {
+    if (glu->op == ZOP_KERNEL || !zpass_flag(glu, ZF_GLU)) return false;
+    *m = (moe_match){.glu = glu, .gate = glu->in[0]->producer, .up = glu->in[1]->producer};
+    if (!is_expert_matmul(m->gate) || !is_expert_matmul(m->up) || m->gate->in[0] != m->up->in[0] ||
+        m->gate->in[2] != m->up->in[2] || glu->in[0]->n_uses != 1 || glu->in[1]->n_uses != 1)
+        return false;
+    m->down = zpass_sole_consumer(g, glu->out);
+    if (!is_expert_matmul(m->down) || m->down->in[0] != glu->out || m->down->in[2] != m->gate->in[2])
+        return false;
+    m->sum = zpass_sole_consumer(g, m->down->out);
+    if (!is_expert_sum(m->sum, m->down)) return false;
+    m->add = zpass_sole_consumer(g, m->sum->out);
+    if (!is_residual_add(m->add, m->sum->out)) m->add = NULL;
+    return true;
+}
+
+static void record(const zpass_opts *o, const moe_match *m, const zcost_moe *c, const zcost_option *opt,
+                   int pick, const char *why) {
+    zpass_decision *x = zcost_record(o, m->glu, m->glu->out, opt, pick);
+    if (!x) return;
+    double whole = c->w_gate + c->w_up + c->w_down;
+    snprintf(x->reason, sizeof x->reason,
+             "%s%s; experts: %lld of %lld read, weights %.0f B/token instead of %.0f B for the whole stacks",
+             why, pick ? " (moe_gate_up + moe_down)" : "", (long long)c->used, (long long)c->experts,
+             zcost_moe_weight(c), whole);
+}
+
+/* gate+up+SwiGLU, then down+sum[+add]; one (token, slot) per workgroup row. */
+static zstatus fuse(zir_graph *g, const moe_match *m, zdiag *d) {
+    zir_node *gu[3] = {m->gate, m->up, m->glu};
+    if (m->gate->id > m->up->id) gu[0] = m->up, gu[1] = m->gate;
+    zir_kparams kp = {.tmpl = ZKT_MOE_GATE_UP, .token_tile = 1, .split = 1};
+    if (!zir_fuse(g, gu, 3, &kp, d)) return d->code;
+    zir_node *dn[3] = {m->down, m->sum, m->add};
+    kp.tmpl = ZKT_MOE_DOWN;
+    return zir_fuse(g, dn, m->add ? 3 : 2, &kp, d) ? ZOK : d->code;
+}
+
+zstatus zpass_fuse_moe(zir_graph *g, const zpass_opts *o, zdiag *d) {
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        moe_match m;
+        if (!match(g, g->nodes[i], &m)) continue;
+        const zir_value *wg = m.gate->in[1];
+        zcost_moe c = {.hidden = wg->shape[2],
+                       .ff = wg->shape[1],
+                       .experts = wg->shape[0],
+                       .used = m.gate->in[2]->shape[1],
+                       .w_gate = zpass_weight_bytes(wg),
+                       .w_up = zpass_weight_bytes(m.up->in[1]),
+                       .w_down = zpass_weight_bytes(m.down->in[1])};
+        zcost_option opt[ZCOST_MOE_OPTIONS];
+        char why[200];
+        zcost_price_moe(o, &c, opt);
+        int pick = zcost_choose(o, opt, ZCOST_MOE_OPTIONS, why, sizeof why);
+        record(o, &m, &c, opt, pick, why);
+        if (!pick) continue;
+        zstatus s = fuse(g, &m, d);
+        if (s) return s;
+        i = m.sum->parent->id;
+    }
+    return ZOK;
+}

@@ -1,0 +1,156 @@
+/* The mixture-of-experts kernels (backend/cg_moe.c) against the CPU
+ * interpreter, every element, on the default Vulkan device (llvmpipe in CI):
+ * the router's top-k, the expert GEMV alone (x [T, K] and [T, U, K]), gate+up
+ * +SwiGLU, down + weighted sum + residual, and the weighted sum alone.
+ *
+ * Graphs: qwen3moe models from mkmodel, unfused (shape,width) and after the
+ * default pipeline, in both phases: Q4_K_M with 8 experts, 2 used (q4_K,
+ * q5_K, q6_K and q8_0 experts by llama.cpp's rule), and f32 with 6 experts,
+ * 3 used and widths that leave tail rows (hidden 72, expert width 40). Steps
+ * of T = 1, 7, 17 random tokens at position 0 and again at position T. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+
+#include "frontend/arch.h"
+#include "frontend/mkmodel.h"
+#include "kernel_harness.h"
+#include "testutil.h"
+
+enum { KM_TOPK, KM_ID, KM_GATE_UP, KM_DOWN, KM_SUM, KM_N };
+static const char *const km_name[KM_N] = {"moe_topk", "matmul_id", "moe_gate_up", "moe_down", "moe_sum"};
+
+/* Bounds on max |got - want| / rms(want) with fp32 storage: dot products
+ * and sums in another order (a few ulps of the RMS). A wrong expert id, row
+ * or slot moves the error to O(1). fp16 storage rounds every input and
+ * output to 11 bits. */
+#define KM_TOL     1e-5
+#define KM_TOL_F16 1.5e-2
+
+static int kind_of(const zir_node *n) {
+    if (n->op == ZOP_KERNEL)
+        return n->kp.tmpl == ZKT_MOE_GATE_UP ? KM_GATE_UP : n->kp.tmpl == ZKT_MOE_DOWN ? KM_DOWN : -1;
+    switch (n->op) {
+    case ZOP_MOE_TOPK: return KM_TOPK;
+    case ZOP_MATMUL_ID: return KM_ID;
+    case ZOP_MOE_SUM: return KM_SUM;
+    default: return -1;
+    }
+}
+
+static kh_ctx dev;
+static void open_dev(void) {
+    char err[256];
+    cr_assert(kh_open(&dev, err, sizeof err), "no Vulkan device: %s", err);
+}
+static void close_dev(void) {
+    kh_close(&dev);
+}
+
+typedef struct check_arg {
+    const zcg_opts *o;
+    long *checks;
+    const char *what;
+} check_arg;
+
+static void check_nodes(const zir_graph *g, const zir_interp *it, zir_step st, void *arg) {
+    const check_arg *c = arg;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *n = g->nodes[i];
+        int kk = kind_of(n);
+        if (kk < 0) continue;
+        kh_result r;
+        zdiag d = {0};
+        zstatus s = kh_check_node(&dev, g, n, c->o, it, st, &r, &d);
+        cr_assert_eq(s, ZOK, "%s: '%s' at T=%lld pos=%lld: %s", c->what, n->out->name, (long long)st.T,
+                     (long long)st.pos, d.msg);
+        double tol = c->o->act_f16 ? KM_TOL_F16 : KM_TOL;
+        cr_assert(r.checked > 0, "%s: '%s' compared nothing", c->what, n->out->name);
+        cr_assert(r.max_err <= tol, "%s: %s for '%s' at T=%lld pos=%lld: error %.3g of the RMS > %.1g",
+                  c->what, r.kernel, n->out->name, (long long)st.T, (long long)st.pos, r.max_err, tol);
+        c->checks[kk]++;
+    }
+}
+
+typedef struct model {
+    const char *file;
+    zmk_quant quant;
+    uint32_t hidden, expert_ff, experts, used;
+} model;
+
+static gguf_file *make_model(const model *m) {
+    zmk_opts o;
+    zmk_defaults(&o);
+    o.arch = ZMK_QWEN3MOE;
+    o.quant = m->quant;
+    o.seed = 17;
+    o.layers = 1;
+    o.hidden = m->hidden;
+    o.ff = 64;
+    o.heads = 2;
+    o.kv_heads = 1;
+    o.head_dim = 32;
+    o.vocab = 300;
+    o.experts = m->experts;
+    o.experts_used = m->used;
+    o.expert_ff = m->expert_ff;
+    zdiag d = {0};
+    const char *path = tu_tmp(m->file);
+    cr_assert_eq(zmk_write(&o, path, NULL, &d), ZOK, "%s", d.msg);
+    gguf_file *f;
+    cr_assert_eq(gguf_open(path, &f, &d), ZOK, "%s", d.msg);
+    return f;
+}
+
+typedef struct variant {
+    zpass_phase phase;
+    const char *pipeline; /* NULL: the default */
+    bool f16;
+} variant;
+
+static const variant variants[] = {
+    {ZPH_PREFILL, "shape,width", false}, {ZPH_DECODE, "shape,width", false}, {ZPH_PREFILL, NULL, false},
+    {ZPH_DECODE, NULL, false},           {ZPH_DECODE, NULL, true},
+};
+
+static void check_model(const model *m, long checks[KM_N]) {
+    gguf_file *f = make_model(m);
+    ztarget t = *ztarget_find("llvmpipe");
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        const variant *x = &variants[v];
+        zir_graph *g;
+        zdiag d = {0};
+        cr_assert_eq(kh_compile(f, &t, x->phase, x->pipeline, &g, &d), ZOK, "%s", d.msg);
+        zcg_opts co = {.target = &t,
+                       .phase = x->phase,
+                       .max_tokens = x->phase == ZPH_DECODE ? 1 : 64,
+                       .act_f16 = x->f16};
+        char what[128];
+        snprintf(what, sizeof what, "%s %s %s%s", m->file, zpass_phase_name(x->phase),
+                 x->pipeline ? "unfused" : "fused", x->f16 ? " fp16" : "");
+        check_arg c = {&co, checks, what};
+        cr_assert_eq(kh_run_steps(g, 64, co.max_tokens, 4321 + v, check_nodes, &c, &d), ZOK, "%s: %s", what, d.msg);
+        zir_graph_free(g);
+    }
+    gguf_close(f);
+}
+
+static void expect_all_kinds(const long checks[KM_N], const char *what) {
+    for (int i = 0; i < KM_N; i++)
+        cr_expect(checks[i] > 0, "%s: no %s kernel was checked", what, km_name[i]);
+}
+
+TestSuite(kernels_moe, .init = open_dev, .fini = close_dev);
+
+Test(kernels_moe, q4km_8_experts_2_used, .timeout = 300) {
+    model m = {"kmoe_q4km.gguf", ZMK_Q4_K_M, 256, 256, 8, 2};
+    long checks[KM_N] = {0};
+    check_model(&m, checks);
+    expect_all_kinds(checks, m.file);
+}
+
+Test(kernels_moe, f32_6_experts_3_used_tail_rows, .timeout = 300) {
+    model m = {"kmoe_f32.gguf", ZMK_F32, 72, 40, 6, 3};
+    long checks[KM_N] = {0};
+    check_model(&m, checks);
+    expect_all_kinds(checks, m.file);
+}
