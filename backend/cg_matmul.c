@@ -283,6 +283,13 @@ static zcg_gemv gemv_layout(const zcg_builder *b, int64_t N) {
     const zcg_gemv *w = b->o->force_gemv;
     for (int i = 0; !w && b->o->tuning && i < b->o->tuning->n; i++)
         if (!strcmp(b->o->tuning->key[i], b->k->key)) w = &b->o->tuning->gemv[i];
+    /* ZINC_GEMV_LAYOUT=rs,unroll,nsg,x_shared (0: the default) replaces the
+     * layout of every GEMV, to measure others end to end (like ZINC_CM_LAYOUT). */
+    zcg_gemv e = {0};
+    const char *env = getenv("ZINC_GEMV_LAYOUT");
+    if (!w && env && sscanf(env, "%d,%d,%d,%d", &e.rs, &e.unroll, &e.nsg, &e.x_shared) == 4 && e.rs >= 0 &&
+        e.unroll >= 0 && e.nsg >= 0)
+        w = &e;
     if (w && w->rs > 0) g.rs = w->rs;
     if (w && w->unroll > 0) g.unroll = w->unroll;
     if (w && w->nsg > 0) g.nsg = w->nsg;

@@ -94,9 +94,11 @@ float[8] join8(vec4 a, vec4 b) { return float[8](a.x, a.y, a.z, a.w, b.x, b.y, b
 // srow's key row into chunk i of the cache, in the cache's type.
 void kstore8(uint i, uint r0) {
 #ifdef KV_F16
+    // float16_t(), as every other store into the cache converts (packHalf2x16
+    // rounds differently on NVIDIA's driver: an ulp off the interpreter's).
     uvec4 w;
     [[unroll]] for (uint c = 0u; c < 4u; c++)
-        w[c] = packHalf2x16(vec2(srow[r0 + 2u * c], srow[r0 + 2u * c + 1u]));
+        w[c] = packFloat2x16(f16vec2(float16_t(srow[r0 + 2u * c]), float16_t(srow[r0 + 2u * c + 1u])));
     k8[i] = w;
 #else
     k4[2u * i] = vec4(srow[r0], srow[r0 + 1u], srow[r0 + 2u], srow[r0 + 3u]);
@@ -171,7 +173,7 @@ void prologue(uint h0, uint kvh, bool own_k, uint tid) {
     barrier();
     // The score of the new key uses what the cache holds: its fp16 rounding.
     if (own_k)
-        for (uint e = tid; e < D; e += WG) srow[GQ * D + e] = unpackHalf2x16(packHalf2x16(vec2(srow[GQ * D + e], 0.0))).x;
+        for (uint e = tid; e < D; e += WG) srow[GQ * D + e] = float(float16_t(srow[GQ * D + e]));
 #endif
     barrier();
 #if KHEAD
