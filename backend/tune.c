@@ -84,7 +84,15 @@ static int by_value(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
-/* Records a warm-up run, then reps runs each behind a flush of the L2 and
+/* Dispatches before the timed runs. One was enough to load the code, but not
+ * to wake the GPU: between candidates (shaderc compiles the next one) an
+ * H200 dropped to its idle 345 MHz, and run 12 timed every candidate there,
+ * ~4x slower than in a decode step and bound by arithmetic rather than
+ * memory (docs/performance.md). A few hundred back to back give the clocks
+ * time to ramp before the first timestamp. */
+#define TUNE_WARM 400
+
+/* Records the warm-up, then reps runs each behind a flush of the L2 and
  * between two timestamps. */
 static zstatus record(zvk_device *dev, const zcg_kernel *k, const zvk_pipeline *p, VkDescriptorSet set,
                       const bench *b, int reps, zvk_cmd *c, zvk_timer *tm, zdiag *d) {
@@ -94,7 +102,8 @@ static zstatus record(zvk_device *dev, const zcg_kernel *k, const zvk_pipeline *
     zstatus s = zvk_cmd_begin(dev, c, d);
     if (s) return s;
     zvk_timer_reset(c, tm);
-    zvk_cmd_dispatch(c, p, set, NULL, g[0], g[1], g[2]);
+    for (int w = 0; w < TUNE_WARM; w++)
+        zvk_cmd_dispatch(c, p, set, NULL, g[0], g[1], g[2]);
     for (int r = 0; !s && r < reps; r++) {
         if (b->flush.buffer) {
             zvk_cmd_barrier(c);
