@@ -24,9 +24,12 @@
 // Head preparation (QNORM, QROPE; KHEAD with KNORM, KROPE): the raw q rows
 // of the projection are normalized and rotated in shared memory. The raw k
 // row of the new token is prepared by the workgroup whose chunk holds its
-// position (the last one), which writes it into the cache and uses its
-// shared copy (rounded as the cache rounds it) for its own score: no other
-// workgroup of the step reads that row.
+// position (the last one), which writes it into the cache and then reads
+// it back like any other key: the cache is coherent, and no other
+// workgroup of the step reads that row. (Scoring the new key from the
+// shared copy instead, rounded to fp16 in the shader, measured 9e-5 off the
+// interpreter on the H200, whose compiler appears to drop the round trip;
+// docs/performance.md, run 14.)
 //
 // Defines: H, HKV, D, GQ, WG, SPLIT, SCALE, QNORM, QROPE, KHEAD, KNORM,
 // KROPE, QEPS, KEPS, B_* (bindings), rope_lib's defines when a rope is in.
@@ -43,7 +46,7 @@ layout(std430, set = 0, binding = B_KX) readonly buffer KX { ACT_T kx[]; };
 #if KNORM
 layout(std430, set = 0, binding = B_KNW) readonly buffer KNW { uint knw[]; };
 #endif
-#define K_ACCESS
+#define K_ACCESS coherent
 #else
 #define K_ACCESS readonly
 #endif
@@ -71,10 +74,6 @@ shared float srow[NROW * D];
 shared float ss[GQ * WG];  // probabilities of a round
 shared float wred[NROW * WG]; // a slot per (row, subgroup)
 shared float sacc[KL * D]; // one row's key-lane partial sums
-#if SPLIT > 1
-shared float swt[GQ * SPLIT]; // each partial's weight in the combination
-shared float sinv[GQ];        // 1 / the combined softmax sum
-#endif
 
 // Elements 8i .. 8i+7 of a K or V binding (f16: one 16-byte load; f32: two).
 float[8] unpack8(uvec4 w) {
@@ -94,11 +93,9 @@ float[8] join8(vec4 a, vec4 b) { return float[8](a.x, a.y, a.z, a.w, b.x, b.y, b
 // srow's key row into chunk i of the cache, in the cache's type.
 void kstore8(uint i, uint r0) {
 #ifdef KV_F16
-    // float16_t(), as every other store into the cache converts (packHalf2x16
-    // rounds differently on NVIDIA's driver: an ulp off the interpreter's).
     uvec4 w;
     [[unroll]] for (uint c = 0u; c < 4u; c++)
-        w[c] = packFloat2x16(f16vec2(float16_t(srow[r0 + 2u * c]), float16_t(srow[r0 + 2u * c + 1u])));
+        w[c] = packHalf2x16(vec2(srow[r0 + 2u * c], srow[r0 + 2u * c + 1u]));
     k8[i] = w;
 #else
     k4[2u * i] = vec4(srow[r0], srow[r0 + 1u], srow[r0 + 2u], srow[r0 + 3u]);
@@ -154,45 +151,26 @@ void prologue(uint h0, uint kvh, bool own_k, uint tid) {
 #endif
 #if QROPE || KROPE
     barrier();
-    // Pair j turns by the same angle in every row (one position); a pair
-    // belongs to one invocation, so it turns in place.
-    for (uint j = tid; j < NPAIR; j += WG) {
+    // A pair belongs to one invocation, so it turns in place.
+    for (uint i = tid; i < NROW * NPAIR; i += WG) {
+        uint r = i / NPAIR, j = i % NPAIR;
+        bool on = r < GQ ? QROPE != 0 : (KROPE != 0 && own_k);
+        if (!on) continue;
         uint i0 = NEOX != 0 ? j : 2u * j, i1 = NEOX != 0 ? j + NPAIR : 2u * j + 1u;
         float cs, sn;
         rope_cos_sin(step.pos, j, cs, sn);
-        [[unroll]] for (uint r = 0u; r < NROW; r++) {
-            bool on = r < GQ ? QROPE != 0 : (KROPE != 0 && own_k);
-            if (!on) continue;
-            float a = srow[r * D + i0], b = srow[r * D + i1];
-            srow[r * D + i0] = a * cs - b * sn;
-            srow[r * D + i1] = a * sn + b * cs;
-        }
+        float a = srow[r * D + i0], b = srow[r * D + i1];
+        srow[r * D + i0] = a * cs - b * sn;
+        srow[r * D + i1] = a * sn + b * cs;
     }
-#endif
-#if KHEAD && defined(KV_F16)
-    barrier();
-    // The score of the new key uses what the cache holds: its fp16 rounding.
-    if (own_k)
-        for (uint e = tid; e < D; e += WG) srow[GQ * D + e] = float(float16_t(srow[GQ * D + e]));
 #endif
     barrier();
 #if KHEAD
     if (own_k && step.pos < step.ctx)
         for (uint c = tid; c < C8; c += WG) kstore8((step.pos * HKV + kvh) * C8 + c, GQ * D + 8u * c);
+    memoryBarrierBuffer(); // the new key is visible to the workgroup's reads below
+    barrier();
 #endif
-}
-
-// Elements 8c .. 8c+7 of the key at position key: the new token's from
-// srow (this workgroup wrote it: no read back), the others from the cache.
-float[8] key8(uint key, uint base, uint c, bool own_k) {
-#if KHEAD
-    if (own_k && key == step.pos) {
-        uint b = GQ * D + 8u * c;
-        return float[8](srow[b], srow[b + 1u], srow[b + 2u], srow[b + 3u], srow[b + 4u], srow[b + 5u], srow[b + 6u],
-                        srow[b + 7u]);
-    }
-#endif
-    return krow8(base + c);
 }
 
 void main() {
@@ -223,7 +201,7 @@ void main() {
         if (ok) {
             uint base = (key * HKV + kvh) * C8;
             [[unroll]] for (uint c = 0u; c < C8; c++) {
-                float kv[8] = key8(key, base, c, own_k);
+                float kv[8] = krow8(base + c);
                 [[unroll]] for (uint r = 0u; r < GQ; r++)
                     [[unroll]] for (uint e = 0u; e < 8u; e++) sc[r] += srow[r * D + 8u * c + e] * kv[e];
             }
@@ -299,35 +277,22 @@ void main() {
     if (tid == 0u) s_last = atomicAdd(cnt[kvh], 1u) == nsplit - 1u;
     barrier();
     if (!s_last) return;
-    // The combination. Its loads are independent of each other and written
-    // as such (unrolled, predicated, no running maximum), so that they are
-    // in flight together: one round trip to L2, not one per partial.
     memoryBarrierBuffer();
     uint p0 = kvh * SPLIT * PSTRIDE;
-    if (tid < GQ) {
-        uint r = tid;
-        float mu[SPLIT], mx = NEG;
-        [[unroll]] for (uint u = 0u; u < SPLIT; u++) {
-            mu[u] = u < nsplit ? part[p0 + u * PSTRIDE + r] : NEG;
-            mx = max(mx, mu[u]);
-        }
-        float lsum = 0.0;
-        [[unroll]] for (uint u = 0u; u < SPLIT; u++) {
-            float w = u < nsplit ? exp(mu[u] - mx) : 0.0;
-            swt[r * SPLIT + u] = w;
-            lsum += u < nsplit ? part[p0 + u * PSTRIDE + GQ + r] * w : 0.0;
-        }
-        sinv[r] = 1.0 / lsum;
-    }
-    barrier();
     [[unroll]] for (uint r = 0u; r < GQ; r++)
         [[unroll]] for (uint c = 0u; c < OC; c++) {
             uint i = tid + c * WG;
             if (i >= D) continue;
-            float aa = 0.0;
-            [[unroll]] for (uint u = 0u; u < SPLIT; u++)
-                aa += u < nsplit ? part[p0 + u * PSTRIDE + 2u * GQ + r * D + i] * swt[r * SPLIT + u] : 0.0;
-            o[(h0 + r) * D + i] = ACT_T(aa * sinv[r]);
+            float mm = NEG, ll = 0.0, aa = 0.0;
+            [[unroll]] for (uint u = 0u; u < SPLIT; u++) {
+                if (u >= nsplit) break;
+                uint pu = p0 + u * PSTRIDE;
+                float mu = part[pu + r], mn = max(mm, mu), wo = exp(mm - mn), wn = exp(mu - mn);
+                ll = ll * wo + part[pu + GQ + r] * wn;
+                aa = aa * wo + part[pu + 2u * GQ + r * D + i] * wn;
+                mm = mn;
+            }
+            o[(h0 + r) * D + i] = ACT_T(aa / ll);
         }
     if (tid == 0u) cnt[kvh] = 0u; // ready for the next replay
 #endif
