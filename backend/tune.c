@@ -86,7 +86,7 @@ static int by_value(const void *x, const void *y) {
 
 /* Dispatches before the timed runs. One was enough to load the code, but not
  * to wake the GPU: between candidates (shaderc compiles the next one) an
- * H200 dropped to its idle 345 MHz, and run 12 timed every candidate there,
+ * H200 dropped to its idle 345 MHz, and run 13 timed every candidate there,
  * ~4x slower than in a decode step and bound by arithmetic rather than
  * memory (docs/performance.md). A few hundred back to back give the clocks
  * time to ramp before the first timestamp. */
