@@ -228,7 +228,12 @@ static int getc_or_interrupt(FILE *f) {
         if (r < 0 && errno != EINTR) return EOF;
         unsigned char c;
         ssize_t n = r > 0 ? read(fd, &c, 1) : -1;
-        if (n == 1) return c;
+        /* A NUL is a Ctrl-D that came while the terminal was still in cooked
+         * mode (libedit had not yet set raw mode, e.g. on a loaded machine):
+         * Linux's line discipline stores that end-of-file as a NUL byte, which
+         * a read in raw mode then returns. Handed to libedit as a NUL it
+         * entered the line, and every later Ctrl-D only beeped; it is Ctrl-D. */
+        if (n == 1) return c ? c : 4;
         if (r > 0 && (n == 0 || (errno != EAGAIN && errno != EINTR))) return EOF;
     }
     return EOF;
