@@ -4,6 +4,7 @@
  * P = pos + T is known only at run time, so grids never scale with it:
  * workgroups loop over the cached positions instead. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen.h"
@@ -275,13 +276,21 @@ static zstatus gen_decode(const zir_node *n, const geom *gm, const zcg_opts *o, 
         return unsupported(d, n, "q and k rotate differently");
     if (kh.store && !is_thd(kh.x))
         return unsupported(d, n, "expected the new k rows as [T, Hkv, D]");
-    const char *defs[64];
+    const char *defs[96];
     int nd = 0;
     const zir_node *rope = qh.rope ? qh.rope : kh.rope;
     zstatus s = rope ? zcg_rope_defs(rope, D, a, defs, &nd, d) : ZOK;
     if (s) return s;
     if (!rope) defs[nd++] = "D", defs[nd++] = zcg_i64(a, D);
     int64_t split = n->kp.split > 1 ? n->kp.split : 1;
+    /* Keys a chunk must have before the context splits further: a full round
+     * (WG keys). At the 8B's width and position 1024 that is 72 workgroups,
+     * where the tiled kernel ran 136, and run 12 measured this kernel slower
+     * per layer (docs/performance.md). ZINC_ATTN_MIN_CHUNK=N replaces it, to
+     * measure smaller chunks end to end. */
+    int64_t min_chunk = wg;
+    const char *env = getenv("ZINC_ATTN_MIN_CHUNK");
+    if (env && atoll(env) >= 1 && atoll(env) <= 65536) min_chunk = atoll(env);
     /* Bindings in order, each numbered for the kernel (1-based: 0 is the step). */
     bind(k, qh.x, false);
     defs[nd++] = "B_Q", defs[nd++] = zcg_i64(a, k->n_bind);
@@ -316,6 +325,7 @@ static zstatus gen_decode(const zir_node *n, const geom *gm, const zcg_opts *o, 
                         "GQ",    u64s(a, gq),
                         "WG",    zcg_i64(a, wg),
                         "SPLIT", zcg_i64(a, split),
+                        "MIN_CHUNK", u64s(a, min_chunk),
                         "SCALE", zarena_printf(a, "float(%.9g)", sc->attr.scale),
                         "QNORM", qh.norm ? "1" : "0",
                         "QROPE", qh.rope ? "1" : "0",

@@ -17,7 +17,8 @@
 // Key lanes are summed through shared memory at the end.
 //
 // Context split: SPLIT workgroups per kv head at most, but only as many as
-// have WG keys each (a short context gives few partials to combine). The
+// have MIN_CHUNK keys each (a short context gives few partials to combine;
+// codegen's default is WG, a full round). The
 // partials (m, l, acc) go to scratch; the last workgroup to take a ticket
 // combines them and resets the counter for the next replay.
 //
@@ -31,7 +32,7 @@
 // interpreter on the H200, whose compiler appears to drop the round trip;
 // docs/performance.md, run 14.)
 //
-// Defines: H, HKV, D, GQ, WG, SPLIT, SCALE, QNORM, QROPE, KHEAD, KNORM,
+// Defines: H, HKV, D, GQ, WG, SPLIT, MIN_CHUNK, SCALE, QNORM, QROPE, KHEAD, KNORM,
 // KROPE, QEPS, KEPS, B_* (bindings), rope_lib's defines when a rope is in.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -177,7 +178,7 @@ void main() {
     uint tid = gl_LocalInvocationID.x;
     uint kvh = gl_WorkGroupID.x / SPLIT, s = gl_WorkGroupID.x % SPLIT, h0 = kvh * GQ;
     uint kend = step.pos + 1u; // keys 0 ..= pos
-    uint nsplit = min(uint(SPLIT), (kend + WG - 1u) / WG);
+    uint nsplit = min(uint(SPLIT), (kend + MIN_CHUNK - 1u) / MIN_CHUNK);
     uint chunk = (kend + nsplit - 1u) / nsplit;
     nsplit = (kend + chunk - 1u) / chunk; // every chunk holds a key
     if (s >= nsplit) return;              // uniform across the workgroup

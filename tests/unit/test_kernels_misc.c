@@ -505,6 +505,11 @@ Test(kernels_misc, decode_deep_context) {
     decode_deep(&hand128, 700, false, "decode d128 normal rope +factors at 700");
     decode_deep(&hand128, 300, true, "decode d128 fp16 at 300");
     decode_deep(&hand96, 1000, false, "decode d96 neox at 1000");
+    /* chunks shorter than a round (ZINC_ATTN_MIN_CHUNK, the measuring knob):
+     * more partials, most invocations of a round without a key */
+    setenv("ZINC_ATTN_MIN_CHUNK", "40", 1);
+    decode_deep(&hand128, 500, false, "decode d128 chunks of 40 keys at 500");
+    unsetenv("ZINC_ATTN_MIN_CHUNK");
 }
 
 /* The staged kernels at head sizes 96 and 256. */
