@@ -14,6 +14,8 @@
 #     grep -v -E 'vulkan|stdc\+\+|gcc_s|libc.so|libm.so|resolv|libz'); do cp -L $l .dev/lib/; done
 # They run with the NV and the KHR cooperative matrix (ZINC_COOPMAT=nv|khr).
 # The call (carry .gl, .anchor and .dev):  bash scripts/bench-device.sh [--tune] [MODELS...]
+# It takes ~5 minutes without --tune (~7.5 with it) of a session's 30; a cold start of the machine costs
+# more on top. Write down what each call must answer before making it (docs/performance.md, runs 11-14).
 # MODELS: q8b (Qwen3-8B shape), q06 (Qwen3-0.6B shape); default both.
 # Everything is written to $OUT/bench.txt (and printed).
 set -uo pipefail
@@ -41,7 +43,7 @@ for t in test_kernels_matmul test_kernels_misc test_kernels_e2e; do
   [ -x "$B/$t" ] || continue
   for cm in nv khr; do
     echo "== $t, cooperative matrix $cm: $(cd /tmp && ZINC_COOPMAT=$cm LD_LIBRARY_PATH="$B/lib" \
-      timeout 300 "$B/$t" 2>&1 | grep -E 'Synthesis|FAIL|CRASH' | tr '\n' ' ')" | tee -a "$O"
+      timeout 120 "$B/$t" 2>&1 | grep -E 'Synthesis|FAIL|CRASH' | tr '\n' ' ')" | tee -a "$O"
   done
 done
 wait
@@ -55,7 +57,9 @@ for md in prefill decode; do
 done
 for m in "${models[@]}"; do
   echo "=== zinc $m" | tee -a "$O"
-  "$B/zincc" "/tmp/$m.gguf" -o "/tmp/$m.zplan" --ctx 8192 $tune 2>>"$O"
+  # --tune times 24 layouts of each decode GEMV (~1-2 minutes a model); without a plan nothing below runs
+  timeout 300 "$B/zincc" "/tmp/$m.gguf" -o "/tmp/$m.zplan" --ctx 8192 $tune 2>>"$O" ||
+    echo "zincc failed or timed out for $m" | tee -a "$O"
   "$B/zinc" bench "/tmp/$m.zplan" -p 512 -n 128 -r 3 --profile 2>&1 | tee -a "$O"
   "$B/zinc" bench "/tmp/$m.zplan" -p 512 -n 128 -d 4096 -r 3 2>&1 | tee -a "$O"
   echo "=== llama.cpp $m" | tee -a "$O"
