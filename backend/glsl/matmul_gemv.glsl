@@ -116,14 +116,11 @@ float x_norm_scale; // 1 / rms of the token's x (HAS_NORM), in every invocation
 
 uint swz(uint u) { return u ^ ((u >> SWZ_SHIFT) & SWZ_MASK); }
 
+// x_prescale of the four elements of 16-byte unit u (runs start at multiples
+// of 16 elements, so the unit's run within its group is bit 3 of u).
 vec4 prescale4(uint u) {
-#if GMODE == 12
-    return vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0) * (((u >> 3u) & 1u) != 0u ? 1.0 / 16.0 : 1.0);
-#elif GMODE == 14
-    return vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0);
-#else
-    return vec4(1.0);
-#endif
+    uint i = (u >> 3u) & 1u;
+    return vec4(x_prescale(i, 0u), x_prescale(i, 1u), x_prescale(i, 2u), x_prescale(i, 3u));
 }
 
 // Every invocation calls it (it holds barriers).

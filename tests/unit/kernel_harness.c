@@ -241,14 +241,18 @@ zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zc
     return s;
 }
 
+zpass_opts kh_pass_opts(const ztarget *t, zpass_phase ph) {
+    return (zpass_opts){.target = t,
+                        .phase = ph,
+                        .token_tile = t->prefill_tile,
+                        .ctx = 4096,
+                        .fuse_threshold = t->fuse_threshold,
+                        .verify_each = true};
+}
+
 zstatus kh_compile(const gguf_file *f, const ztarget *t, zpass_phase ph, const char *pipeline,
                    zir_graph **out, zdiag *d) {
-    zpass_opts po = {.target = t,
-                     .phase = ph,
-                     .token_tile = t->prefill_tile,
-                     .ctx = 4096,
-                     .fuse_threshold = t->fuse_threshold,
-                     .verify_each = true};
+    zpass_opts po = kh_pass_opts(t, ph);
     zstatus s = zir_build_from_gguf(f, out, d);
     if (!s) s = zpass_run_pipeline(*out, pipeline, NULL, &po, d);
     return s;

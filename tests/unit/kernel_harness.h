@@ -46,6 +46,10 @@ typedef struct kh_result {
 zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zcg_opts *o,
                       const zir_interp *it, zir_step step, kh_result *r, zdiag *d);
 
+/* The pass options the kernel tests compile with: target t's token tile and
+ * fusion threshold, a 4096 context, the verifier after every pass. */
+zpass_opts kh_pass_opts(const ztarget *t, zpass_phase ph);
+
 /* The graph of f after pipeline (NULL: the default) for target t and
  * phase, the verifier after every pass, the target's tile and threshold. */
 zstatus kh_compile(const gguf_file *f, const ztarget *t, zpass_phase ph, const char *pipeline,

@@ -110,12 +110,7 @@ static zir_graph *compile(const gguf_file *f, const ztarget *t, zpass_phase ph) 
     zir_graph *g = NULL;
     zdiag d = {0};
     cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
-    zpass_opts po = {.target = t,
-                     .phase = ph,
-                     .token_tile = t->prefill_tile,
-                     .ctx = 4096,
-                     .fuse_threshold = t->fuse_threshold,
-                     .verify_each = true};
+    zpass_opts po = kh_pass_opts(t, ph);
     cr_assert_eq(zpass_run_pipeline(g, zpass_default_pipeline(), NULL, &po, &d), ZOK, "%s", d.msg);
     return g;
 }

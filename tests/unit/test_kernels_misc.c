@@ -463,13 +463,8 @@ Test(kernels_misc, hand_fused_tilings) {
 static void decode_deep(const hand_opts *h, int64_t pos, bool f16, const char *what) {
     zir_graph *g = hand_attention(h);
     ztarget t = fit_target("h200");
-    zpass_opts po = {.target = &t,
-                     .phase = ZPH_DECODE,
-                     .token_tile = 1,
-                     .ctx = 4096,
-                     .fuse_threshold = t.fuse_threshold,
-                     .verify_each = true,
-                     .kv_type = f16 ? ZKV_F16 : ZKV_F32};
+    zpass_opts po = kh_pass_opts(&t, ZPH_DECODE);
+    po.kv_type = f16 ? ZKV_F16 : ZKV_F32;
     zdiag d = {0};
     cr_assert_eq(zpass_run_pipeline(g, "shape,width,kv-type,fuse-attn,fuse-head,fuse-attn-head", NULL, &po, &d),
                  ZOK, "%s", d.msg);
