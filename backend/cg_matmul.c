@@ -388,14 +388,16 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, zcg_builder *b, zd
 enum { CM_SG = 32 };
 typedef struct cm_layout {
     int bm, bn, bk, sgm, sgn;
+    int pipe; /* 0: one step prefetched in registers, 1: direct, 2: double-buffered shared tiles */
 } cm_layout;
 
 /* The x and weight tiles (padded rows of fp16) and the norm scales; the
  * epilogue reuses the weight tile (1 KiB a subgroup, 2 with gate+up). */
 static uint32_t cm_smem(const cm_layout *c, bool glu) {
-    uint32_t tiles = 2u * (uint32_t)((c->bm + c->bn) * (c->bk + 8));
+    uint32_t nbuf = c->pipe == 2 ? 2u : 1u;
+    uint32_t tiles = nbuf * 2u * (uint32_t)((c->bm + c->bn) * (c->bk + 8));
     uint32_t epi = (glu ? 2048u : 1024u) * (uint32_t)(c->sgm * c->sgn);
-    uint32_t w = 2u * (uint32_t)(c->bn * (c->bk + 8));
+    uint32_t w = nbuf * 2u * (uint32_t)(c->bn * (c->bk + 8));
     return tiles + 4u * (uint32_t)c->bm + (epi > w ? epi - w : 0u);
 }
 
@@ -407,10 +409,18 @@ static uint32_t cm_smem(const cm_layout *c, bool glu) {
  * the weight chunks, measured 59.7 ms a token tile at 32 and 76.5 at 64.
  * Shorter steps where K or shared memory ask for them.
  * ZINC_CM_LAYOUT=bm,bn,bk,sgm,sgn replaces it, to measure others. */
-static cm_layout cm_default(const zcg_builder *b, const mm_match *m) {
-    cm_layout c = {64, 64, 64, 2, 4};
-    const char *e = getenv("ZINC_CM_LAYOUT");
-    cm_layout w;
+static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits) {
+    cm_layout c = {64, 64, 64, 2, 4, 0};
+    /* The logits of a prefill step are read for the last row only (unless
+     * --logits-out asks for all): a tile of 16 tokens does a quarter of a
+     * 64-token tile's products for that row, and 128 rows of the output
+     * matrix a workgroup keep eight subgroups busy on it.
+     * ZINC_CM_LOGITS=0 keeps the general layout, to measure the difference. */
+    const char *le = getenv("ZINC_CM_LOGITS");
+    if (logits && !(le && !strcmp(le, "0"))) c = (cm_layout){16, 128, 64, 1, 8, 0};
+    const char *e = getenv("ZINC_CM_LAYOUT"), *pe = getenv("ZINC_CM_PIPE");
+    if (pe && atoi(pe) >= 0 && atoi(pe) <= 2) c.pipe = atoi(pe);
+    cm_layout w = {.pipe = c.pipe};
     if (e && sscanf(e, "%d,%d,%d,%d,%d", &w.bm, &w.bn, &w.bk, &w.sgm, &w.sgn) == 5 && w.bm > 0 && w.bn > 0 &&
         w.bk > 0 && w.sgm > 0 && w.sgn > 0 && w.bm % (16 * w.sgm) == 0 && w.bn % (16 * w.sgn) == 0 &&
         w.bk % 32 == 0 && w.sgm * w.sgn * CM_SG <= 1024)
@@ -432,14 +442,15 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout
                            zdiag *d) {
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    const int64_t v[] = {c->bm, c->bn, c->bk, c->sgm, c->sgn, CM_SG, c->sgm * c->sgn * CM_SG};
-    const char *const names[] = {"BM", "BN", "BK", "SGM", "SGN", "SG", "WG"};
+    const int64_t v[] = {c->bm, c->bn, c->bk, c->sgm, c->sgn, CM_SG, c->sgm * c->sgn * CM_SG, c->pipe};
+    const char *const names[] = {"BM", "BN", "BK", "SGM", "SGN", "SG", "WG", "CM_PIPE"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
     b->k->groups[0] = konst(m->N, m->glu ? c->bn / 2 : c->bn);
     b->k->groups[1] = per_token(1, c->bm);
     b->k->groups[2] = konst(1, 1);
-    mm_name(b, "gemm", m, zarena_printf(b->a, "_cm%dx%dk%d", c->bm, c->bn, c->bk));
+    mm_name(b, "gemm", m, zarena_printf(b->a, "_cm%dx%dk%d%s", c->bm, c->bn, c->bk,
+                                             c->pipe ? (c->pipe == 1 ? "d" : "b") : ""));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_cm", NULL};
     return zcg_build(b, files, n, d);
 }
@@ -537,6 +548,6 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     if (s) return s;
     if (m.down) return gen_mlp(n, &m, &b, d);
     if (o->phase == ZPH_DECODE) return gen_gemv(n, &m, &b, d);
-    cm_layout c = cm_default(&b, &m);
+    cm_layout c = cm_default(&b, &m, g && n->out == g->logits);
     return use_coopmat(&b, &m, &c) ? gen_gemm_cm(n, &m, &c, &b, d) : gen_gemm(n, &m, &b, d);
 }

@@ -167,6 +167,7 @@ typedef struct zvk_device {
     bool lost;                               /* VK_ERROR_DEVICE_LOST was seen: refuse further work */
     PFN_vkGetPipelineExecutablePropertiesKHR exec_props;
     PFN_vkGetPipelineExecutableStatisticsKHR exec_stats;
+    PFN_vkGetPipelineExecutableInternalRepresentationsKHR exec_ir;
 } zvk_device;
 
 /* Creates the logical device for device `index`, enabling what its profile

@@ -111,6 +111,8 @@ zstatus zvk_device_create(zvk_instance *inst, uint32_t index, zvk_device *dev, z
             dev->device, "vkGetPipelineExecutablePropertiesKHR");
         dev->exec_stats = (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(
             dev->device, "vkGetPipelineExecutableStatisticsKHR");
+        dev->exec_ir = (PFN_vkGetPipelineExecutableInternalRepresentationsKHR)vkGetDeviceProcAddr(
+            dev->device, "vkGetPipelineExecutableInternalRepresentationsKHR");
     }
     return ZOK;
 }

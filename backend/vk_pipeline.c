@@ -69,6 +69,48 @@ static zstatus make_layouts(zvk_device *dev, const zvk_pipeline_desc *pd, zvk_pi
 
 /* Builds the pipeline itself; the module and the specialization data only
  * need to live through this call. */
+/* ZINC_DUMP_IR=NAME (a substring of kernel names) asks the driver for its
+ * internal representations of those pipelines (NVIDIA's or RADV's compiled
+ * code, where the driver offers them) and writes each to stderr: what the
+ * registers and the schedule of a kernel are, beyond the statistics.
+ * A developer's diagnostic (docs/vulkan.md). */
+static bool dump_ir_wanted(const zvk_device *dev, const zvk_pipeline_desc *pd) {
+    const char *e = getenv("ZINC_DUMP_IR");
+    return e && *e && dev->exec_ir && pd->name && strstr(pd->name, e);
+}
+
+static void dump_ir(zvk_device *dev, const zvk_pipeline_desc *pd, const zvk_pipeline *p) {
+    if (!dump_ir_wanted(dev, pd)) return;
+    VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+                                      .pipeline = p->pipeline};
+    uint32_t n = 0;
+    if (dev->exec_ir(dev->device, &ei, &n, NULL) != VK_SUCCESS || n == 0) {
+        fprintf(stderr, "zinc: %s: the driver offers no internal representation\n", pd->name);
+        return;
+    }
+    VkPipelineExecutableInternalRepresentationKHR *v = calloc(n, sizeof *v);
+    for (uint32_t i = 0; v && i < n; i++)
+        v[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR;
+    if (!v || dev->exec_ir(dev->device, &ei, &n, v) < 0) n = 0;
+    for (uint32_t i = 0; i < n; i++) { /* first the sizes, then the text */
+        v[i].pData = v[i].dataSize ? malloc(v[i].dataSize + 1) : NULL;
+        if (!v[i].pData) v[i].dataSize = 0;
+    }
+    if (n && dev->exec_ir(dev->device, &ei, &n, v) >= 0)
+        for (uint32_t i = 0; i < n; i++) {
+            fprintf(stderr, "==== %s: %s (%s)\n", pd->name, v[i].name, v[i].description);
+            if (v[i].pData && v[i].isText) {
+                ((char *)v[i].pData)[v[i].dataSize] = 0;
+                fputs(v[i].pData, stderr);
+            } else if (v[i].pData) {
+                fprintf(stderr, "(%zu bytes of binary)\n", v[i].dataSize);
+            }
+        }
+    for (uint32_t i = 0; v && i < n; i++)
+        free(v[i].pData);
+    free(v);
+}
+
 static zstatus make_pipeline(zvk_device *dev, const zvk_pipeline_desc *pd, zvk_pipeline *p,
                              VkShaderModule mod, const char *name, zdiag *d) {
     zarena *a = zarena_new();
@@ -88,8 +130,10 @@ static zstatus make_pipeline(zvk_device *dev, const zvk_pipeline_desc *pd, zvk_p
         .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
         .requiredSubgroupSize = pd->subgroup_size};
     VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-                                      .flags =
-                                          dev->exec_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
+                                      .flags = (dev->exec_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0) |
+                                               (dump_ir_wanted(dev, pd)
+                                                    ? VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR
+                                                    : 0),
                                       .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                                                 .pNext = pd->subgroup_size ? &rs : NULL,
                                                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
@@ -225,6 +269,7 @@ zstatus zvk_pipeline_create(zvk_device *dev, const zvk_pipeline_desc *pd, zvk_pi
         return s;
     }
     read_stats(dev, p);
+    dump_ir(dev, pd, p);
     return ZOK;
 }
 

@@ -23,8 +23,14 @@
 // this kernel only for matmuls the mm-f16 pass marked so, and the
 // interpreter rounds them the same way.
 //
+// CM_PIPE orders a step: 0 (the default) stages, then fetches the next
+// step into registers while the matrix units work; 1 fetches and stages a
+// step directly (no registers live across the products); 2 double-buffers
+// the shared tiles (one barrier a step). On the H200 0 measured fastest
+// (docs/performance.md, session 5); ZINC_CM_PIPE selects the others.
+//
 // Defines: BM, BN, BK (multiples of 16), SGM, SGN, SG (subgroup size),
-// WG = SGM * SGN * SG, GLU, W*_TYPE/W*_ROWB.
+// WG = SGM * SGN * SG, GLU, CM_PIPE, W*_TYPE/W*_ROWB.
 
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -53,14 +59,24 @@ layout(local_size_x = WG) in;
 
 // Halves packed in pairs (glslang loads NV matrices from uint vectors, not
 // f16 vectors); offsets and strides below count 16-byte vectors.
-shared uvec4 xs8[BM * BKP8]; // [token][k / 8]
+#ifndef CM_PIPE
+#define CM_PIPE 0
+#endif
+#if CM_PIPE == 2
+#define NBUF 2 /* shared tiles double-buffered: one barrier a step */
+#else
+#define NBUF 1
+#endif
+#define XS_LEN (BM * BKP8)
+#define WT_LEN (BN * BKP8)
+shared uvec4 xs8[NBUF * XS_LEN]; // [buffer][token][k / 8]
 #if GLU
 #define EPI_VEC 128u /* the epilogue's share of a subgroup: two fragments, in 16-byte vectors */
 #else
 #define EPI_VEC 64u
 #endif
-#define WS_LEN (BN * BKP8 > NSG * int(EPI_VEC) ? BN * BKP8 : NSG * int(EPI_VEC))
-shared uvec4 ws8[WS_LEN]; // [tile row][k / 8], then the epilogue's fragments
+#define WS_LEN (NBUF * WT_LEN > NSG * int(EPI_VEC) ? NBUF * WT_LEN : NSG * int(EPI_VEC))
+shared uvec4 ws8[WS_LEN]; // [buffer][tile row][k / 8], then the epilogue's fragments
 #if HAS_NORM
 shared float sc_s[BM];
 #endif
@@ -174,16 +190,18 @@ void stage_q4_K(uvec4 r[4], uint o) {
     }
 }
 
-void stage() {
+void stage(uint buf) {
     uint tid = gl_LocalInvocationIndex;
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
         uint i = tid + r * uint(WG);
-        if (i < uint(XV)) xs8[(i / uint(BK / 8)) * uint(BKP8) + i % uint(BK / 8)] = uvec4(pack4(xr[r][0]), pack4(xr[r][1]));
+        if (i < uint(XV))
+            xs8[buf * uint(XS_LEN) + (i / uint(BK / 8)) * uint(BKP8) + i % uint(BK / 8)] =
+                uvec4(pack4(xr[r][0]), pack4(xr[r][1]));
     }
     [[unroll]] for (uint r = 0u; r < uint(WPT); r++) {
         uint i = tid + r * uint(WG);
         if (i >= uint(WV)) continue;
-        uint n = i / uint(BK / 32), o = n * uint(BKP8) + (i % uint(BK / 32)) * 4u;
+        uint n = i / uint(BK / 32), o = buf * uint(WT_LEN) + n * uint(BKP8) + (i % uint(BK / 32)) * 4u;
 #if GLU
         bool raw = n >= uint(ON) ? W1_RAW : W0_RAW;
 #else
@@ -206,6 +224,21 @@ uint wrow(uint sn, uint f) {
 #endif
 }
 
+// One K step of this subgroup's products from shared buffer buf.
+void mma_step(inout CM_C acc[FM][FW], uint buf, uint sm, uint sn) {
+    [[unroll]] for (uint kk = 0u; kk < uint(BK / 8); kk += 2u) {
+        CM_AB a[FM];
+        [[unroll]] for (uint i = 0u; i < uint(FM); i++)
+            coopMatLoadNV(a[i], xs8, buf * uint(XS_LEN) + (sm * uint(FM * 16) + i * 16u) * uint(BKP8) + kk,
+                          uint(BKP8), false);
+        [[unroll]] for (uint j = 0u; j < uint(FW); j++) {
+            CM_AB b;
+            coopMatLoadNV(b, ws8, buf * uint(WT_LEN) + wrow(sn, j) * uint(BKP8) + kk, uint(BKP8), true);
+            [[unroll]] for (uint i = 0u; i < uint(FM); i++) acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
+        }
+    }
+}
+
 void main() {
     uint n0 = gl_WorkGroupID.x * uint(ON), m0 = gl_WorkGroupID.y * uint(BM), T = step.T;
     if (m0 >= T || m0 + uint(BM) <= first_needed_row(T)) return;
@@ -222,21 +255,37 @@ void main() {
     [[unroll]] for (uint i = 0u; i < uint(FM); i++)
         [[unroll]] for (uint j = 0u; j < uint(FW); j++) acc[i][j] = CM_C(0.0);
     fetch(m0, n0, 0u, T);
+#if CM_PIPE == 2
+    stage(0u);
+    barrier();
+#endif
     for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
+#if CM_PIPE == 0
         barrier(); // the previous step's fragments are loaded
-        stage();
+        stage(0u);
         barrier();
         if (k0 + uint(BK) < uint(K)) fetch(m0, n0, k0 + uint(BK), T);
-        [[unroll]] for (uint kk = 0u; kk < uint(BK / 8); kk += 2u) {
-            CM_AB a[FM];
-            [[unroll]] for (uint i = 0u; i < uint(FM); i++)
-                coopMatLoadNV(a[i], xs8, (sm * uint(FM * 16) + i * 16u) * uint(BKP8) + kk, uint(BKP8), false);
-            [[unroll]] for (uint j = 0u; j < uint(FW); j++) {
-                CM_AB b;
-                coopMatLoadNV(b, ws8, wrow(sn, j) * uint(BKP8) + kk, uint(BKP8), true);
-                [[unroll]] for (uint i = 0u; i < uint(FM); i++) acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
-            }
+        mma_step(acc, 0u, sm, sn);
+#elif CM_PIPE == 1
+        // Direct: this step's loads are waited for at once; other
+        // workgroups on the SM hide the latency (fewer live registers).
+        if (k0 > 0u) {
+            barrier();
+            fetch(m0, n0, k0, T);
         }
+        stage(0u);
+        barrier();
+        mma_step(acc, 0u, sm, sn);
+#else
+        // Double-buffered: the next step's loads fly during this step's
+        // products and are staged into the other buffer; one barrier.
+        uint cur = (k0 / uint(BK)) & 1u;
+        bool more = k0 + uint(BK) < uint(K);
+        if (more) fetch(m0, n0, k0 + uint(BK), T);
+        mma_step(acc, cur, sm, sn);
+        if (more) stage(cur ^ 1u);
+        barrier();
+#endif
     }
     // Epilogue: each fragment (with GLU, the gate and the up fragment of the
     // same outputs) through this subgroup's 16 x 16 floats of the weight
