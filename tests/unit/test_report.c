@@ -9,11 +9,12 @@
  *    checked against numbers worked out from the model's shapes.
  * 2. The real pipeline: whatever template fuse-mlp picks, the analysis of
  *    its output agrees with it.
- * 3. The zincc binary: --report=json parses (a small JSON parser below), has
+ * 3. The zincc binary: --report=json parses (with jansson), has
  *    one object per layer x group x phase with the required keys, escapes
  *    strings; --emit=dot is accepted by graphviz; the text report differs
  *    between targets. */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,147 +307,23 @@ Test(materialize, agrees_with_the_pipeline) {
               seen[ZKT_GATE_UP_SWIGLU]);
 }
 
-/* ---- a small JSON parser: enough to check what --report=json prints -------- */
+/* ---- reading --report=json: jansson, like the writers ---------------------- */
 
-typedef struct jv {
-    char t; /* 'o' object, 'a' array, 's' string, 'n' number, 'b' boolean, 'z' null */
-    char *s;
-    double n;
-    bool b;
-    int len;
-    char **keys; /* objects */
-    struct jv *items;
-} jv;
-
-static void jfree(jv *v) {
-    for (int i = 0; i < v->len; i++) {
-        jfree(&v->items[i]);
-        if (v->keys) free(v->keys[i]);
-    }
-    free(v->items);
-    free(v->keys);
-    free(v->s);
-}
-
-static const char *ws(const char *p) {
-    while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
-        p++;
-    return p;
-}
-
-/* A JSON string at p (after the quote); NULL on a bad escape or a raw control character. */
-static const char *jstring(const char *p, char **out) {
-    size_t cap = 16, n = 0;
-    char *s = malloc(cap);
-    for (; s && *p != '"'; p++) {
-        if (n + 4 >= cap) s = realloc(s, cap *= 2);
-        if (!s || (unsigned char)*p < 0x20) break;
-        if (*p != '\\') {
-            s[n++] = *p;
-            continue;
-        }
-        const char *esc = strchr("\"\\/bfnrtu", *++p);
-        if (!*p || !esc) break;
-        if (*p == 'u') {
-            unsigned c = 0;
-            for (int i = 1; i <= 4; i++) {
-                char h = p[i];
-                if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F'))) goto bad;
-                c = c * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
-            }
-            p += 4;
-            if (c >= 0x80) goto bad; /* zincc only escapes control characters */
-            s[n++] = (char)c;
-        } else {
-            s[n++] = "\"\\/\b\f\n\r\t"[esc - "\"\\/bfnrtu"];
-        }
-    }
-    if (!s || *p != '"') goto bad;
-    s[n] = 0;
-    *out = s;
-    return p + 1;
-bad:
-    free(s);
-    return NULL;
-}
-
-static const char *jvalue(const char *p, jv *v, int depth);
-
-/* Elements of an array or members of an object, up to the closing bracket. */
-static const char *jlist(const char *p, jv *v, char close, int depth) {
-    p = ws(p);
-    if (*p == close) return p + 1;
-    for (;;) {
-        v->items = realloc(v->items, sizeof *v->items * (size_t)(v->len + 1));
-        if (close == '}') v->keys = realloc(v->keys, sizeof *v->keys * (size_t)(v->len + 1));
-        if (!v->items || (close == '}' && !v->keys)) return NULL;
-        memset(&v->items[v->len], 0, sizeof *v->items);
-        if (close == '}') {
-            v->keys[v->len] = NULL;
-            if (*p != '"' || !(p = jstring(p + 1, &v->keys[v->len]))) return v->len++, NULL;
-            p = ws(p);
-            if (*p++ != ':') return v->len++, NULL;
-        }
-        p = jvalue(p, &v->items[v->len++], depth + 1);
-        if (!p) return NULL;
-        p = ws(p);
-        if (*p == close) return p + 1;
-        if (*p++ != ',') return NULL;
-        p = ws(p);
-    }
-}
-
-static const char *jvalue(const char *p, jv *v, int depth) {
-    p = ws(p);
-    if (depth > 64) return NULL;
-    if (*p == '{' || *p == '[') {
-        v->t = *p == '{' ? 'o' : 'a';
-        return jlist(p + 1, v, *p == '{' ? '}' : ']', depth);
-    }
-    if (*p == '"') return v->t = 's', jstring(p + 1, &v->s);
-    if (!strncmp(p, "true", 4) || !strncmp(p, "false", 5)) {
-        v->t = 'b';
-        v->b = *p == 't';
-        return p + (v->b ? 4 : 5);
-    }
-    if (!strncmp(p, "null", 4)) return v->t = 'z', p + 4;
-    if (*p != '-' && !(*p >= '0' && *p <= '9')) return NULL;
-    char *end;
-    v->t = 'n';
-    v->n = strtod(p, &end);
-    return end == p ? NULL : end;
-}
-
-static const jv *jget(const jv *o, const char *key) {
-    for (int i = 0; o && o->t == 'o' && i < o->len; i++)
-        if (!strcmp(o->keys[i], key)) return &o->items[i];
-    return NULL;
-}
-
-static const jv *jreq(const jv *o, const char *key, char type) {
-    const jv *v = jget(o, key);
+/* o[key], which must exist and have the given type. */
+static json_t *jreq(const json_t *o, const char *key, json_type type) {
+    json_t *v = json_object_get(o, key);
     cr_assert(v, "missing key \"%s\"", key);
-    cr_assert_eq(v->t, type, "\"%s\": expected type %c, found %c", key, type, v->t);
+    cr_assert_eq(json_typeof(v), type, "\"%s\": expected JSON type %d, found %d", key, (int)type,
+                 (int)json_typeof(v));
     return v;
 }
 
-Test(json, parser_rejects_what_it_should) {
-    const char *bad[] = {"{\"a\": 1,}",      "{\"a\" 1}", "[1, 2", "\"a\nb\"",
-                         "{\"a\": \"\\x\"}", "[tru]",     "{1: 2}"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        jv v = {0};
-        const char *end = jvalue(bad[i], &v, 0);
-        cr_expect(!end || *ws(end), "accepted %s", bad[i]);
-        jfree(&v);
-    }
-    jv v = {0};
-    const char *end = jvalue("{\"k\": [1, -2.5e3, true, null, \"q\\\"\\\\\\u0001\"]}", &v, 0);
-    cr_assert(end && !*ws(end));
-    const jv *k = jreq(&v, "k", 'a');
-    cr_expect_eq(k->len, 5);
-    cr_expect_float_eq(k->items[1].n, -2500, 1e-9);
-    cr_expect_str_eq(k->items[4].s, "q\"\\\x01");
-    jfree(&v);
+/* The whole text as one JSON value (nothing after it). */
+static json_t *jparse(const char *text) {
+    json_error_t err;
+    json_t *v = json_loads(text, 0, &err);
+    cr_assert(v, "--report=json is not JSON (line %d: %s): %.200s", err.line, err.text, text);
+    return v;
 }
 
 /* ---- the zincc binary ------------------------------------------------------- */
@@ -465,18 +342,25 @@ static char *run_to_file(const char *args, const char *out_name, char **log) {
     return z;
 }
 
-static void check_group(const jv *g, int seen[LAYERS][2][ZPH_COUNT]) {
-    int layer = (int)jreq(g, "layer", 'n')->n;
-    const char *group = jreq(g, "group", 's')->s, *phase = jreq(g, "phase", 's')->s;
+static void check_group(const json_t *g, int seen[LAYERS][2][ZPH_COUNT]) {
+    int layer = (int)json_integer_value(jreq(g, "layer", JSON_INTEGER));
+    const char *group = json_string_value(jreq(g, "group", JSON_STRING));
+    const char *phase = json_string_value(jreq(g, "phase", JSON_STRING));
     cr_assert(layer >= 0 && layer < LAYERS, "layer %d", layer);
     int gi = !strcmp(group, "attn") ? 0 : !strcmp(group, "mlp") ? 1 : -1;
     int pi = !strcmp(phase, "prefill") ? ZPH_PREFILL : !strcmp(phase, "decode") ? ZPH_DECODE : -1;
     cr_assert(gi >= 0 && pi >= 0, "group %s, phase %s", group, phase);
     seen[layer][gi][pi]++;
-    double cb = jreq(g, "crossings_before", 'n')->n, ca = jreq(g, "crossings_after", 'n')->n;
-    double bb = jreq(g, "bytes_per_token_before", 'n')->n, ba = jreq(g, "bytes_per_token_after", 'n')->n;
-    bool fused = jreq(g, "fused", 'b')->b;
-    cr_expect(strlen(jreq(g, "reason", 's')->s) > 10, "reason of %d/%s", layer, group);
+    double cb = json_number_value(json_object_get(g, "crossings_before"));
+    double ca = json_number_value(json_object_get(g, "crossings_after"));
+    double bb = json_number_value(json_object_get(g, "bytes_per_token_before"));
+    double ba = json_number_value(json_object_get(g, "bytes_per_token_after"));
+    cr_assert(json_is_number(json_object_get(g, "crossings_before")) &&
+                  json_is_number(json_object_get(g, "bytes_per_token_after")),
+              "%d/%s: crossings and bytes are numbers", layer, group);
+    bool fused = json_is_true(json_object_get(g, "fused"));
+    cr_assert(json_is_boolean(json_object_get(g, "fused")), "%d/%s: fused is a boolean", layer, group);
+    cr_expect(strlen(json_string_value(jreq(g, "reason", JSON_STRING))) > 10, "reason of %d/%s", layer, group);
     cr_expect(cb >= ca && bb >= ba, "%d/%s/%s: before %g/%g, after %g/%g", layer, group, phase, cb, bb, ca,
               ba);
     if (gi == 1) {
@@ -484,7 +368,7 @@ static void check_group(const jv *g, int seen[LAYERS][2][ZPH_COUNT]) {
         cr_expect_float_eq(bb, 6.0 * FF * 2, 1e-9);
         cr_expect(fused, "the small model's MLP is fused on h200");
     }
-    jreq(g, "decisions", 'a');
+    jreq(g, "decisions", JSON_ARRAY);
 }
 
 Test(zincc, report_json_parses_and_has_every_layer) {
@@ -493,30 +377,27 @@ Test(zincc, report_json_parses_and_has_every_layer) {
     snprintf(args, sizeof args, "'%s' --target h200 --report=json --print-after=fuse-mlp", path);
     char *text = run_to_file(args, "r.json", &log);
     cr_expect(strstr(log, "# after fuse-mlp"), "IR dumps go to stderr when stdout is JSON");
-    jv v = {0};
-    const char *end = jvalue(text, &v, 0);
-    cr_assert(end, "--report=json is not JSON: %.200s", text);
-    cr_assert(!*ws(end), "text after the JSON value: %.80s", end);
-    cr_expect_str_eq(jreq(&v, "model", 's')->s, path, "escaped path round-trips");
-    cr_expect_str_eq(jreq(jreq(&v, "target", 'o'), "name", 's')->s, "h200");
-    const jv *groups = jreq(&v, "groups", 'a');
-    cr_assert_eq(groups->len, LAYERS * 2 * ZPH_COUNT, "%d groups", groups->len);
+    json_t *v = jparse(text);
+    cr_expect_str_eq(json_string_value(jreq(v, "model", JSON_STRING)), path, "escaped path round-trips");
+    cr_expect_str_eq(json_string_value(jreq(jreq(v, "target", JSON_OBJECT), "name", JSON_STRING)), "h200");
+    const json_t *groups = jreq(v, "groups", JSON_ARRAY);
+    cr_assert_eq(json_array_size(groups), LAYERS * 2 * ZPH_COUNT, "%zu groups", json_array_size(groups));
     int seen[LAYERS][2][ZPH_COUNT] = {{{0}}};
-    for (int i = 0; i < groups->len; i++)
-        check_group(&groups->items[i], seen);
+    for (size_t i = 0; i < json_array_size(groups); i++)
+        check_group(json_array_get(groups, i), seen);
     for (int l = 0; l < LAYERS; l++)
         for (int g = 0; g < 2; g++)
             for (int p = 0; p < ZPH_COUNT; p++)
                 cr_expect_eq(seen[l][g][p], 1, "layer %d group %d phase %d: %d objects", l, g, p,
                              seen[l][g][p]);
-    const jv *tot = jreq(&v, "totals", 'o');
+    const json_t *tot = jreq(v, "totals", JSON_OBJECT);
     for (int p = 0; p < ZPH_COUNT; p++) {
-        const jv *ph = jreq(tot, zpass_phase_name(p), 'o');
-        double b = jreq(jreq(ph, "before", 'o'), "dispatches_per_token", 'n')->n;
-        double a = jreq(jreq(ph, "after", 'o'), "dispatches_per_token", 'n')->n;
+        const json_t *ph = jreq(tot, zpass_phase_name(p), JSON_OBJECT);
+        double b = json_number_value(json_object_get(jreq(ph, "before", JSON_OBJECT), "dispatches_per_token"));
+        double a = json_number_value(json_object_get(jreq(ph, "after", JSON_OBJECT), "dispatches_per_token"));
         cr_expect(a < b, "%s: dispatches %g -> %g", zpass_phase_name(p), b, a);
     }
-    jfree(&v);
+    json_decref(v);
     free(text);
     free(log);
 }
@@ -609,12 +490,10 @@ Test(zincc, report_folds_layers) {
     log = NULL;
     snprintf(args, sizeof args, "'%s' --target h200 --report=json --phase decode", m);
     text = run_to_file(args, "l36.json", &log);
-    jv v = {0};
-    const char *end = jvalue(text, &v, 0);
-    cr_assert(end && !*ws(end), "not JSON");
-    cr_expect_eq(jreq(&v, "groups", 'a')->len, 36 * 2);
-    cr_expect(!jget(jreq(&v, "totals", 'o'), "prefill"), "only the compiled phase");
-    jfree(&v);
+    json_t *v = jparse(text);
+    cr_expect_eq(json_array_size(jreq(v, "groups", JSON_ARRAY)), 36 * 2);
+    cr_expect(!json_object_get(jreq(v, "totals", JSON_OBJECT), "prefill"), "only the compiled phase");
+    json_decref(v);
     free(text);
     free(log);
 }
