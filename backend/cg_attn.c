@@ -1,6 +1,8 @@
 /* Attention kernels: the staged ops (scores, causal softmax, value mix: the
  * baseline, one dispatch each) and the fused ZKT_ATTENTION kernel (flash
- * attention with online softmax; backend/glsl/attention.glsl explains it).
+ * attention with online softmax; backend/glsl/attention.glsl explains it),
+ * which decode runs as attn_decode.glsl and prefill, on targets with matrix
+ * units, as attn_cm.glsl (fp16 fragment products).
  * P = pos + T is known only at run time, so grids never scale with it:
  * workgroups loop over the cached positions instead. */
 #include <stdio.h>
@@ -348,6 +350,87 @@ static zstatus gen_decode(const zir_node *n, const geom *gm, const zcg_opts *o, 
     return compose(k, a, defs, rope ? with_rope : without, o, d);
 }
 
+/* ---- prefill on the matrix units (attn_cm.glsl) ---------------------------- */
+
+/* The tile: BR query rows in BR / 16 subgroups of 32, BC keys a block. */
+enum { CM_SG = 32, CM_BR = 64, CM_GQ_MAX = 16 };
+typedef struct cm_tile {
+    int64_t br, bc, kv_len, smem;
+} cm_tile;
+
+/* Shared memory (attn_cm.glsl): the K and V blocks (or the Q tile before
+ * them) in padded fp16 rows, then per subgroup an S tile (fp32) and a P
+ * tile (fp16), and a float per row. */
+static void cm_size(cm_tile *c, int64_t D) {
+    int64_t ks8 = D / 8 + 1, nsg = c->br / 16, kv = 2 * c->bc * ks8, q = c->br * ks8;
+    c->kv_len = kv > q ? kv : q;
+    c->smem = 16 * (c->kv_len + nsg * 16 * (c->bc / 4 + 1) + nsg * 16 * (c->bc / 8 + 1)) + 4 * c->br;
+}
+
+/* 64 rows, and the longest key block (64, else 32, 16) that fits: at head
+ * size 128 on 48 KiB that is 32 (31 KiB). ZINC_ATTN_CM=0 keeps the scalar
+ * kernel; ZINC_ATTN_CM_LAYOUT=br,bc (multiples of 16, br <= 256) replaces
+ * the tile, to measure others. */
+static bool cm_pick(const zcg_opts *o, int64_t D, cm_tile *c) {
+    const char *e = getenv("ZINC_ATTN_CM_LAYOUT");
+    int br, bc;
+    if (e && sscanf(e, "%d,%d", &br, &bc) == 2 && br >= 16 && br <= 256 && br % 16 == 0 && bc >= 16 &&
+        bc <= 128 && bc % 16 == 0) {
+        *c = (cm_tile){.br = br, .bc = bc};
+        cm_size(c, D);
+        return c->smem <= o->target->smem_bytes;
+    }
+    for (*c = (cm_tile){.br = CM_BR, .bc = 64}; c->bc >= 16; c->bc /= 2) {
+        cm_size(c, D);
+        if (c->smem <= o->target->smem_bytes) return true;
+    }
+    return false;
+}
+
+/* Prefill attention goes to the matrix units where the target has them
+ * with subgroups of 32 (like the GEMM), the heads are a multiple of 16 up
+ * to 128 (Q and the output stay in registers) and a kv head's query heads
+ * fit a tile. */
+static bool use_cm(const zir_node *n, const geom *gm, const zcg_opts *o, cm_tile *c) {
+    const char *e = getenv("ZINC_ATTN_CM");
+    int64_t gq = gm->H / gm->Hkv;
+    if (e && !strcmp(e, "0")) return false;
+    return o->phase == ZPH_PREFILL && o->target->coopmat && o->target->subgroup == CM_SG && n->n_body == 3 &&
+           n->kp.split <= 1 && gm->D % 16 == 0 && gm->D <= 128 && gq <= CM_GQ_MAX && cm_pick(o, gm->D, c) &&
+           gq <= c->br;
+}
+
+static zstatus gen_fused_cm(const zir_node *n, const geom *gm, const cm_tile *c, const zcg_opts *o, zarena *a,
+                            zcg_kernel *k, zdiag *d) {
+    const zir_node *sc = n->body[0], *mix = n->body[2];
+    int64_t gq = gm->H / gm->Hkv, tq = c->br / gq;
+    snprintf(k->name, sizeof k->name, "attention_cm_h%lld_kv%lld_d%lld_q%lld_b%lld", (long long)gm->H,
+             (long long)gm->Hkv, (long long)gm->D, (long long)tq, (long long)c->bc);
+    bind(k, sc->in[0], false);
+    bind(k, sc->in[1], false);
+    bind(k, mix->in[1], false);
+    bind(k, n->out, true);
+    k->groups[0] = (zcg_affine){0, gm->Hkv, 1};
+    k->groups[1] = (zcg_affine){1, 0, tq};
+    k->groups[2] = (zcg_affine){0, 1, 1};
+    const char *defs[] = {"H",      zcg_i64(a, gm->H),
+                          "HKV",    zcg_i64(a, gm->Hkv),
+                          "D",      zcg_i64(a, gm->D), /* an int: kv_io.glsl tests it in #if */
+                          "GQ",     u64s(a, gq),
+                          "TQ",     u64s(a, tq),
+                          "ROWS",   u64s(a, tq * gq),
+                          "NSG",    u64s(a, c->br / 16),
+                          "BR",     u64s(a, c->br),
+                          "BC",     u64s(a, c->bc),
+                          "WG",     zcg_i64(a, c->br / 16 * CM_SG), /* an int: a layout qualifier */
+                          "KV_LEN", u64s(a, c->kv_len),
+                          "SCALE",  zarena_printf(a, "float(%.9g)", sc->attr.scale),
+                          "TAU",    "8.0",
+                          NULL};
+    const char *files[] = {"kv_io", "attn_cm", NULL};
+    return compose(k, a, defs, files, o, d);
+}
+
 static zstatus gen_fused(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
     if (!fa_body(n)) return unsupported(d, n, "expected a body of attn_scores, softmax_causal, attn_mix");
     const zir_node *sc = n->body[n->n_body - 3], *mix = n->body[n->n_body - 1];
@@ -359,6 +442,8 @@ static zstatus gen_fused(const zir_node *n, const zcg_opts *o, zarena *a, zcg_ke
         return unsupported(d, n, "q, k, v and the output disagree on heads or head_dim");
     if (o->phase == ZPH_DECODE && decode_fits(n, &gm)) return gen_decode(n, &gm, o, a, k, d);
     if (n->n_body != 3) return unsupported(d, n, "head preparation is fused only into decode attention");
+    cm_tile c;
+    if (use_cm(n, &gm, o, &c)) return gen_fused_cm(n, &gm, &c, o, a, k, d);
     /* Decode (one-token tiles): the query heads of a kv head share a tile,
      * so each key and value is read once for all of them (GQ rows). */
     int64_t gq = n->kp.token_tile <= 1 ? gm.H / gm.Hkv : 1;

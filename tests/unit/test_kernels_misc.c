@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/spv_coopmat.h"
 #include "frontend/arch.h"
 #include "frontend/mkmodel.h"
 #include "kernel_harness.h"
@@ -252,6 +253,7 @@ typedef struct hand_opts {
     float theta, freq_scale;
     bool factors;
     int vocab;
+    float q_gain; /* q's norm weights scaled by this (0: 1): larger scores */
 } hand_opts;
 
 static zir_value *hand_weight(zir_graph *g, const char *name, int rank, int64_t d0, int64_t d1, tu_rng *r,
@@ -334,7 +336,9 @@ static zir_graph *hand_attention(const hand_opts *h) {
     zir_value *qf = hand_rows(g, "q_flat", tok, HD, &r);
     zir_value *qb = hand_op(g, ZOP_ADD, "q_bias", qf, hand_weight(g, "bq", 1, HD, 0, &r, -1, 1), NULL);
     zir_value *q = hand_reshape(g, "q", qb, 3, h->H, h->D);
-    q = hand_op(g, ZOP_RMS_NORM, "q_norm", q, hand_weight(g, "qn", 1, h->D, 0, &r, 0.5f, 1.5f), &na);
+    float gain = h->q_gain > 0 ? h->q_gain : 1.0f;
+    q = hand_op(g, ZOP_RMS_NORM, "q_norm", q, hand_weight(g, "qn", 1, h->D, 0, &r, 0.5f * gain, 1.5f * gain),
+                &na);
     q = hand_op(g, ZOP_ROPE, "q_rope", q, ff, &ra);
     zir_value *k = hand_reshape(g, "k", hand_rows(g, "k_flat", tok, KD, &r), 3, h->Hkv, h->D);
     k = hand_op(g, ZOP_ROPE, "k_rope", k, ff, &ra);
@@ -521,6 +525,155 @@ Test(kernels_misc, hand_unfused_d96_d256) {
         tally_log(&ty, what);
         zir_graph_free(g);
     }
+}
+
+/* ---- prefill attention on the matrix units (attn_cm.glsl) ------------------- */
+
+/* Head layouts: GQ 1, 2 (Qwen3-0.6B's 16:8), 3 (a tile of 63 rows), 4 (the
+ * 8B's), at head sizes 128 and 64; f16 and f32 caches; fp16 activations;
+ * q_gain: scores large enough that a row's max grows by more than TAU
+ * between blocks (the accumulators' rescale). */
+typedef struct cm_case {
+    int H, Hkv, D;
+    bool kv16, act16;
+    float q_gain;
+} cm_case;
+
+static const cm_case cm_cases[] = {
+    {8, 8, 128, false, false, 0}, {16, 8, 128, true, false, 0}, {8, 2, 128, true, true, 0},
+    {8, 2, 128, false, false, 8}, {4, 4, 64, true, false, 0},   {8, 4, 64, false, true, 0},
+    {12, 4, 64, true, false, 0},  {8, 2, 64, true, false, 8},
+};
+enum { N_CM_CASES = sizeof cm_cases / sizeof cm_cases[0] };
+
+/* The hand attention block of case c, for prefill on target t, fused. */
+static zir_graph *cm_graph(const cm_case *c, const ztarget *t, const zir_node **attn) {
+    hand_opts h = hand128;
+    h.H = c->H, h.Hkv = c->Hkv, h.D = c->D, h.n_rot = c->D / 2, h.q_gain = c->q_gain;
+    zir_graph *g = hand_attention(&h);
+    zpass_opts po = kh_pass_opts(t, ZPH_PREFILL);
+    po.kv_type = c->kv16 ? ZKV_F16 : ZKV_F32;
+    zdiag d = {0};
+    cr_assert_eq(zpass_run_pipeline(g, "shape,width,kv-type", NULL, &po, &d), ZOK, "%s", d.msg);
+    fuse_attention(g, 16, 1); /* whatever the cost model says of the hand block */
+    *attn = NULL;
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i]->op == ZOP_KERNEL && g->nodes[i]->kp.tmpl == ZKT_ATTENTION) *attn = g->nodes[i];
+    cr_assert_not_null(*attn, "h%d kv%d d%d: the attention was not fused", c->H, c->Hkv, c->D);
+    return g;
+}
+
+/* The kernel of node n for target t: with use_cm, the matrix-unit one. */
+static void cm_kernel(const zir_graph *g, const zir_node *n, const ztarget *t, bool act16, bool use_cm,
+                      zarena *a, zcg_kernel *kn) {
+    zcg_opts o = {.target = t, .phase = ZPH_PREFILL, .max_tokens = 512, .act_f16 = act16};
+    zdiag d = {0};
+    cr_assert_eq(zcg_node(g, n, &o, a, kn, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(strstr(kn->name, "attention_cm_") != NULL, use_cm, "%s: %s the matrix units", kn->name,
+                 use_cm ? "expected" : "did not expect");
+}
+
+/* h200's kernels cannot run on llvmpipe, but every case (and a few tiles
+ * of ZINC_ATTN_CM_LAYOUT) must compile with the optimizer, as a plan
+ * would, and the NV to KHR rewrite must accept it; ZINC_ATTN_CM=0 brings
+ * back the scalar kernel. */
+Test(kernels_misc, attention_cm_compiles, .timeout = 300) {
+    static const char *const layouts[] = {NULL, "16,16", "32,64", "48,16"};
+    const ztarget *t = ztarget_find("h200");
+    zarena *a = zarena_new();
+    for (int i = 0; i < N_CM_CASES; i++) {
+        const cm_case *c = &cm_cases[i];
+        const zir_node *n;
+        zir_graph *g = cm_graph(c, t, &n);
+        for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+            /* the layouts on every other case: a compile takes seconds under ASan */
+            if (li && i % 2) continue;
+            if (layouts[li]) setenv("ZINC_ATTN_CM_LAYOUT", layouts[li], 1);
+            zcg_kernel kn;
+            cm_kernel(g, n, t, c->act16, true, a, &kn);
+            unsetenv("ZINC_ATTN_CM_LAYOUT");
+            zvk_spirv spv;
+            zdiag d = {0};
+            zvk_glsl_opts go = {.name = kn.name, .optimize = true};
+            cr_assert_eq(zvk_glsl_compile(a, kn.glsl, strlen(kn.glsl), &go, &spv, &d), ZOK, "%s", d.msg);
+            cr_assert(zspv_uses_coopmat_nv(spv.words, spv.n_words), "%s: no NV cooperative matrix", kn.name);
+            uint32_t *khr;
+            size_t n_khr;
+            cr_assert_eq(zspv_coopmat_nv_to_khr(spv.words, spv.n_words, a, &khr, &n_khr, &d), ZOK, "%s: %s",
+                         kn.name, d.msg);
+            cr_log_info("%s (%s): %zu words of SPIR-V", kn.name, layouts[li] ? layouts[li] : "default",
+                        spv.n_words);
+        }
+        setenv("ZINC_ATTN_CM", "0", 1);
+        zcg_kernel kn;
+        cm_kernel(g, n, t, c->act16, false, a, &kn);
+        unsetenv("ZINC_ATTN_CM");
+        zir_graph_free(g);
+    }
+    zarena_free(a);
+}
+
+/* The interpreter rounds nothing in attention but the cache (f16); the
+ * kernel rounds q, k and v (an f32 cache) and P to fp16, 2^-11 relative at
+ * most each, and its sums are fp32. A CPU model of those roundings (scores,
+ * probabilities, values as the kernel forms them, against fp64) gave 1.5e-3
+ * to 2.1e-3 of the output RMS at head size 128 and ordinary scores, 1.0e-2
+ * with scores 8x larger (q_gain: an error of |s| 2^-11 in a score is one in
+ * exp of it), nearly all from rounding q and k. A key dropped (a weight of
+ * 1/300 on values of +-2 at position 300), a wrong head or mask: 3e-2 or more. */
+#define TOL_ATTN_CM       5e-3
+#define TOL_ATTN_CM_LARGE 2e-2
+
+/* Steps of T tokens after a prefix of pos (unchecked, interpreter only):
+ * one tile and less, several tiles, one ending mid-tile, a single token,
+ * and steps deep enough in the cache to take several key blocks before
+ * their first query's diagonal. */
+typedef struct cm_step {
+    int64_t pos, T;
+} cm_step;
+static const cm_step cm_steps[] = {{0, 64}, {0, 100}, {37, 77}, {130, 19}, {200, 1}, {201, 150}};
+
+static void cm_run(const cm_case *c, const ztarget *t) {
+    const zir_node *n;
+    zir_graph *g = cm_graph(c, t, &n);
+    zcg_opts o = {.target = t, .phase = ZPH_PREFILL, .max_tokens = 512, .act_f16 = c->act16};
+    char what[96];
+    snprintf(what, sizeof what, "h%d kv%d d%d %s cache%s%s", c->H, c->Hkv, c->D, c->kv16 ? "f16" : "f32",
+             c->act16 ? " fp16" : "", c->q_gain > 0 ? " large scores" : "");
+    tu_rng r = tu_rng_seed(555);
+    double worst = 0, tol = c->q_gain > 1 ? TOL_ATTN_CM_LARGE : TOL_ATTN_CM;
+    for (size_t s = 0; s < sizeof cm_steps / sizeof cm_steps[0]; s++) {
+        const cm_step *st = &cm_steps[s];
+        zir_interp *it;
+        zdiag d = {0};
+        cr_assert_eq(zir_interp_new(g, 512, &it, &d), ZOK, "%s", d.msg);
+        int32_t toks[512];
+        for (int64_t i = 0; i < st->pos + st->T; i++)
+            toks[i] = (int32_t)(tu_next(&r) % (uint64_t)g->hp.n_vocab);
+        if (st->pos) cr_assert_eq(zir_interp_step(it, toks, st->pos, NULL, &d), ZOK, "%s", d.msg);
+        cr_assert_eq(zir_interp_step(it, toks + st->pos, st->T, NULL, &d), ZOK, "%s", d.msg);
+        kh_result res;
+        cr_assert_eq(kh_check_node(&dev, g, n, &o, it, (zir_step){st->T, st->pos, 512}, &res, &d), ZOK,
+                     "%s T=%lld pos=%lld: %s", what, (long long)st->T, (long long)st->pos, d.msg);
+        cr_assert(strstr(res.kernel, "attention_cm_"), "%s: ran %s, not the matrix-unit kernel", what,
+                  res.kernel);
+        cr_expect(res.max_err <= tol, "%s: %s at T=%lld pos=%lld: error %.3g of the RMS > %.1g", what,
+                  res.kernel, (long long)st->T, (long long)st->pos, res.max_err, tol);
+        if (res.max_err > worst) worst = res.max_err;
+        zir_interp_free(it);
+    }
+    cr_log_info("%s: max error %.3g of the RMS", what, worst);
+    zir_graph_free(g);
+}
+
+/* Runs only where the device has cooperative matrices and subgroups of 32
+ * (the H200; llvmpipe has neither). */
+Test(kernels_misc, prefill_attention_cm, .timeout = 600) {
+    if (!(dev.dev.prof.coopmat_nv || dev.dev.prof.coopmat_khr) || dev.dev.prof.subgroup_size != 32)
+        cr_skip_test("%s: no cooperative matrix with subgroups of 32", dev.dev.prof.name);
+    ztarget t = fit_target("h200");
+    for (int i = 0; i < N_CM_CASES; i++)
+        cm_run(&cm_cases[i], &t);
 }
 
 /* How far a plain fp32 angle (float(pos) * float(c)) is from the double
