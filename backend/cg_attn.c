@@ -293,9 +293,9 @@ static bool decode_layout(const zir_node *n, const geom *gm, const zcg_opts *o, 
     l->unroll = knob("ZINC_ATTN_UNROLL", 1, 8, DEC_UNROLL);
     l->split = n->kp.split > 1 ? knob("ZINC_ATTN_SPLIT", 2, 1024, n->kp.split * DEC_WG_PER_CU) : 1;
     l->min_chunk = knob("ZINC_ATTN_MIN_CHUNK", 1, 65536, DEC_MIN_TRIPS * (DEC_WG / l->lpk) * l->unroll);
-    /* shared floats: the prologue rows, reduction slots, partial dots, and
-     * a merge entry per lane group for rp rows */
-    int64_t fixed = (gq + 1) * gm->D + (gq + 1) * DEC_WG + gq * DEC_WG;
+    /* shared floats: the prologue rows, reduction slots, and a merge entry
+     * per lane group for rp rows */
+    int64_t fixed = (gq + 1) * gm->D + (gq + 1) * DEC_WG;
     int64_t entry = (DEC_WG / l->lpk) * (gm->D + 2);
     for (l->rp = gq; l->rp > 1 && (gq % l->rp || 4 * (fixed + l->rp * entry) > rp_budget); l->rp--)
         ;
@@ -317,16 +317,16 @@ static zstatus gen_decode(const zir_node *n, const geom *gm, const zcg_opts *o, 
     int64_t D = gm->D, gq = gm->H / gm->Hkv;
     dec_layout lay;
     if (!decode_layout(n, gm, o, o->target ? o->target->smem_bytes : 16384, &lay))
-        return unsupported(d, n, "no decode lane layout: ZINC_ATTN_LPK is not a power of two dividing D/8, "
-                                  "or the merge exceeds shared memory");
+        return unsupported(d, n,
+                           "no decode lane layout: ZINC_ATTN_LPK is not a power of two dividing D/8, "
+                           "or the merge exceeds shared memory");
     if ((qh.norm && !f32_vector(qh.norm->in[1], D)) || (kh.norm && !f32_vector(kh.norm->in[1], D)))
         return unsupported(d, n, "expected f32 head norm weights as long as the head");
     if (qh.rope && kh.rope &&
         (memcmp(&qh.rope->attr.rope, &kh.rope->attr.rope, sizeof qh.rope->attr.rope) ||
          qh.rope->in[1] != kh.rope->in[1]))
         return unsupported(d, n, "q and k rotate differently");
-    if (kh.store && !is_thd(kh.x))
-        return unsupported(d, n, "expected the new k rows as [T, Hkv, D]");
+    if (kh.store && !is_thd(kh.x)) return unsupported(d, n, "expected the new k rows as [T, Hkv, D]");
     const char *defs[96];
     int nd = 0;
     const zir_node *rope = qh.rope ? qh.rope : kh.rope;
@@ -363,30 +363,29 @@ static zstatus gen_decode(const zir_node *n, const geom *gm, const zcg_opts *o, 
         bind_scratch(k, (uint64_t)gm->Hkv * 4);
         defs[nd++] = "B_CNT", defs[nd++] = zcg_i64(a, k->n_bind);
     }
-    const char *kv[] = {"H",     zcg_i64(a, gm->H),
-                        "HKV",   zcg_i64(a, gm->Hkv),
-                        "GQ",    u64s(a, gq),
-                        "WG",    zcg_i64(a, DEC_WG),
-                        "LPK",   u64s(a, lay.lpk),
-                        "UNROLL", u64s(a, lay.unroll),
-                        "RP",    u64s(a, lay.rp),
-                        "SPLIT", zcg_i64(a, split),
+    const char *kv[] = {"H",         zcg_i64(a, gm->H),
+                        "HKV",       zcg_i64(a, gm->Hkv),
+                        "GQ",        u64s(a, gq),
+                        "WG",        zcg_i64(a, DEC_WG),
+                        "LPK",       u64s(a, lay.lpk),
+                        "UNROLL",    u64s(a, lay.unroll),
+                        "RP",        u64s(a, lay.rp),
+                        "SPLIT",     zcg_i64(a, split),
                         "MIN_CHUNK", u64s(a, lay.min_chunk),
-                        "SCALE", zarena_printf(a, "float(%.9g)", sc->attr.scale),
-                        "QNORM", qh.norm ? "1" : "0",
-                        "QROPE", qh.rope ? "1" : "0",
-                        "KHEAD", kh.store ? "1" : "0",
-                        "KNORM", kh.norm ? "1" : "0",
-                        "KROPE", kh.rope ? "1" : "0",
-                        "QEPS",  eps_lit(a, qh.norm),
-                        "KEPS",  eps_lit(a, kh.norm)};
+                        "SCALE",     zarena_printf(a, "float(%.9g)", sc->attr.scale),
+                        "QNORM",     qh.norm ? "1" : "0",
+                        "QROPE",     qh.rope ? "1" : "0",
+                        "KHEAD",     kh.store ? "1" : "0",
+                        "KNORM",     kh.norm ? "1" : "0",
+                        "KROPE",     kh.rope ? "1" : "0",
+                        "QEPS",      eps_lit(a, qh.norm),
+                        "KEPS",      eps_lit(a, kh.norm)};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         defs[nd++] = kv[i];
     defs[nd] = NULL;
     snprintf(k->name, sizeof k->name, "attn_decode_h%lld_kv%lld_d%lld_l%lldu%lld%s%s%s", (long long)gm->H,
-             (long long)gm->Hkv, (long long)D, (long long)lay.lpk, (long long)lay.unroll, split > 1 ? "+split" : "",
-             qh.n ? "+qhead" : "",
-             kh.n ? "+khead" : "");
+             (long long)gm->Hkv, (long long)D, (long long)lay.lpk, (long long)lay.unroll,
+             split > 1 ? "+split" : "", qh.n ? "+qhead" : "", kh.n ? "+khead" : "");
     k->groups[0] = (zcg_affine){0, gm->Hkv * split, 1};
     k->groups[1] = (zcg_affine){0, 1, 1};
     k->groups[2] = (zcg_affine){0, 1, 1};

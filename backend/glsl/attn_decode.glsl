@@ -25,8 +25,11 @@
 // Subgroup sizes: LPK comes from the target's subgroup size (codegen). When
 // the device's subgroup is smaller than LPK (a plan for a 32-wide target
 // on llvmpipe's 8) the lane groups are consecutive invocations instead and
-// the partial dots are summed through shared memory (two barriers a key):
-// correct on any device, fast only on the one the plan was made for.
+// every lane scores the whole key row against the q rows in shared memory
+// (LPK times the K loads): correct on any device, fast only on the one the
+// plan was made for, and still without a barrier in the loop (llvmpipe
+// turns barriers into coroutines, whose frames of this loop's registers
+// took LLVM minutes to build).
 //
 // Merge: the groups of a subgroup merge by shuffles (fast path), then the
 // subgroups (or, on the slow path, all groups) of the workgroup through
@@ -93,7 +96,6 @@ const uint MW = D + 2u;             // a merge entry's row: m, l, acc[D]
 
 shared float srow[NROW * D];
 shared float wred[NROW * WG];  // a slot per (row, subgroup)
-shared float sdot[GQ * WG];    // partial dots, when a lane group spans subgroups
 shared float smrg[NG * RP * MW]; // merge entries, RP rows a pass
 
 // One 8-element slice of a K or V row (f16: one 16-byte load; f32: two).
@@ -253,29 +255,26 @@ void main() {
             [[unroll]] for (uint c = 0u; c < NS; c++) vw[u][c] = vload(base + c * LPK);
         }
         float sc[UNROLL][GQ];
-        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++)
             [[unroll]] for (uint r = 0u; r < GQ; r++) sc[u][r] = 0.0;
-            [[unroll]] for (uint c = 0u; c < NS; c++) {
-                float kv[8] = unslice(kw[u][c]);
-                [[unroll]] for (uint r = 0u; r < GQ; r++)
-                    [[unroll]] for (uint x = 0u; x < 8u; x++) sc[u][r] += qs[r][8u * c + x] * kv[x];
-            }
-        }
-        // The group's sum, the same bits in every lane of it.
-        if (fast) {
+        if (fast) { // the lane's slices, then the group's sum: the same bits in all its lanes
+            [[unroll]] for (uint u = 0u; u < UNROLL; u++)
+                [[unroll]] for (uint c = 0u; c < NS; c++) {
+                    float kv[8] = unslice(kw[u][c]);
+                    [[unroll]] for (uint r = 0u; r < GQ; r++)
+                        [[unroll]] for (uint x = 0u; x < 8u; x++) sc[u][r] += qs[r][8u * c + x] * kv[x];
+                }
             [[unroll]] for (uint b = 1u; b < LPK; b <<= 1u)
                 [[unroll]] for (uint u = 0u; u < UNROLL; u++)
                     [[unroll]] for (uint r = 0u; r < GQ; r++) sc[u][r] += subgroupShuffleXor(sc[u][r], b);
-        } else {
+        } else { // every lane the whole row, against srow: no barrier in the loop
             [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
-                [[unroll]] for (uint r = 0u; r < GQ; r++) sdot[r * WG + tid] = sc[u][r];
-                barrier();
-                [[unroll]] for (uint r = 0u; r < GQ; r++) {
-                    float a = 0.0;
-                    [[unroll]] for (uint i = 0u; i < LPK; i++) a += sdot[r * WG + g * LPK + i];
-                    sc[u][r] = a;
+                uint row = (min(kb + u * NG, kstop - 1u) * HKV + kvh) * C8;
+                for (uint c = 0u; c < C8; c++) {
+                    float kv[8] = unslice(kload(row + c));
+                    [[unroll]] for (uint r = 0u; r < GQ; r++)
+                        [[unroll]] for (uint x = 0u; x < 8u; x++) sc[u][r] += srow[r * D + 8u * c + x] * kv[x];
                 }
-                barrier();
             }
         }
         [[unroll]] for (uint r = 0u; r < GQ; r++) {
@@ -375,23 +374,19 @@ void main() {
     barrier();
     if (!s_last) return;
     memoryBarrierBuffer();
-    // Every chunk's m first (independent loads), then the weighted sums in
-    // chunk order.
+    // Every chunk's m first, then the weighted sums in chunk order (runtime
+    // loops: unrolled over SPLIT, the kernel took llvmpipe minutes to build).
     uint p0 = kvh * SPLIT * PSTRIDE;
     [[unroll]] for (uint r = 0u; r < GQ; r++) {
-        float mu[SPLIT], mm = NEG;
-        [[unroll]] for (uint u = 0u; u < SPLIT; u++) {
-            mu[u] = u < nsplit ? part[p0 + u * PSTRIDE + r] : NEG;
-            mm = max(mm, mu[u]);
-        }
+        float mm = NEG;
+        for (uint u = 0u; u < nsplit; u++) mm = max(mm, part[p0 + u * PSTRIDE + r]);
         [[unroll]] for (uint c = 0u; c < OC; c++) {
             uint i = tid + c * WG;
             if (i >= D) continue;
             float ll = 0.0, aa = 0.0;
-            [[unroll]] for (uint u = 0u; u < SPLIT; u++) {
-                if (u >= nsplit) break;
+            for (uint u = 0u; u < nsplit; u++) {
                 uint pu = p0 + u * PSTRIDE;
-                float w = exp(mu[u] - mm);
+                float w = exp(part[pu + r] - mm);
                 ll += part[pu + GQ + r] * w;
                 aa += part[pu + 2u * GQ + r * D + i] * w;
             }
