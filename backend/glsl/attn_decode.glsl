@@ -28,8 +28,8 @@
 // every lane scores the whole key row against the q rows in shared memory
 // (LPK times the K loads): correct on any device, fast only on the one the
 // plan was made for, and still without a barrier in the loop (llvmpipe
-// turns barriers into coroutines, whose frames of this loop's registers
-// took LLVM minutes to build).
+// turns barriers into coroutines; LLVM's frame building was seen taking
+// minutes on this kernel, together with a combine unrolled over SPLIT).
 //
 // Merge: the groups of a subgroup merge by shuffles (fast path), then the
 // subgroups (or, on the slow path, all groups) of the workgroup through
