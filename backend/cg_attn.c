@@ -221,7 +221,10 @@ static bool fa_body(const zir_node *n) {
 
 /* ---- decode: one token, heads prepared in the prologue (attn_decode.glsl) */
 
-#define DEC_WG 128
+#define DEC_WG        128 /* invocations of the decode kernel */
+#define DEC_UNROLL    2   /* keys per lane group a trip, their loads in flight together */
+#define DEC_WG_PER_CU 2   /* decode workgroups per compute unit, at most, when the context splits */
+#define DEC_MIN_TRIPS 4   /* trips of keys a chunk has at least */
 
 /* The head preparation in kernel n's body that produces v: [rms_norm]
  * [rope] [kv_store], walked back from v; x is the value it starts from
@@ -257,6 +260,50 @@ static bool decode_fits(const zir_node *n, const geom *gm) {
     return n->kp.token_tile <= 1 && gm->D % 8 == 0 && gm->D / 8 <= DEC_WG;
 }
 
+/* How the decode kernel lays out its lanes (attn_decode.glsl): lanes per
+ * key, keys per lane group a trip, q rows per merge pass, workgroups per
+ * kv head at most and keys per workgroup at least. */
+typedef struct dec_layout {
+    int64_t lpk, unroll, rp, split, min_chunk;
+} dec_layout;
+
+/* An environment knob: its value when set within [lo, hi], else dflt. */
+static int64_t knob(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
+    const char *e = getenv(name);
+    long long v = e ? atoll(e) : 0;
+    return e && v >= lo && v <= hi ? v : dflt;
+}
+
+/* Lanes per key: a whole row of 16-byte slices, one a lane (D/8 lanes for
+ * an f16 cache), as long as the target's subgroup holds them; a power of
+ * two, for the shuffle tree. ZINC_ATTN_LPK=N picks another (D = 128: 16
+ * lanes of one slice or 8 of two), to time both. Splits: the cost model's
+ * (ceil(n_cu / kv_heads) workgroups per kv head when the context splits)
+ * times DEC_WG_PER_CU, since one workgroup of four subgroups is too little
+ * to hide the memory latency of a compute unit; ZINC_ATTN_SPLIT=N sets it.
+ * A chunk has at least DEC_MIN_TRIPS trips of keys (ZINC_ATTN_MIN_CHUNK=N
+ * keys instead): a shorter context runs fewer, fuller workgroups, and the
+ * combine has fewer partials. */
+static bool decode_layout(const zir_node *n, const geom *gm, const zcg_opts *o, int64_t rp_budget,
+                          dec_layout *l) {
+    int64_t c8 = gm->D / 8, gq = gm->H / gm->Hkv;
+    int64_t sg = o->target && o->target->subgroup > 0 ? o->target->subgroup : 32, lpk = 1;
+    while (c8 % (lpk * 2) == 0 && lpk * 2 <= sg)
+        lpk *= 2;
+    l->lpk = knob("ZINC_ATTN_LPK", 1, DEC_WG, lpk);
+    if (c8 % l->lpk || (l->lpk & (l->lpk - 1))) return false;
+    l->unroll = knob("ZINC_ATTN_UNROLL", 1, 8, DEC_UNROLL);
+    l->split = n->kp.split > 1 ? knob("ZINC_ATTN_SPLIT", 2, 1024, n->kp.split * DEC_WG_PER_CU) : 1;
+    l->min_chunk = knob("ZINC_ATTN_MIN_CHUNK", 1, 65536, DEC_MIN_TRIPS * (DEC_WG / l->lpk) * l->unroll);
+    /* shared floats: the prologue rows, reduction slots, and a merge entry
+     * per lane group for rp rows */
+    int64_t fixed = (gq + 1) * gm->D + (gq + 1) * DEC_WG;
+    int64_t entry = (DEC_WG / l->lpk) * (gm->D + 2);
+    for (l->rp = gq; l->rp > 1 && (gq % l->rp || 4 * (fixed + l->rp * entry) > rp_budget); l->rp--)
+        ;
+    return 4 * (fixed + l->rp * entry) <= rp_budget;
+}
+
 static const char *eps_lit(zarena *a, const zir_node *norm) {
     return norm ? zarena_printf(a, "float(%.9g)", norm->attr.eps) : "0.0";
 }
@@ -269,30 +316,26 @@ static zstatus gen_decode(const zir_node *n, const geom *gm, const zcg_opts *o, 
     head_chain(n, sc->in[1], &kh);
     if (qh.store || 3 + qh.n + kh.n != n->n_body || (kh.n && !kh.store))
         return unsupported(d, n, "expected [q: norm, rope] [k: norm, rope, kv_store] before the attention");
-    int64_t D = gm->D, C8 = D / 8, wg = C8 * (DEC_WG / C8), gq = gm->H / gm->Hkv;
+    int64_t D = gm->D, gq = gm->H / gm->Hkv;
+    dec_layout lay;
+    if (!decode_layout(n, gm, o, o->target ? o->target->smem_bytes : 16384, &lay))
+        return unsupported(d, n,
+                           "no decode lane layout: ZINC_ATTN_LPK is not a power of two dividing D/8, "
+                           "or the merge exceeds shared memory");
     if ((qh.norm && !f32_vector(qh.norm->in[1], D)) || (kh.norm && !f32_vector(kh.norm->in[1], D)))
         return unsupported(d, n, "expected f32 head norm weights as long as the head");
     if (qh.rope && kh.rope &&
         (memcmp(&qh.rope->attr.rope, &kh.rope->attr.rope, sizeof qh.rope->attr.rope) ||
          qh.rope->in[1] != kh.rope->in[1]))
         return unsupported(d, n, "q and k rotate differently");
-    if (kh.store && !is_thd(kh.x))
-        return unsupported(d, n, "expected the new k rows as [T, Hkv, D]");
+    if (kh.store && !is_thd(kh.x)) return unsupported(d, n, "expected the new k rows as [T, Hkv, D]");
     const char *defs[96];
     int nd = 0;
     const zir_node *rope = qh.rope ? qh.rope : kh.rope;
     zstatus s = rope ? zcg_rope_defs(rope, D, a, defs, &nd, d) : ZOK;
     if (s) return s;
     if (!rope) defs[nd++] = "D", defs[nd++] = zcg_i64(a, D);
-    int64_t split = n->kp.split > 1 ? n->kp.split : 1;
-    /* Keys a chunk must have before the context splits further: a full round
-     * (WG keys). At the 8B's width and position 1024 that is 72 workgroups,
-     * where the tiled kernel ran 136, and run 12 measured this kernel slower
-     * per layer (docs/performance.md). ZINC_ATTN_MIN_CHUNK=N replaces it, to
-     * measure smaller chunks end to end. */
-    int64_t min_chunk = wg;
-    const char *env = getenv("ZINC_ATTN_MIN_CHUNK");
-    if (env && atoll(env) >= 1 && atoll(env) <= 65536) min_chunk = atoll(env);
+    int64_t split = lay.split;
     /* Bindings in order, each numbered for the kernel (1-based: 0 is the step). */
     bind(k, qh.x, false);
     defs[nd++] = "B_Q", defs[nd++] = zcg_i64(a, k->n_bind);
@@ -322,26 +365,29 @@ static zstatus gen_decode(const zir_node *n, const geom *gm, const zcg_opts *o, 
         bind_scratch(k, (uint64_t)gm->Hkv * 4);
         defs[nd++] = "B_CNT", defs[nd++] = zcg_i64(a, k->n_bind);
     }
-    const char *kv[] = {"H",     zcg_i64(a, gm->H),
-                        "HKV",   zcg_i64(a, gm->Hkv),
-                        "GQ",    u64s(a, gq),
-                        "WG",    zcg_i64(a, wg),
-                        "SPLIT", zcg_i64(a, split),
-                        "MIN_CHUNK", u64s(a, min_chunk),
-                        "SCALE", zarena_printf(a, "float(%.9g)", sc->attr.scale),
-                        "QNORM", qh.norm ? "1" : "0",
-                        "QROPE", qh.rope ? "1" : "0",
-                        "KHEAD", kh.store ? "1" : "0",
-                        "KNORM", kh.norm ? "1" : "0",
-                        "KROPE", kh.rope ? "1" : "0",
-                        "QEPS",  eps_lit(a, qh.norm),
-                        "KEPS",  eps_lit(a, kh.norm)};
+    const char *kv[] = {"H",         zcg_i64(a, gm->H),
+                        "HKV",       zcg_i64(a, gm->Hkv),
+                        "GQ",        u64s(a, gq),
+                        "WG",        zcg_i64(a, DEC_WG),
+                        "LPK",       u64s(a, lay.lpk),
+                        "UNROLL",    u64s(a, lay.unroll),
+                        "RP",        u64s(a, lay.rp),
+                        "SPLIT",     zcg_i64(a, split),
+                        "MIN_CHUNK", u64s(a, lay.min_chunk),
+                        "SCALE",     zarena_printf(a, "float(%.9g)", sc->attr.scale),
+                        "QNORM",     qh.norm ? "1" : "0",
+                        "QROPE",     qh.rope ? "1" : "0",
+                        "KHEAD",     kh.store ? "1" : "0",
+                        "KNORM",     kh.norm ? "1" : "0",
+                        "KROPE",     kh.rope ? "1" : "0",
+                        "QEPS",      eps_lit(a, qh.norm),
+                        "KEPS",      eps_lit(a, kh.norm)};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         defs[nd++] = kv[i];
     defs[nd] = NULL;
-    snprintf(k->name, sizeof k->name, "attn_decode_h%lld_kv%lld_d%lld%s%s%s", (long long)gm->H,
-             (long long)gm->Hkv, (long long)D, split > 1 ? "+split" : "", qh.n ? "+qhead" : "",
-             kh.n ? "+khead" : "");
+    snprintf(k->name, sizeof k->name, "attn_decode_h%lld_kv%lld_d%lld_l%lldu%lld%s%s%s", (long long)gm->H,
+             (long long)gm->Hkv, (long long)D, (long long)lay.lpk, (long long)lay.unroll,
+             split > 1 ? "+split" : "", qh.n ? "+qhead" : "", kh.n ? "+khead" : "");
     k->groups[0] = (zcg_affine){0, gm->Hkv * split, 1};
     k->groups[1] = (zcg_affine){0, 1, 1};
     k->groups[2] = (zcg_affine){0, 1, 1};

@@ -1,41 +1,61 @@
 // attn_decode.glsl: attention for a step of one token (decode), with the
 // preparation of its q and k heads folded in where fuse-attn-head put them
-// in the kernel's body.
+// in the kernel's body. A flash-decoding design: no shared memory and no
+// barrier in the key loop.
 //
-// The tiled kernel (attention.glsl) serves prefill: a query tile, key
-// blocks of 32, five barriers and two shared-memory trees per block. For
-// one query that is all overhead: on the H200 it took ~22 us a layer for a
-// few MiB of cache. Here one workgroup owns the GQ query heads of a kv head
-// and one chunk of its keys, and walks the chunk in rounds of WG keys:
-//   scores  each invocation owns one key: its whole row in flight (D/8
-//           16-byte loads), dotted with the GQ query rows held in shared
-//           memory (read by every invocation at once: broadcasts);
-//   softmax the GQ row maxima and sums of a round: one subgroup reduction
-//           each and a shared slot per subgroup (any subgroup size);
-//   mix     invocation (key lane kl, column group cg) adds p * v for keys
-//           kl, kl + KL, ... of the round into GQ x 8 accumulators.
-// Key lanes are summed through shared memory at the end.
+// Why: the previous design (one key per invocation per round of WG keys,
+// the GQ query rows read from shared memory by every invocation for every
+// key, five barriers a round, a key-lane reduction through shared memory)
+// took ~34 us a layer at position ~1024 and ~50 us at 4096 on the H200 at
+// the Qwen3-8B shape (32 q heads, 8 kv heads, D 128, f16 cache), for K and
+// V of 4-16 MB a layer (1.4-5.6 us at 3 TB/s); chunking did not change it.
 //
-// Context split: SPLIT workgroups per kv head at most, but only as many as
-// have MIN_CHUNK keys each (a short context gives few partials to combine;
-// codegen's default is WG, a full round). The
+// Lanes: the workgroup's WG invocations form NG = WG / LPK lane groups of
+// LPK lanes. A lane group scores one key at a time: lane j of the group
+// owns NS = D / (8 LPK) 16-byte slices of a row (slice c * LPK + j: each
+// load instruction of a group reads LPK * 16 contiguous bytes), holds the
+// same slices of the GQ query rows in registers, and sums its partial dots
+// over the group with subgroupShuffleXor. Each group keeps its own online
+// softmax (m, l per q head) and its accumulator slices acc[GQ][8 NS] in
+// registers, and walks keys g, g + NG, ... of the chunk, UNROLL of them a
+// trip (their K and V loads all issued before any arithmetic). Every group
+// runs the same number of trips (keys past the chunk weigh 0 and load the
+// chunk's last row), so the shuffles are in uniform control flow.
+//
+// Subgroup sizes: LPK comes from the target's subgroup size (codegen). When
+// the device's subgroup is smaller than LPK (a plan for a 32-wide target
+// on llvmpipe's 8) the lane groups are consecutive invocations instead and
+// every lane scores the whole key row against the q rows in shared memory
+// (LPK times the K loads): correct on any device, fast only on the one the
+// plan was made for, and still without a barrier in the loop (llvmpipe
+// turns barriers into coroutines; LLVM's frame building was seen taking
+// minutes on this kernel, together with a combine unrolled over SPLIT).
+//
+// Merge: the groups of a subgroup merge by shuffles (fast path), then the
+// subgroups (or, on the slow path, all groups) of the workgroup through
+// shared memory, RP q rows a pass. Context split: SPLIT workgroups per kv
+// head at most, but only as many as have MIN_CHUNK keys each. Their
 // partials (m, l, acc) go to scratch; the last workgroup to take a ticket
-// combines them and resets the counter for the next replay.
+// combines them (every partial's loads first, then the sums in chunk
+// order: deterministic) and resets the counter for the next replay.
 //
 // Head preparation (QNORM, QROPE; KHEAD with KNORM, KROPE): the raw q rows
-// of the projection are normalized and rotated in shared memory. The raw k
-// row of the new token is prepared by the workgroup whose chunk holds its
-// position (the last one), which writes it into the cache and then reads
-// it back like any other key: the cache is coherent, and no other
-// workgroup of the step reads that row. (Scoring the new key from the
-// shared copy instead, rounded to fp16 in the shader, measured 9e-5 off the
-// interpreter on the H200, whose compiler appears to drop the round trip;
-// docs/performance.md, run 14.)
+// of the projection are normalized and rotated in shared memory, then each
+// lane loads its slices into registers. The raw k row of the new token is
+// prepared by the workgroup whose chunk holds its position (the last one),
+// which writes it into the cache and then reads it back like any other key:
+// the cache is coherent, and no other workgroup of the step reads that row.
+// (Scoring the new key from the shared copy instead, rounded to fp16 in the
+// shader, measured 9e-5 off the interpreter on the H200, whose compiler
+// appears to drop the round trip; docs/performance.md, run 14.)
 //
-// Defines: H, HKV, D, GQ, WG, SPLIT, MIN_CHUNK, SCALE, QNORM, QROPE, KHEAD, KNORM,
-// KROPE, QEPS, KEPS, B_* (bindings), rope_lib's defines when a rope is in.
+// Defines: H, HKV, D, GQ, WG, LPK (lanes per key, a power of two dividing
+// D / 8), UNROLL (keys per group a trip), RP (q rows per merge pass),
+// SPLIT, MIN_CHUNK, SCALE, QNORM, QROPE, KHEAD, KNORM, KROPE, QEPS, KEPS,
+// B_* (bindings), rope_lib's defines when a rope is in.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 layout(local_size_x = WG) in;
 
 layout(std430, set = 0, binding = B_Q) readonly buffer Q { ACT_T q[]; };
@@ -66,32 +86,38 @@ shared bool s_last;
 #endif
 
 #define NEG (-1.0e30) // "no key": finite, so exp(NEG - NEG) is 1, never NaN
-const uint C8 = D / 8u;       // 8-element chunks of a row
-const uint KL = WG / C8;      // key lanes of the mix
-const uint NROW = GQ + 1u;    // shared rows: the q heads, then the new key
+const uint C8 = D / 8u;             // 8-element slices of a row
+const uint NS = C8 / LPK;           // slices per lane
+const uint SW = 8u * NS;            // a lane's floats of a row
+const uint NG = WG / LPK;           // lane groups of the workgroup
+const uint NROW = GQ + 1u;          // prologue rows: the q heads, then the new key
 const uint OC = (D + WG - 1u) / WG; // output columns per invocation and row
+const uint MW = D + 2u;             // a merge entry's row: m, l, acc[D]
 
 shared float srow[NROW * D];
-shared float ss[GQ * WG];  // probabilities of a round
-shared float wred[NROW * WG]; // a slot per (row, subgroup)
-shared float sacc[KL * D]; // one row's key-lane partial sums
+shared float wred[NROW * WG];  // a slot per (row, subgroup)
+shared float smrg[NG * RP * MW]; // merge entries, RP rows a pass
 
-// Elements 8i .. 8i+7 of a K or V binding (f16: one 16-byte load; f32: two).
-float[8] unpack8(uvec4 w) {
+// One 8-element slice of a K or V row (f16: one 16-byte load; f32: two).
+#ifdef KV_F16
+#define SLICE_T uvec4
+#define kload(i) k8[i]
+#define vload(i) v8[i]
+float[8] unslice(uvec4 w) {
     vec2 a = unpackHalf2x16(w.x), b = unpackHalf2x16(w.y), c = unpackHalf2x16(w.z), e = unpackHalf2x16(w.w);
     return float[8](a.x, a.y, b.x, b.y, c.x, c.y, e.x, e.y);
 }
-float[8] join8(vec4 a, vec4 b) { return float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w); }
-#ifdef KV_F16
-#define krow8(i) unpack8(k8[i])
-#define vrow8(i) unpack8(v8[i])
 #else
-#define krow8(i) join8(k4[2u * (i)], k4[2u * (i) + 1u])
-#define vrow8(i) join8(v4[2u * (i)], v4[2u * (i) + 1u])
+#define SLICE_T mat2x4
+#define kload(i) mat2x4(k4[2u * (i)], k4[2u * (i) + 1u])
+#define vload(i) mat2x4(v4[2u * (i)], v4[2u * (i) + 1u])
+float[8] unslice(mat2x4 w) {
+    return float[8](w[0].x, w[0].y, w[0].z, w[0].w, w[1].x, w[1].y, w[1].z, w[1].w);
+}
 #endif
 
 #if KHEAD
-// srow's key row into chunk i of the cache, in the cache's type.
+// srow's key row into slice i of the cache, in the cache's type.
 void kstore8(uint i, uint r0) {
 #ifdef KV_F16
     uvec4 w;
@@ -105,16 +131,16 @@ void kstore8(uint i, uint r0) {
 }
 #endif
 
-// Per-row maxima or sums over the workgroup (n rows of v). Every
-// invocation calls them; wred is free again when they return.
-void wg_rows(inout float v[NROW], uint n, bool is_max) {
-    [[unroll]] for (uint r = 0u; r < n; r++) v[r] = is_max ? subgroupMax(v[r]) : subgroupAdd(v[r]);
+// Per-row sums over the workgroup (n rows of v). Every invocation calls
+// it; wred is free again when it returns.
+void wg_sums(inout float v[NROW], uint n) {
+    [[unroll]] for (uint r = 0u; r < n; r++) v[r] = subgroupAdd(v[r]);
     if (subgroupElect())
         [[unroll]] for (uint r = 0u; r < n; r++) wred[r * WG + gl_SubgroupID] = v[r];
     barrier();
     [[unroll]] for (uint r = 0u; r < n; r++) {
         float x = wred[r * WG];
-        for (uint i = 1u; i < gl_NumSubgroups; i++) x = is_max ? max(x, wred[r * WG + i]) : x + wred[r * WG + i];
+        for (uint i = 1u; i < gl_NumSubgroups; i++) x += wred[r * WG + i];
         v[r] = x;
     }
     barrier();
@@ -138,7 +164,7 @@ void prologue(uint h0, uint kvh, bool own_k, uint tid) {
         sq[r] = 0.0;
         for (uint e = tid; e < D; e += WG) sq[r] += srow[r * D + e] * srow[r * D + e];
     }
-    wg_rows(sq, NROW, false);
+    wg_sums(sq, NROW);
     // (x * scale) * w, in the interpreter's order.
     for (uint i = tid; i < NROW * D; i += WG) {
         uint r = i / D, e = i % D;
@@ -174,6 +200,19 @@ void prologue(uint h0, uint kvh, bool own_k, uint tid) {
 #endif
 }
 
+// The running state of a lane: softmax and accumulator slices per q row.
+struct lane_state {
+    float m[GQ], l[GQ], acc[GQ][SW];
+};
+
+// Folds (m2, l2, acc2) into s's row r: the online-softmax merge.
+void fold(inout lane_state s, uint r, float m2, float l2, float a2[SW]) {
+    float mn = max(s.m[r], m2), wa = exp(s.m[r] - mn), wb = exp(m2 - mn);
+    s.l[r] = s.l[r] * wa + l2 * wb;
+    [[unroll]] for (uint x = 0u; x < SW; x++) s.acc[r][x] = s.acc[r][x] * wa + a2[x] * wb;
+    s.m[r] = mn;
+}
+
 void main() {
     uint tid = gl_LocalInvocationID.x;
     uint kvh = gl_WorkGroupID.x / SPLIT, s = gl_WorkGroupID.x % SPLIT, h0 = kvh * GQ;
@@ -187,67 +226,123 @@ void main() {
     bool own_k = KHEAD != 0 && s == nsplit - 1u;
     prologue(h0, kvh, own_k, tid);
 
-    float m[GQ], l[GQ], acc[GQ][8];
+    // Lane group g, lane j within it: inside a subgroup when it is wide
+    // enough (fast), else consecutive invocations (uniform either way).
+    bool fast = gl_SubgroupSize >= LPK;
+    uint g = fast ? gl_SubgroupID * (gl_SubgroupSize / LPK) + gl_SubgroupInvocationID / LPK : tid / LPK;
+    uint j = fast ? gl_SubgroupInvocationID % LPK : tid % LPK;
+
+    float qs[GQ][SW];
+    lane_state st;
     [[unroll]] for (uint r = 0u; r < GQ; r++) {
-        m[r] = NEG;
-        l[r] = 0.0;
-        [[unroll]] for (uint e = 0u; e < 8u; e++) acc[r][e] = 0.0;
-    }
-    uint cg = tid % C8, kl = tid / C8;
-    for (uint kr = kbeg; kr < kstop; kr += WG) {
-        uint key = kr + tid;
-        bool ok = key < kstop;
-        float sc[NROW];
-        [[unroll]] for (uint r = 0u; r < NROW; r++) sc[r] = 0.0;
-        if (ok) {
-            uint base = (key * HKV + kvh) * C8;
-            [[unroll]] for (uint c = 0u; c < C8; c++) {
-                float kv[8] = krow8(base + c);
-                [[unroll]] for (uint r = 0u; r < GQ; r++)
-                    [[unroll]] for (uint e = 0u; e < 8u; e++) sc[r] += srow[r * D + 8u * c + e] * kv[e];
-            }
-        }
-        float mx[NROW];
-        [[unroll]] for (uint r = 0u; r < NROW; r++) mx[r] = ok ? sc[r] * SCALE : NEG;
-        wg_rows(mx, GQ, true);
-        float ps[NROW], alpha[GQ];
-        [[unroll]] for (uint r = 0u; r < GQ; r++) {
-            float mnew = max(m[r], mx[r]);
-            alpha[r] = exp(m[r] - mnew);
-            float p = ok ? exp(sc[r] * SCALE - mnew) : 0.0;
-            ss[r * WG + tid] = p;
-            ps[r] = p;
-            m[r] = mnew;
-        }
-        wg_rows(ps, GQ, false); // its barrier also publishes ss
-        [[unroll]] for (uint r = 0u; r < GQ; r++) {
-            l[r] = l[r] * alpha[r] + ps[r];
-            [[unroll]] for (uint e = 0u; e < 8u; e++) acc[r][e] *= alpha[r];
-        }
-        // Past kstop p is 0: the clamped row (a real one) adds nothing, and
-        // the loop keeps a constant trip count, all its loads in flight.
-        [[unroll]] for (uint it = 0u; it < C8; it++) { // WG = KL * C8 keys
-            uint j = kl + it * KL;
-            float vv[8] = vrow8((min(kr + j, kstop - 1u) * HKV + kvh) * C8 + cg);
-            [[unroll]] for (uint r = 0u; r < GQ; r++) {
-                float p = ss[r * WG + j];
-                [[unroll]] for (uint e = 0u; e < 8u; e++) acc[r][e] += p * vv[e];
-            }
-        }
-        barrier(); // ss is read before the next round writes it
+        [[unroll]] for (uint c = 0u; c < NS; c++)
+            [[unroll]] for (uint x = 0u; x < 8u; x++) qs[r][8u * c + x] = srow[r * D + 8u * (c * LPK + j) + x];
+        st.m[r] = NEG;
+        st.l[r] = 0.0;
+        [[unroll]] for (uint x = 0u; x < SW; x++) st.acc[r][x] = 0.0;
     }
 
-    // Key lanes summed per row: column tid + c * WG of row r in fin.
-    float fin[GQ][OC];
-    [[unroll]] for (uint r = 0u; r < GQ; r++) {
-        [[unroll]] for (uint e = 0u; e < 8u; e++) sacc[kl * D + 8u * cg + e] = acc[r][e];
+    uint trips = (kstop - kbeg + NG * UNROLL - 1u) / (NG * UNROLL);
+    for (uint t = 0u; t < trips; t++) {
+        uint kb = kbeg + t * NG * UNROLL + g;
+        SLICE_T kw[UNROLL][NS], vw[UNROLL][NS];
+        bool ok[UNROLL];
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            uint key = kb + u * NG;
+            ok[u] = key < kstop;
+            uint base = (min(key, kstop - 1u) * HKV + kvh) * C8 + j;
+            [[unroll]] for (uint c = 0u; c < NS; c++) kw[u][c] = kload(base + c * LPK);
+            [[unroll]] for (uint c = 0u; c < NS; c++) vw[u][c] = vload(base + c * LPK);
+        }
+        float sc[UNROLL][GQ];
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++)
+            [[unroll]] for (uint r = 0u; r < GQ; r++) sc[u][r] = 0.0;
+        if (fast) { // the lane's slices, then the group's sum: the same bits in all its lanes
+            [[unroll]] for (uint u = 0u; u < UNROLL; u++)
+                [[unroll]] for (uint c = 0u; c < NS; c++) {
+                    float kv[8] = unslice(kw[u][c]);
+                    [[unroll]] for (uint r = 0u; r < GQ; r++)
+                        [[unroll]] for (uint x = 0u; x < 8u; x++) sc[u][r] += qs[r][8u * c + x] * kv[x];
+                }
+            [[unroll]] for (uint b = 1u; b < LPK; b <<= 1u)
+                [[unroll]] for (uint u = 0u; u < UNROLL; u++)
+                    [[unroll]] for (uint r = 0u; r < GQ; r++) sc[u][r] += subgroupShuffleXor(sc[u][r], b);
+        } else { // every lane the whole row, against srow: no barrier in the loop
+            [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+                uint row = (min(kb + u * NG, kstop - 1u) * HKV + kvh) * C8;
+                for (uint c = 0u; c < C8; c++) {
+                    float kv[8] = unslice(kload(row + c));
+                    [[unroll]] for (uint r = 0u; r < GQ; r++)
+                        [[unroll]] for (uint x = 0u; x < 8u; x++) sc[u][r] += srow[r * D + 8u * c + x] * kv[x];
+                }
+            }
+        }
+        [[unroll]] for (uint r = 0u; r < GQ; r++) {
+            float mn = st.m[r];
+            [[unroll]] for (uint u = 0u; u < UNROLL; u++) mn = ok[u] ? max(mn, sc[u][r] * SCALE) : mn;
+            float alpha = exp(st.m[r] - mn), p[UNROLL];
+            st.l[r] *= alpha;
+            [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+                p[u] = ok[u] ? exp(sc[u][r] * SCALE - mn) : 0.0;
+                st.l[r] += p[u];
+            }
+            [[unroll]] for (uint c = 0u; c < NS; c++) {
+                [[unroll]] for (uint x = 0u; x < 8u; x++) st.acc[r][8u * c + x] *= alpha;
+                [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+                    float vv[8] = unslice(vw[u][c]);
+                    [[unroll]] for (uint x = 0u; x < 8u; x++) st.acc[r][8u * c + x] += p[u] * vv[x];
+                }
+            }
+            st.m[r] = mn;
+        }
+    }
+
+    // The groups of a subgroup into its first (fast path): lane j of every
+    // group holds the same columns.
+    if (fast)
+        for (uint b = LPK; b < gl_SubgroupSize; b <<= 1u)
+            [[unroll]] for (uint r = 0u; r < GQ; r++) {
+                float a2[SW];
+                [[unroll]] for (uint x = 0u; x < SW; x++) a2[x] = subgroupShuffleXor(st.acc[r][x], b);
+                fold(st, r, subgroupShuffleXor(st.m[r], b), subgroupShuffleXor(st.l[r], b), a2);
+            }
+    // Then the entries (subgroups, or groups on the slow path) through
+    // shared memory: invocation tid ends with column tid + c * WG of row r
+    // in fin[r][c], and the row's m and l.
+    uint ne = fast ? gl_NumSubgroups : NG, e = fast ? gl_SubgroupID : g;
+    bool writer = !fast || gl_SubgroupInvocationID < LPK;
+    float fin[GQ][OC], fm[GQ], fl[GQ];
+    [[unroll]] for (uint r0 = 0u; r0 < GQ; r0 += RP) {
+        if (writer)
+            [[unroll]] for (uint rr = 0u; rr < RP; rr++) {
+                uint b = (e * RP + rr) * MW, r = r0 + rr;
+                if (j == 0u) {
+                    smrg[b] = st.m[r];
+                    smrg[b + 1u] = st.l[r];
+                }
+                [[unroll]] for (uint c = 0u; c < NS; c++)
+                    [[unroll]] for (uint x = 0u; x < 8u; x++)
+                        smrg[b + 2u + 8u * (c * LPK + j) + x] = st.acc[r][8u * c + x];
+            }
         barrier();
-        [[unroll]] for (uint c = 0u; c < OC; c++) {
-            uint i = tid + c * WG;
-            float a = 0.0;
-            if (i < D)
-                for (uint u = 0u; u < KL; u++) a += sacc[u * D + i];
-            fin[r][c] = a;
+        [[unroll]] for (uint rr = 0u; rr < RP; rr++) {
+            uint r = r0 + rr;
+            float mm = NEG;
+            for (uint i = 0u; i < ne; i++) mm = max(mm, smrg[(i * RP + rr) * MW]);
+            float ll = 0.0, aa[OC];
+            [[unroll]] for (uint c = 0u; c < OC; c++) aa[c] = 0.0;
+            for (uint i = 0u; i < ne; i++) {
+                uint b = (i * RP + rr) * MW;
+                float w = exp(smrg[b] - mm);
+                ll += smrg[b + 1u] * w;
+                [[unroll]] for (uint c = 0u; c < OC; c++) {
+                    uint col = tid + c * WG;
+                    if (col < D) aa[c] += smrg[b + 2u + col] * w;
+                }
+            }
+            fm[r] = mm;
+            fl[r] = ll;
+            [[unroll]] for (uint c = 0u; c < OC; c++) fin[r][c] = aa[c];
         }
         barrier();
     }
@@ -256,7 +351,7 @@ void main() {
         [[unroll]] for (uint r = 0u; r < GQ; r++)
             [[unroll]] for (uint c = 0u; c < OC; c++) {
                 uint i = tid + c * WG;
-                if (i < D) o[(h0 + r) * D + i] = ACT_T(fin[r][c] / l[r]);
+                if (i < D) o[(h0 + r) * D + i] = ACT_T(fin[r][c] / fl[r]);
             }
         return;
     }
@@ -269,8 +364,8 @@ void main() {
             if (i < D) part[pb + 2u * GQ + r * D + i] = fin[r][c];
         }
         if (tid == 0u) {
-            part[pb + r] = m[r];
-            part[pb + GQ + r] = l[r];
+            part[pb + r] = fm[r];
+            part[pb + GQ + r] = fl[r];
         }
     }
     memoryBarrierBuffer(); // partials are visible before the ticket is taken
@@ -279,22 +374,25 @@ void main() {
     barrier();
     if (!s_last) return;
     memoryBarrierBuffer();
+    // Every chunk's m first, then the weighted sums in chunk order (runtime
+    // loops: unrolled over SPLIT, the kernel took llvmpipe minutes to build).
     uint p0 = kvh * SPLIT * PSTRIDE;
-    [[unroll]] for (uint r = 0u; r < GQ; r++)
+    [[unroll]] for (uint r = 0u; r < GQ; r++) {
+        float mm = NEG;
+        for (uint u = 0u; u < nsplit; u++) mm = max(mm, part[p0 + u * PSTRIDE + r]);
         [[unroll]] for (uint c = 0u; c < OC; c++) {
             uint i = tid + c * WG;
             if (i >= D) continue;
-            float mm = NEG, ll = 0.0, aa = 0.0;
-            [[unroll]] for (uint u = 0u; u < SPLIT; u++) {
-                if (u >= nsplit) break;
+            float ll = 0.0, aa = 0.0;
+            for (uint u = 0u; u < nsplit; u++) {
                 uint pu = p0 + u * PSTRIDE;
-                float mu = part[pu + r], mn = max(mm, mu), wo = exp(mm - mn), wn = exp(mu - mn);
-                ll = ll * wo + part[pu + GQ + r] * wn;
-                aa = aa * wo + part[pu + 2u * GQ + r * D + i] * wn;
-                mm = mn;
+                float w = exp(part[pu + r] - mm);
+                ll += part[pu + GQ + r] * w;
+                aa += part[pu + 2u * GQ + r * D + i] * w;
             }
             o[(h0 + r) * D + i] = ACT_T(aa / ll);
         }
+    }
     if (tid == 0u) cnt[kvh] = 0u; // ready for the next replay
 #endif
 }

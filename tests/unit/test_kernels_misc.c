@@ -464,9 +464,10 @@ Test(kernels_misc, hand_fused_tilings) {
  * tokens in the interpreter, then three one-token steps, each checked:
  * several rounds of keys per chunk, several chunks, the new key written by
  * the kernel and read back. */
-static void decode_deep(const hand_opts *h, int64_t pos, bool f16, const char *what) {
+static void decode_deep_sg(int subgroup, const hand_opts *h, int64_t pos, bool f16, const char *what) {
     zir_graph *g = hand_attention(h);
     ztarget t = fit_target("h200");
+    if (subgroup) t.subgroup = subgroup;
     zpass_opts po = kh_pass_opts(&t, ZPH_DECODE);
     po.kv_type = f16 ? ZKV_F16 : ZKV_F32;
     zdiag d = {0};
@@ -500,6 +501,10 @@ static void decode_deep(const hand_opts *h, int64_t pos, bool f16, const char *w
     zir_graph_free(g);
 }
 
+static void decode_deep(const hand_opts *h, int64_t pos, bool f16, const char *what) {
+    decode_deep_sg(0, h, pos, f16, what);
+}
+
 Test(kernels_misc, decode_deep_context) {
     decode_deep(&hand128, 700, false, "decode d128 normal rope +factors at 700");
     decode_deep(&hand128, 300, true, "decode d128 fp16 at 300");
@@ -509,6 +514,43 @@ Test(kernels_misc, decode_deep_context) {
     setenv("ZINC_ATTN_MIN_CHUNK", "40", 1);
     decode_deep(&hand128, 500, false, "decode d128 chunks of 40 keys at 500");
     unsetenv("ZINC_ATTN_MIN_CHUNK");
+}
+
+/* GQ 8 and 1 at head size 64. */
+static const hand_opts hand64g8 = {.H = 8,
+                                   .Hkv = 1,
+                                   .D = 64,
+                                   .n_rot = 64,
+                                   .mode = ZROPE_NEOX,
+                                   .theta = 10000.0f,
+                                   .freq_scale = 1.0f,
+                                   .vocab = 53};
+static const hand_opts hand64g1 = {.H = 2,
+                                   .Hkv = 2,
+                                   .D = 64,
+                                   .n_rot = 32,
+                                   .mode = ZROPE_NORMAL,
+                                   .theta = 10000.0f,
+                                   .freq_scale = 1.0f,
+                                   .vocab = 53};
+
+/* The decode kernel's lane layouts (attn_decode.glsl): h200's lane groups
+ * of 16 (D 128) or 32 (D 256) span llvmpipe's 8-wide subgroups, and every
+ * lane scores whole rows (decode_deep_context); here groups that fit the
+ * subgroup and sum by shuffles: one group a subgroup (LPK 8: D 64, and D
+ * 128 with two slices a lane, codegen told the subgroup is 8), two (D 96,
+ * LPK 4; D 128, LPK 4), GQ 1 to 8, unrolls 2 and 3. (D 256 with four
+ * slices a lane: hand_fused_tilings, llvmpipe split 4.) */
+Test(kernels_misc, decode_lane_layouts) {
+    decode_deep(&hand64g8, 400, false, "decode d64 gq8 at 400");
+    decode_deep(&hand64g1, 260, true, "decode d64 gq1 fp16 at 260");
+    decode_deep_sg(8, &hand128, 300, true, "decode sg8 d128 fp16 at 300");
+    decode_deep_sg(8, &hand96, 200, false, "decode sg8 d96 at 200");
+    setenv("ZINC_ATTN_LPK", "4", 1);
+    setenv("ZINC_ATTN_UNROLL", "3", 1);
+    decode_deep(&hand128, 350, false, "decode d128 LPK 4 unroll 3 at 350");
+    unsetenv("ZINC_ATTN_LPK");
+    unsetenv("ZINC_ATTN_UNROLL");
 }
 
 /* The staged kernels at head sizes 96 and 256. */
