@@ -295,9 +295,13 @@ static bool decode_layout(const zir_node *n, const geom *gm, const zcg_opts *o, 
     l->unroll = knob("ZINC_ATTN_UNROLL", 1, 8, DEC_UNROLL);
     l->split = n->kp.split > 1 ? knob("ZINC_ATTN_SPLIT", 2, 1024, n->kp.split * DEC_WG_PER_CU) : 1;
     l->min_chunk = knob("ZINC_ATTN_MIN_CHUNK", 1, 65536, DEC_MIN_TRIPS * (DEC_WG / l->lpk) * l->unroll);
-    /* shared floats: the prologue rows, reduction slots, and a merge entry
-     * per lane group for rp rows */
+    /* shared floats: the prologue rows, reduction slots, the combine's, and
+     * a merge entry per lane group for rp rows */
     int64_t fixed = (gq + 1) * gm->D + (gq + 1) * DEC_WG;
+    /* the combine's m and l of every chunk: at most a quarter of the budget */
+    while (l->split > 2 && 4 * 2 * gq * l->split > rp_budget / 4)
+        l->split /= 2;
+    if (l->split > 1) fixed += 2 * gq * l->split;
     int64_t entry = (DEC_WG / l->lpk) * (gm->D + 2);
     for (l->rp = gq; l->rp > 1 && (gq % l->rp || 4 * (fixed + l->rp * entry) > rp_budget); l->rp--)
         ;

@@ -83,6 +83,8 @@ layout(std430, set = 0, binding = B_O) writeonly buffer O { ACT_T o[]; };
 layout(std430, set = 0, binding = B_PART) coherent buffer Part { float part[]; };
 layout(std430, set = 0, binding = B_CNT) coherent buffer Cnt { uint cnt[]; };
 shared bool s_last;
+shared float cmw[GQ * SPLIT]; // the combine: each chunk's m, then its weight
+shared float cml[GQ * SPLIT]; // each chunk's l; a row's first slot then holds the row's sum
 #endif
 
 #define NEG (-1.0e30) // "no key": finite, so exp(NEG - NEG) is 1, never NaN
@@ -374,25 +376,56 @@ void main() {
     barrier();
     if (!s_last) return;
     memoryBarrierBuffer();
-    // Every chunk's m first, then the weighted sums in chunk order (runtime
-    // loops: unrolled over SPLIT, the kernel took llvmpipe minutes to build).
+    // The combine, in three steps with every load of a step in flight at
+    // once (its loops at run time, one memory round trip each, were most of
+    // the kernel's ~25 us a layer at short contexts on the H200): every
+    // chunk's m and l into shared memory; each row's max, the chunks'
+    // weights exp(m - max) and the weighted sum of l by one invocation; the
+    // weighted sums of the outputs, four chunks a trip. Sums in chunk order,
+    // as before.
     uint p0 = kvh * SPLIT * PSTRIDE;
-    [[unroll]] for (uint r = 0u; r < GQ; r++) {
-        float mm = NEG;
-        for (uint u = 0u; u < nsplit; u++) mm = max(mm, part[p0 + u * PSTRIDE + r]);
+    for (uint i = tid; i < GQ * nsplit; i += WG) {
+        uint r = i / nsplit, u = i % nsplit, pu = p0 + u * PSTRIDE;
+        cmw[r * SPLIT + u] = part[pu + r];
+        cml[r * SPLIT + u] = part[pu + GQ + r];
+    }
+    barrier();
+    if (tid < GQ) {
+        float mm = NEG, ll = 0.0;
+        for (uint u = 0u; u < nsplit; u++) mm = max(mm, cmw[tid * SPLIT + u]);
+        for (uint u = 0u; u < nsplit; u++) {
+            float w = exp(cmw[tid * SPLIT + u] - mm);
+            cmw[tid * SPLIT + u] = w;
+            ll += cml[tid * SPLIT + u] * w;
+        }
+        cml[tid * SPLIT] = ll;
+    }
+    barrier();
+    float aa[GQ][OC];
+    [[unroll]] for (uint r = 0u; r < GQ; r++)
+        [[unroll]] for (uint c = 0u; c < OC; c++) aa[r][c] = 0.0;
+    uint col[OC]; // a lane past D reads column D-1 and writes nothing
+    [[unroll]] for (uint c = 0u; c < OC; c++) col[c] = p0 + 2u * GQ + min(tid + c * WG, D - 1u);
+    uint u = 0u;
+    for (; u + 4u <= nsplit; u += 4u) {
+        float x[4][GQ][OC];
+        [[unroll]] for (uint v = 0u; v < 4u; v++)
+            [[unroll]] for (uint r = 0u; r < GQ; r++)
+                [[unroll]] for (uint c = 0u; c < OC; c++)
+                    x[v][r][c] = part[col[c] + (u + v) * PSTRIDE + r * D];
+        [[unroll]] for (uint v = 0u; v < 4u; v++)
+            [[unroll]] for (uint r = 0u; r < GQ; r++)
+                [[unroll]] for (uint c = 0u; c < OC; c++) aa[r][c] += x[v][r][c] * cmw[r * SPLIT + u + v];
+    }
+    for (; u < nsplit; u++)
+        [[unroll]] for (uint r = 0u; r < GQ; r++)
+            [[unroll]] for (uint c = 0u; c < OC; c++)
+                aa[r][c] += part[col[c] + u * PSTRIDE + r * D] * cmw[r * SPLIT + u];
+    [[unroll]] for (uint r = 0u; r < GQ; r++)
         [[unroll]] for (uint c = 0u; c < OC; c++) {
             uint i = tid + c * WG;
-            if (i >= D) continue;
-            float ll = 0.0, aa = 0.0;
-            for (uint u = 0u; u < nsplit; u++) {
-                uint pu = p0 + u * PSTRIDE;
-                float w = exp(part[pu + r] - mm);
-                ll += part[pu + GQ + r] * w;
-                aa += part[pu + 2u * GQ + r * D + i] * w;
-            }
-            o[(h0 + r) * D + i] = ACT_T(aa / ll);
+            if (i < D) o[(h0 + r) * D + i] = ACT_T(aa[r][c] / cml[r * SPLIT]);
         }
-    }
     if (tid == 0u) cnt[kvh] = 0u; // ready for the next replay
 #endif
 }
