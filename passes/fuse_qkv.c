@@ -54,9 +54,9 @@ static void record(const zpass_opts *o, const zir_node *n, const zcost_option *o
     if (!x) return;
     if (ns < 2)
         snprintf(x->reason, sizeof x->reason,
-                 "%d matmuls read the norm, %d of one weight type and read through a view only: "
-                 "nothing to fuse",
-                 nc, ns);
+                 "%d matmuls read the norm, but not two of one weight type whose outputs are read "
+                 "through a view only: nothing to fuse",
+                 nc);
     else
         snprintf(x->reason, sizeof x->reason, "%d of its %d matmuls %s: %s", ns, nc,
                  pick ? "as one GEMV over their rows" : "kept as GEMVs of their own", why);
