@@ -377,21 +377,15 @@ static void check_model(const mspec *m, bool act_f16, double tol) {
 #define TOL_F16 1e-2
 
 /* The one-type files follow llama-quantize's fallbacks: in q4_k_m the
- * attn_output rows of 288 are Q5_0, in iq4_xs IQ4_NL. */
+ * attn_output rows of 288 are Q5_0, in iq4_xs IQ4_NL. q6_K runs q6_K's own
+ * GEMV layout for q, k and v together (GMODE 14). */
 static const mspec MODELS[] = {
-    {"f32", ZMK_QWEN2, ZMK_F32, ZT_F32},
-    {"f16", ZMK_LLAMA, ZMK_F16, ZT_F32},
-    {"bf16", ZMK_QWEN3, ZMK_F32, ZT_BF16},
-    {"q8_0", ZMK_QWEN2, ZMK_Q8_0, ZT_F32},
-    {"q4_k_m", ZMK_QWEN3, ZMK_Q4_K_M, ZT_F32},
-    {"q5_K", ZMK_LLAMA, ZMK_F32, ZT_Q5_K},
-    {"q4_0", ZMK_QWEN3, ZMK_Q4_0, ZT_F32},
-    {"q4_1", ZMK_LLAMA, ZMK_Q4_1, ZT_F32},
-    {"q5_0", ZMK_QWEN2, ZMK_Q5_0, ZT_F32},
-    {"q5_1", ZMK_QWEN3, ZMK_Q5_1, ZT_F32},
-    {"iq4_nl", ZMK_LLAMA, ZMK_IQ4_NL, ZT_F32},
-    {"iq4_xs", ZMK_QWEN2, ZMK_IQ4_XS, ZT_F32},
-    /* q6_K's own GEMV layout for q, k and v together (GMODE 14) */
+    {"f32", ZMK_QWEN2, ZMK_F32, ZT_F32},       {"f16", ZMK_LLAMA, ZMK_F16, ZT_F32},
+    {"bf16", ZMK_QWEN3, ZMK_F32, ZT_BF16},     {"q8_0", ZMK_QWEN2, ZMK_Q8_0, ZT_F32},
+    {"q4_k_m", ZMK_QWEN3, ZMK_Q4_K_M, ZT_F32}, {"q5_K", ZMK_LLAMA, ZMK_F32, ZT_Q5_K},
+    {"q4_0", ZMK_QWEN3, ZMK_Q4_0, ZT_F32},     {"q4_1", ZMK_LLAMA, ZMK_Q4_1, ZT_F32},
+    {"q5_0", ZMK_QWEN2, ZMK_Q5_0, ZT_F32},     {"q5_1", ZMK_QWEN3, ZMK_Q5_1, ZT_F32},
+    {"iq4_nl", ZMK_LLAMA, ZMK_IQ4_NL, ZT_F32}, {"iq4_xs", ZMK_QWEN2, ZMK_IQ4_XS, ZT_F32},
     {"q6_K", ZMK_LLAMA, ZMK_F32, ZT_Q6_K},
 };
 enum { N_MODELS = sizeof MODELS / sizeof MODELS[0], M_Q4_K_M = 4 };
