@@ -612,10 +612,8 @@ static void fuse_qkv_by_hand(zir_graph *g) {
 }
 
 /* q4_K q4_K q6_K is Q4_K_M's use_more_bits layer, which the pass leaves
- * as q+k and v. The other weights are f16 (an f32 embedding rounded to
- * fp16 activations puts the v row's store 1.5e-2 off the whole cache's
- * RMS, fused or not). On llvmpipe (f32 cache) and h200 (f16 cache), with
- * fp32 and fp16 activations. */
+ * as q+k and v; the other weights are f16. On llvmpipe (f32 cache) and
+ * h200 (f16 cache), with fp32 and fp16 activations. */
 Test(kernels_matmul, rows_type_mixes, .timeout = 300) {
     static const ztype mixes[][3] = {
         {ZT_Q4_K, ZT_Q4_K, ZT_Q6_K}, {ZT_Q8_0, ZT_F16, ZT_Q4_K}, {ZT_F16, ZT_Q6_K, ZT_Q8_0}};
