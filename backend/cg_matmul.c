@@ -50,6 +50,10 @@ typedef struct mm_match {
     const zir_value *other;            /* the add's operand that is not the matmul's */
     int add_mode;                      /* 0 none, 1 residual [T,N], 2 bias [N] */
     int64_t K, N;                      /* of the first matmul */
+    /* matmul_rows: the matmuls in row order; the last is `first`, which
+     * gives the kernel's output, the others write exported values. */
+    const zir_node *seg[ZIR_MAX_SEGMENTS];
+    int n_seg;
 } mm_match;
 
 static zstatus bad(const zir_node *n, const char *why, zdiag *d) {
@@ -71,7 +75,7 @@ static zstatus split_body(const zir_node *n, mm_match *m, const zir_node **mm, i
         const zir_op_info *oi = &zir_ops[b->op];
         if (oi->kind == ZK_NORM && (oi->flags & ZF_W1) && i == 0)
             m->norm = b;
-        else if (oi->kind == ZK_MATMUL && *n_mm < 3)
+        else if (oi->kind == ZK_MATMUL && *n_mm < ZIR_MAX_SEGMENTS)
             mm[(*n_mm)++] = b;
         else if ((oi->flags & ZF_GLU) && !m->glu)
             m->glu = b;
@@ -139,6 +143,21 @@ static zstatus match_store(const zir_node *n, const mm_match *m, const zir_value
     return ZOK;
 }
 
+/* The segments of a matmul_rows kernel other than the last: each reads what
+ * the last reads, over the same K, and writes an exported [T, N_s]. */
+static zstatus match_segments(const zir_node *n, const mm_match *m, zdiag *d) {
+    if (n->kp.token_tile != 1) return bad(n, "a horizontal GEMV is one token wide (decode)", d);
+    for (int i = 0; i < m->n_seg - 1; i++) {
+        const zir_node *s = m->seg[i];
+        const zir_value *w = s->in[1];
+        if (s->in[0] != m->first->in[0] || w->rank != 2 || w->shape[1] != m->K)
+            return bad(n, "every matmul must read the same input over the same K", d);
+        if (!s->exported || s->out->rank != 2 || s->out->dtype != ZT_F32)
+            return bad(n, "a matmul but the last must give an exported f32 [T, N]", d);
+    }
+    return ZOK;
+}
+
 static zstatus match_kernel(const zir_node *n, mm_match *m, zdiag *d) {
     const zir_node *mm[3];
     int n_mm;
@@ -155,6 +174,13 @@ static zstatus match_kernel(const zir_node *n, mm_match *m, zdiag *d) {
     case ZKT_MLP:
         if (n_mm != 3 || !m->glu) return bad(n, "expected [rms_norm] matmul matmul swiglu matmul [add]", d);
         return match_glu(n, m, mm, n_mm, d);
+    case ZKT_MATMUL_ROWS:
+        if (n_mm < 2 || m->glu || m->add) return bad(n, "expected [rms_norm] matmul matmul [matmul]", d);
+        for (int i = 0; i < n_mm; i++)
+            m->seg[i] = mm[i];
+        m->n_seg = n_mm;
+        m->first = mm[n_mm - 1];
+        return ZOK;
     default: return bad(n, "not a matmul template", d);
     }
 }
@@ -181,6 +207,7 @@ static zstatus match(const zir_node *n, mm_match *m, zdiag *d) {
         return bad(n, "the norm must be over the matmul's K", d);
     const zir_node *last = m->down ? m->down : m->glu ? m->glu : m->first;
     if (m->add && (s = match_add(n, m, last, d))) return s;
+    if (m->n_seg && (s = match_segments(n, m, d))) return s;
     const zir_value *y = (m->add ? m->add : last)->out;
     if (m->store) return match_store(n, m, y, d);
     if (y != n->out) return bad(n, "the body's last node must give the output", d);
@@ -218,12 +245,28 @@ static const char *add_suffix(const mm_match *m) {
     return m->add_mode == 1 ? "+add" : m->add_mode == 2 ? "+bias" : "";
 }
 
+/* matmul_rows: segment s reads weight W<s> and has N<s> rows; all but the
+ * last write their exported value through B_Y<s>, the last the kernel's
+ * output (io_out: maybe the KV cache). */
+static zstatus seg_bindings(zcg_builder *b, const zir_node *n, const mm_match *m, zdiag *d) {
+    zstatus s = ZOK;
+    zcg_def_i(b, "SEGS", m->n_seg);
+    for (int i = 0; i < ZIR_MAX_SEGMENTS && !s; i++) {
+        const zir_node *x = i < m->n_seg ? m->seg[i] : NULL;
+        zcg_def_i(b, zarena_printf(b->a, "N%d", i), x ? x->in[1]->shape[0] : 0);
+        if (x) s = zcg_weight(b, n, zarena_printf(b->a, "W%d", i), x->in[1], m->K, d);
+        if (x && i < m->n_seg - 1) zcg_bind(b, zarena_printf(b->a, "B_Y%d", i), x->out, true, 0);
+    }
+    return s;
+}
+
 /* x, norm, the first (and up) weight, add and output, with N and K. */
 static zstatus mm_bindings(zcg_builder *b, const zir_node *n, const mm_match *m, zdiag *d) {
     /* The logits of a prefill step: only the rows the step asks for. */
     if (b->g && n->out == b->g->logits && b->o->phase == ZPH_PREFILL) zcg_def_s(b, "LOGITS_ROWS", "1");
     zstatus s = io_in(b, n, m, d);
-    if (!s) s = zcg_weight(b, n, "W0", m->first->in[1], m->K, d);
+    if (!s && m->n_seg) s = seg_bindings(b, n, m, d);
+    if (!s && !m->n_seg) s = zcg_weight(b, n, "W0", m->first->in[1], m->K, d);
     if (!s && m->glu) s = zcg_weight(b, n, "W1", m->up->in[1], m->K, d);
     if (!s) s = io_out(b, n, m, m->N, d);
     zcg_def_i(b, "N", m->N);
@@ -232,9 +275,20 @@ static zstatus mm_bindings(zcg_builder *b, const zir_node *n, const mm_match *m,
     return s;
 }
 
+/* Output rows of the kernel: every segment's, or the one matmul's. */
+static int64_t mm_rows(const mm_match *m) {
+    int64_t r = m->n_seg ? 0 : m->N;
+    for (int i = 0; i < m->n_seg; i++)
+        r += m->seg[i]->in[1]->shape[0];
+    return r;
+}
+
 static void mm_name(zcg_builder *b, const char *kind, const mm_match *m, const char *extra) {
-    snprintf(b->k->name, sizeof b->k->name, "%s%s_%s_n%lld_k%lld%s%s%s", kind, m->glu ? "_gateup" : "",
-             ztype_name(m->first->in[1]->dtype), (long long)m->N, (long long)m->K, extra,
+    const char *types = ztype_name(m->first->in[1]->dtype);
+    for (int i = m->n_seg - 2; i >= 0; i--) /* matmul_rows: each segment's type, in row order */
+        types = zarena_printf(b->a, "%s.%s", ztype_name(m->seg[i]->in[1]->dtype), types);
+    snprintf(b->k->name, sizeof b->k->name, "%s%s%s_%s_n%lld_k%lld%s%s%s", kind, m->glu ? "_gateup" : "",
+             m->n_seg ? "_rows" : "", types, (long long)mm_rows(m), (long long)m->K, extra,
              m->norm ? "+norm" : "", add_suffix(m));
 }
 
@@ -266,6 +320,8 @@ static zstatus gen_embed(const zir_node *n, zcg_builder *b, zdiag *d) {
 static int gemv_mode(const mm_match *m) {
     ztype t = m->first->in[1]->dtype;
     if (m->glu && m->up->in[1]->dtype != t) return 0;
+    for (int i = 0; i < m->n_seg; i++)
+        if (m->seg[i]->in[1]->dtype != t) return 0;
     return t == ZT_Q4_K ? 12 : t == ZT_Q6_K ? 14 : 0;
 }
 
@@ -308,13 +364,25 @@ static bool gemv_x_shared(const zcg_builder *b, const zcg_gemv *g, int64_t K, in
     return K % runlen == 0 && 4 * (K + K / runlen + wg) <= budget;
 }
 
+/* matmul_rows: each segment starts a workgroup of its own (WG_SEG<s>, the
+ * first workgroup of segment s), so that a workgroup's rows share one
+ * weight and one destination. Returns the workgroups of all segments. */
+static int64_t seg_groups(zcg_builder *b, const mm_match *m, int64_t rows_wg) {
+    int64_t at = 0;
+    for (int i = 0; i < ZIR_MAX_SEGMENTS; i++) {
+        zcg_def_i(b, zarena_printf(b->a, "WG_SEG%d", i), at);
+        if (i < m->n_seg) at += (m->seg[i]->in[1]->shape[0] + rows_wg - 1) / rows_wg;
+    }
+    return at;
+}
+
 /* Decode: RS rows per subgroup, NSG subgroups per workgroup, one token per
  * workgroup row of the grid. */
 static zstatus gen_gemv(const zir_node *n, const mm_match *m, zcg_builder *b, zdiag *d) {
     int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32;
     mm_name(b, "gemv", m, "");
     snprintf(b->k->key, sizeof b->k->key, "%s", b->k->name);
-    zcg_gemv g = gemv_layout(b, m->N);
+    zcg_gemv g = gemv_layout(b, mm_rows(m));
     if (g.rs > 8 || g.unroll > 8 || g.nsg > 16 || g.nsg * sg > 1024)
         return zdiag_set(d, ZE_INVALID,
                          "codegen: '%s': GEMV layout %d rows, %d groups, %d subgroups: expected "
@@ -335,7 +403,7 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, zcg_builder *b, zd
     zcg_def_i(b, "SWZ_SHIFT", mode == 12 ? 4 : 5);
     zcg_def_i(b, "SWZ_MASK", mode == 12 ? 3 : mode == 14 ? 1 : 0);
     if (g.restrict_w) zcg_def_s(b, "WEIGHTS_RESTRICT", "1");
-    b->k->groups[0] = konst(m->N, g.nsg * g.rs);
+    b->k->groups[0] = m->n_seg ? konst(seg_groups(b, m, g.nsg * g.rs), 1) : konst(m->N, g.nsg * g.rs);
     b->k->groups[1] = per_token(1, 1);
     b->k->groups[2] = konst(1, 1);
     const char *lay = g.unroll == 1 && g.nsg == 4 ? zarena_printf(b->a, "_r%d", g.rs)
@@ -547,7 +615,7 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     zstatus s = match(n, &m, d);
     if (s) return s;
     if (m.down) return gen_mlp(n, &m, &b, d);
-    if (o->phase == ZPH_DECODE) return gen_gemv(n, &m, &b, d);
+    if (o->phase == ZPH_DECODE || m.n_seg) return gen_gemv(n, &m, &b, d);
     cm_layout c = cm_default(&b, &m, g && n->out == g->logits);
     return use_coopmat(&b, &m, &c) ? gen_gemm_cm(n, &m, &c, &b, d) : gen_gemm(n, &m, &b, d);
 }

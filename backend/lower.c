@@ -157,42 +157,53 @@ static uint64_t place(interval *live, int n_live, uint64_t size) {
     return at;
 }
 
+/* The arena slots of one phase while plan_memory walks the nodes. */
+typedef struct slots {
+    interval *live;
+    int n_live;
+    uint64_t next;
+    const int *end;
+} slots;
+
+/* Places value v, written at top-level position i. */
+static void place_value(lw *w, slots *sl, const zir_value *v, int i, zplan_phase ph) {
+    uint64_t size = round_up((uint64_t)elems(v, w->o, ph) * (uint64_t)act_bytes(w->o), ALIGN);
+    int e = sl->end[v->id] > i ? sl->end[v->id] : i;
+    int k = 0; /* drop intervals that ended before this one starts */
+    for (int j = 0; j < sl->n_live; j++)
+        if (sl->live[j].end >= i) sl->live[k++] = sl->live[j];
+    sl->n_live = k;
+    /* Decode values are a token wide: each gets its own place, so that
+     * reusing a slot never orders two dispatches that are otherwise
+     * independent (a write-after-read barrier). Prefill reuses slots. */
+    uint64_t at = ph == ZPLAN_DECODE ? sl->next : place(sl->live, sl->n_live, size);
+    sl->next = at + size;
+    sl->live[sl->n_live++] = (interval){v->id, i, e, size, at};
+    w->off[v->id] = at;
+    w->size[v->id] = size;
+    if (at + size > w->act_size) w->act_size = at + size;
+}
+
 static zstatus plan_memory(lw *w, const zir_graph *g, zplan_phase ph) {
     int *end = calloc(g->n_values, sizeof *end);
-    interval *iv = calloc(g->n_nodes + 1, sizeof *iv), *live = calloc(g->n_nodes + 1, sizeof *live);
+    interval *live = calloc(g->n_values + 1, sizeof *live);
     w->off = zarena_array(w->tmp, g->n_values, sizeof *w->off);
     w->size = zarena_array(w->tmp, g->n_values, sizeof *w->size);
-    if (!end || !iv || !live || !w->off || !w->size) {
-        free(end), free(iv), free(live);
+    if (!end || !live || !w->off || !w->size) {
+        free(end), free(live);
         return zdiag_set(w->d, ZE_NOMEM, "out of memory planning activations");
     }
     for (uint32_t i = 0; i < g->n_values; i++)
         w->off[i] = UINT64_MAX;
     live_ends(g, end);
-    int n_iv = 0, n_live = 0;
-    uint64_t next = 0;
+    slots sl = {live, 0, 0, end};
     for (uint32_t i = 0; i < g->n_nodes; i++) {
-        const zir_value *v = g->nodes[i]->out;
-        if (!in_arena(g, v)) continue;
-        uint64_t size = round_up((uint64_t)elems(v, w->o, ph) * (uint64_t)act_bytes(w->o), ALIGN);
-        int e = end[v->id] > (int)i ? end[v->id] : (int)i;
-        int k = 0; /* drop intervals that ended before this one starts */
-        for (int j = 0; j < n_live; j++)
-            if (live[j].end >= (int)i) live[k++] = live[j];
-        n_live = k;
-        /* Decode values are a token wide: each gets its own place, so that
-         * reusing a slot never orders two dispatches that are otherwise
-         * independent (a write-after-read barrier). Prefill reuses slots. */
-        uint64_t at = ph == ZPLAN_DECODE ? next : place(live, n_live, size);
-        next = at + size;
-        iv[n_iv] = (interval){v->id, (int)i, e, size, at};
-        live[n_live++] = iv[n_iv];
-        w->off[v->id] = iv[n_iv].off;
-        w->size[v->id] = size;
-        if (iv[n_iv].off + size > w->act_size) w->act_size = iv[n_iv].off + size;
-        n_iv++;
+        zir_value *outs[ZIR_MAX_OUT]; /* a kernel's exported values, then its output */
+        int n_out = zir_node_outputs(g->nodes[i], outs, ZIR_MAX_OUT);
+        for (int o = 0; o < n_out; o++)
+            if (in_arena(g, outs[o])) place_value(w, &sl, outs[o], (int)i, ph);
     }
-    free(end), free(iv), free(live);
+    free(end), free(live);
     return ZOK;
 }
 

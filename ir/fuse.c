@@ -5,7 +5,7 @@
 #include <string.h>
 
 static const char *const ktemplate_names[ZKT_COUNT] = {
-    "none", "matmul", "gate_up_swiglu", "mlp", "attention", "head", "moe_gate_up", "moe_down"};
+    "none", "matmul", "gate_up_swiglu", "mlp", "attention", "head", "moe_gate_up", "moe_down", "matmul_rows"};
 _Static_assert(sizeof ktemplate_names / sizeof ktemplate_names[0] == ZKT_COUNT,
                "ktemplate_names out of date");
 
@@ -32,7 +32,8 @@ static uint32_t uses_in(const zir_node *t, const zir_value *v) {
     return u;
 }
 
-static zstatus check_top(const zir_graph *g, zir_node *const *top, int n, zdiag *d) {
+static zstatus check_top(const zir_graph *g, zir_node *const *top, int n, zir_node *const *outs, int n_outs,
+                         zdiag *d) {
     if (n < 1) return zdiag_set(d, ZE_INTERNAL, "fuse: empty body");
     for (int i = 0; i < n; i++) {
         const zir_node *b = top[i];
@@ -41,8 +42,10 @@ static zstatus check_top(const zir_graph *g, zir_node *const *top, int n, zdiag 
         if (i && top[i - 1]->id >= b->id)
             return zdiag_set(d, ZE_INTERNAL, "fuse: body is not in graph order at '%s'", b->out->name);
     }
-    /* Every output but the last must be consumed inside the new kernel only. */
+    /* Every output but the last and the exported ones must be consumed
+     * inside the new kernel only. */
     for (int i = 0; i < n - 1; i++) {
+        if (in_list(outs, n_outs, top[i]) && top[i]->out != g->logits) continue;
         uint32_t inside = 0;
         for (int j = i + 1; j < n; j++)
             inside += uses_in(top[j], top[i]->out);
@@ -90,10 +93,20 @@ static int external_inputs(zir_node *const *body, int n, zir_value **ext, zdiag 
 }
 
 zir_node *zir_fuse(zir_graph *g, zir_node *const *top, int n, const zir_kparams *kp, zdiag *d) {
+    return zir_fuse_outs(g, top, n, NULL, 0, kp, d);
+}
+
+zir_node *zir_fuse_outs(zir_graph *g, zir_node *const *top, int n, zir_node *const *outs, int n_outs,
+                        const zir_kparams *kp, zdiag *d) {
     zir_value *ext[ZIR_MAX_IN];
     zir_node **body;
     int nb, m;
-    if (check_top(g, top, n, d)) return NULL;
+    for (int i = 0; i < n_outs; i++)
+        if (!in_list(top, n, outs[i]) || outs[i] == top[n - 1]) {
+            zdiag_set(d, ZE_INTERNAL, "fuse: exported '%s' is not an earlier body node", outs[i]->out->name);
+            return NULL;
+        }
+    if (check_top(g, top, n, outs, n_outs, d)) return NULL;
     zir_node *k = zarena_alloc(g->arena, sizeof *k);
     if (!k || (nb = flatten(g->arena, top, n, &body)) < 0) {
         zdiag_set(d, ZE_NOMEM, "out of memory");
@@ -119,6 +132,8 @@ zir_node *zir_fuse(zir_graph *g, zir_node *const *top, int n, const zir_kparams 
     k->kp = *kp;
     for (int i = 0; i < nb; i++)
         body[i]->parent = k;
+    for (int i = 0; i < n_outs; i++) /* a kernel's output comes from its last body node */
+        (outs[i]->op == ZOP_KERNEL ? outs[i]->body[outs[i]->n_body - 1] : outs[i])->exported = true;
     k->out->producer = k;
     uint32_t w = 0;
     for (uint32_t i = 0; i < g->n_nodes; i++) {

@@ -148,3 +148,11 @@ int64_t zir_value_elems(const zir_value *v, const zir_step *s) {
         n *= zdim_eval(v->shape[i], s);
     return n;
 }
+
+int zir_node_outputs(const zir_node *n, zir_value **out, int cap) {
+    int m = 0;
+    for (int i = 0; n->op == ZOP_KERNEL && i < n->n_body - 1; i++)
+        if (n->body[i]->exported && m < cap - 1) out[m++] = n->body[i]->out;
+    out[m++] = n->out;
+    return m;
+}

@@ -147,9 +147,15 @@ typedef enum zir_ktemplate {
     ZKT_HEAD,           /* per-head [rms_norm] [rope] [kv_store]: q/k preparation in one pass over a head */
     ZKT_MOE_GATE_UP,    /* matmul_id matmul_id swiglu: the chosen experts' gate, up and SwiGLU */
     ZKT_MOE_DOWN,       /* matmul_id moe_sum [add]: the chosen experts' down rows, weighted sum, residual */
+    ZKT_MATMUL_ROWS,    /* rms_norm matmul matmul [matmul] [reshape kv_store]: matmuls of one normed
+                         * input as one GEMV over their concatenated rows, each output its own: the
+                         * last the kernel's, the others exported (fuse-qkv); at most ZIR_MAX_SEGMENTS */
     ZKT_COUNT
 } zir_ktemplate;
 const char *zir_ktemplate_name(zir_ktemplate t);
+
+/* Matmuls in one matmul_rows kernel: the GEMV binds one weight each (W0..W2). */
+enum { ZIR_MAX_SEGMENTS = 3 };
 
 /* Parameters a fusion pass chose for a kernel node. */
 typedef struct zir_kparams {
@@ -178,6 +184,9 @@ struct zir_node {
     int n_body;
     zir_node **body;
     zir_node *parent;
+    /* A body node whose output also leaves its kernel: a kernel of several
+     * outputs (fuse-qkv's q and k beside the kernel's own output). */
+    bool exported;
     zir_kparams kp;
 };
 
@@ -230,6 +239,18 @@ zir_node *zir_node_add(zir_graph *g, zir_op op, const char *name, zir_value *con
  * computing them. Only the last body node's output may be used outside the
  * body. The kernel takes the position of the last body node. */
 zir_node *zir_fuse(zir_graph *g, zir_node *const *body, int n, const zir_kparams *kp, zdiag *d);
+
+/* zir_fuse for a kernel of several outputs: the outputs of the body nodes
+ * outs[0..n_outs) (top-level nodes among body[], or kernels: their outputs)
+ * may also be used after the kernel; their producers become exported body
+ * nodes. Exported nodes of absorbed kernels stay exported. */
+zir_node *zir_fuse_outs(zir_graph *g, zir_node *const *body, int n, zir_node *const *outs, int n_outs,
+                        const zir_kparams *kp, zdiag *d);
+
+/* The values top-level node n writes for other nodes: a kernel's exported
+ * body values (body order), then its output. cap >= 1; returns the count. */
+enum { ZIR_MAX_OUT = 8 };
+int zir_node_outputs(const zir_node *n, zir_value **out, int cap);
 
 /* Moves top-level node n to position pos of the node list (the nodes
  * between shift by one); the caller keeps the order a dependency order. */

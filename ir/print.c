@@ -70,6 +70,7 @@ static void print_node(const zir_node *n, FILE *out, int indent) {
     print_attrs(n, out);
     if (n->dequant == ZDQ_FUSED) fputs(" {dequant=fused}", out);
     if (n->op == ZOP_KERNEL) fprintf(out, " {tile=%d split=%d}", n->kp.token_tile, n->kp.split);
+    if (n->exported) fputs(" {exported}", out);
     fputs(" : ", out);
     zir_print_type(n->out, out);
     if (n->layer >= 0)

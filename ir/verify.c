@@ -11,7 +11,8 @@ static bool visible(const zir_value *v, const zir_node *k, uint32_t at, const zi
     const zir_node *p = v->producer;
     if (!p) return v->role != ZR_ACTIVATION;
     if (p->parent == NULL) return k ? p->id < k->id : p->id < at;
-    if (p->parent != k) return false; /* an on-chip value of another kernel */
+    /* another kernel's value: on chip, unless that kernel exports it */
+    if (p->parent != k) return p->exported && (k ? p->parent->id < k->id : p->parent->id < at);
     for (uint32_t j = 0; j < at; j++)
         if (body[j] == p) return true;
     return false;
@@ -89,7 +90,13 @@ static zstatus verify_kernel(const zir_graph *g, const zir_node *k, zdiag *d) {
         const zir_node *b = k->body[j];
         zstatus s = verify_op(g, b, k, (uint32_t)j, d);
         if (s) return s;
-        if (j < k->n_body - 1 && (b->out->producer != b || body_uses(k, b->out) != b->out->n_uses))
+        if (j < k->n_body - 1 && b->out->producer != b)
+            return zdiag_set(d, ZE_INTERNAL, "kernel '%s': body value '%s' names another producer",
+                             k->out->name, b->out->name);
+        if (b->exported && (j == k->n_body - 1 || b->out == g->logits))
+            return zdiag_set(d, ZE_INTERNAL, "kernel '%s': '%s' is exported but is the kernel's output",
+                             k->out->name, b->out->name);
+        if (j < k->n_body - 1 && !b->exported && body_uses(k, b->out) != b->out->n_uses)
             return zdiag_set(d, ZE_INTERNAL, "kernel '%s': on-chip value '%s' escapes the kernel",
                              k->out->name, b->out->name);
     }

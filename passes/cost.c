@@ -183,6 +183,26 @@ void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt
     finish(o, &opt[1]);
 }
 
+/* The weights are the same bytes either way; what the horizontal GEMV
+ * saves is the dispatches and the re-reads of x and of the norm weight. */
+void zcost_price_rows(const zpass_opts *o, const zcost_rows *r, zcost_option opt[ZCOST_ROWS_OPTIONS]) {
+    double x = (double)r->hidden * o->target->act_bytes;
+    for (int i = 0; i < ZCOST_ROWS_OPTIONS; i++) {
+        int reads = i ? 1 : r->segments;
+        opt[i] = (zcost_option){.tmpl = i ? ZKT_MATMUL_ROWS : ZKT_NONE,
+                                .feasible = true,
+                                .token_tile = zcost_token_tile(o),
+                                .split = 1,
+                                .dispatches = reads,
+                                .crossings = reads};
+        opt[i].act = reads * x;
+        opt[i].weight = weight_time(o, r->w_bytes + reads * r->norm_bytes, o->target->gemv_eff);
+        snprintf(opt[i].note, sizeof opt[i].note, "%d GEMV%s, x read %d time%s", reads, reads > 1 ? "s" : "",
+                 reads, reads > 1 ? "s" : "");
+        finish(o, &opt[i]);
+    }
+}
+
 zpass_decision *zcost_record(const zpass_opts *o, const zir_node *at, const zir_value *v,
                              const zcost_option *opt, int pick) {
     zpass_decision *x = zpass_report_add(o->report);

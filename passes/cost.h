@@ -60,6 +60,20 @@ typedef struct zcost_attn {
 /* opt[0] staged (scores, softmax, mix), opt[1] fused attention. */
 void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt[ZCOST_ATTN_OPTIONS]);
 
+enum { ZCOST_ROWS_OPTIONS = 2 };
+
+typedef struct zcost_rows {
+    int64_t hidden;    /* K: the normed row's width */
+    int segments;      /* matmuls reading that row */
+    double w_bytes;    /* their weights, as stored */
+    double norm_bytes; /* the norm's weight */
+} zcost_rows;
+
+/* opt[0] a GEMV per matmul, each reading x and computing the norm in its
+ * prologue (fuse-norm's split), opt[1] one GEMV over the concatenated rows:
+ * x and the norm weight read once, one dispatch. */
+void zcost_price_rows(const zpass_opts *o, const zcost_rows *r, zcost_option opt[ZCOST_ROWS_OPTIONS]);
+
 /* Index of the option to take: the cheapest feasible one, unless it saves
  * less than the threshold over opt[0]. Fills why with the arithmetic. */
 int zcost_choose(const zpass_opts *o, const zcost_option *opt, int n, char *why, size_t whysz);

@@ -44,50 +44,12 @@ static void record(const zir_graph *g, const zpass_opts *o, const zir_node *n, b
                  consumers);
 }
 
-enum { MAX_SPLIT = 8 };
-
-/* The top-level consumers of v, when there are 2..MAX_SPLIT of them and
- * each is a plain matmul reading v as its activation: 0 otherwise. */
-static int matmul_consumers(const zir_graph *g, const zir_value *v, zir_node **c) {
-    int n = 0;
-    for (uint32_t i = 0; i < g->n_nodes; i++) {
-        zir_node *x = g->nodes[i];
-        bool uses = false;
-        for (int k = 0; k < x->n_in; k++)
-            uses |= x->in[k] == v;
-        if (!uses) continue;
-        if (n == MAX_SPLIT || x->op == ZOP_KERNEL || zpass_kind(x) != ZK_MATMUL || x->in[0] != v ||
-            x->in[1] == v)
-            return 0;
-        c[n++] = x;
-    }
-    return n >= 2 && (uint32_t)n == v->n_uses ? n : 0;
-}
-
-/* Gives consumer c a copy of norm n, placed just before c, and fuses the
- * two. The copy is named after the consumer's output. */
-static zir_node *split_one(zir_graph *g, const zpass_opts *o, zir_node *n, zir_node *c, zdiag *d) {
-    char name[160];
-    snprintf(name, sizeof name, "%s@%s", n->out->name, c->out->name);
-    zir_node *copy = zir_node_add(g, n->op, name, n->in, n->n_in, &n->attr, n->layer, n->group, d);
-    if (!copy) return NULL;
-    copy->out->width = n->out->width;
-    copy->dequant = n->dequant;
-    zir_node_move(g, copy, c->id);
-    c->in[0] = copy->out;
-    copy->out->n_uses++;
-    n->out->n_uses--;
-    zir_kparams kp = {ZKT_MATMUL, zcost_token_tile(o), 1};
-    zir_node *body[2] = {copy, c};
-    return zir_fuse(g, body, 2, &kp, d);
-}
-
 /* Splits norm n among its matmul consumers: c[0] keeps n, the others get
  * copies. Returns the kernel of the last consumer. */
 static zir_node *split(zir_graph *g, const zpass_opts *o, zir_node *n, zir_node **c, int nc, zdiag *d) {
     zir_node *k = NULL;
     for (int j = nc - 1; j >= 1; j--)
-        if (!(k = split_one(g, o, n, c[j], d))) return NULL;
+        if (!(k = zpass_norm_copy_into(g, o, n, c[j], d))) return NULL;
     zir_node *body[2] = {n, c[0]};
     zir_kparams kp = {ZKT_MATMUL, zcost_token_tile(o), 1};
     zir_node *k0 = zir_fuse(g, body, 2, &kp, d);
@@ -99,8 +61,8 @@ zstatus zpass_fuse_norm(zir_graph *g, const zpass_opts *o, zdiag *d) {
         zir_node *n = g->nodes[i];
         if (n->op == ZOP_KERNEL || zpass_kind(n) != ZK_NORM || !zpass_flag(n, ZF_W1) || n->out->rank != 2)
             continue;
-        zir_node *c = zpass_sole_consumer(g, n->out), *many[MAX_SPLIT];
-        int nc = c ? 0 : matmul_consumers(g, n->out, many);
+        zir_node *c = zpass_sole_consumer(g, n->out), *many[ZPASS_MAX_MATMULS];
+        int nc = c ? 0 : zpass_matmul_consumers(g, n->out, many);
         if (nc) {
             record(g, o, n, true, nc);
             zir_node *last = split(g, o, n, many, nc, d);

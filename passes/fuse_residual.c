@@ -6,7 +6,8 @@
 #include "match.h"
 
 static bool takes_epilogue(const zir_node *p) {
-    if (zpass_kind(zpass_tail(p)) != ZK_MATMUL) return false;
+    /* an exported output of a kernel (fuse-qkv) has no epilogue of its own */
+    if (p->parent || zpass_kind(zpass_tail(p)) != ZK_MATMUL) return false;
     return p->op != ZOP_KERNEL || p->kp.tmpl == ZKT_MATMUL || p->kp.tmpl == ZKT_MLP;
 }
 

@@ -18,7 +18,9 @@ static zir_node *projection(const zir_graph *g, const zir_node *st, zir_node **r
     if (!r || r->op != ZOP_RESHAPE || r->parent || zpass_sole_consumer(g, in) != st) return NULL;
     zir_node *p = r->in[0]->producer;
     if (!p || p->parent || zpass_sole_consumer(g, r->in[0]) != r) return NULL;
-    if (p->op != ZOP_MATMUL && !(p->op == ZOP_KERNEL && p->kp.tmpl == ZKT_MATMUL)) return NULL;
+    if (p->op != ZOP_MATMUL &&
+        !(p->op == ZOP_KERNEL && (p->kp.tmpl == ZKT_MATMUL || p->kp.tmpl == ZKT_MATMUL_ROWS)))
+        return NULL;
     *reshape = r;
     return p;
 }
@@ -37,6 +39,12 @@ zstatus zpass_fuse_store(zir_graph *g, const zpass_opts *o, zdiag *d) {
         zir_node *p = projection(g, st, &r);
         if (!p) continue;
         zir_kparams kp = p->op == ZOP_KERNEL ? p->kp : (zir_kparams){ZKT_MATMUL, zcost_token_tile(o), 1};
+        /* A kernel of several outputs: the store joins it where it stands,
+         * before the readers of its other outputs. */
+        if (p->op == ZOP_KERNEL && p->kp.tmpl == ZKT_MATMUL_ROWS) {
+            zir_node_move(g, r, p->id + 1);
+            zir_node_move(g, st, p->id + 2);
+        }
         zir_node *body[3] = {p, r, st};
         record(o, st, r->in[0]);
         zir_node *kn = zir_fuse(g, body, 3, &kp, d);

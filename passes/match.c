@@ -1,5 +1,9 @@
 #include "match.h"
 
+#include <stdio.h>
+
+#include "cost.h"
+
 static uint32_t uses_by(const zir_node *n, const zir_value *v) {
     uint32_t u = 0;
     if (n->op == ZOP_KERNEL) {
@@ -57,4 +61,36 @@ zpass_decision *zpass_record_kept(const zpass_opts *o, const zir_node *at, const
                           .fused = true,
                           .chosen = chosen};
     return x;
+}
+
+int zpass_matmul_consumers(const zir_graph *g, const zir_value *v, zir_node **c) {
+    int n = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        zir_node *x = g->nodes[i];
+        bool uses = false;
+        for (int k = 0; k < x->n_in; k++)
+            uses |= x->in[k] == v;
+        if (!uses) continue;
+        if (n == ZPASS_MAX_MATMULS || x->op == ZOP_KERNEL || zpass_kind(x) != ZK_MATMUL || x->in[0] != v ||
+            x->in[1] == v)
+            return 0;
+        c[n++] = x;
+    }
+    return n >= 2 && (uint32_t)n == v->n_uses ? n : 0;
+}
+
+zir_node *zpass_norm_copy_into(zir_graph *g, const zpass_opts *o, zir_node *n, zir_node *c, zdiag *d) {
+    char name[160];
+    snprintf(name, sizeof name, "%s@%s", n->out->name, c->out->name);
+    zir_node *copy = zir_node_add(g, n->op, name, n->in, n->n_in, &n->attr, n->layer, n->group, d);
+    if (!copy) return NULL;
+    copy->out->width = n->out->width;
+    copy->dequant = n->dequant;
+    zir_node_move(g, copy, c->id);
+    c->in[0] = copy->out;
+    copy->out->n_uses++;
+    n->out->n_uses--;
+    zir_kparams kp = {ZKT_MATMUL, zcost_token_tile(o), 1};
+    zir_node *body[2] = {copy, c};
+    return zir_fuse(g, body, 2, &kp, d);
 }

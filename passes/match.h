@@ -9,6 +9,16 @@
  * NULL when v has no uses, several consuming nodes, or is the graph output. */
 zir_node *zpass_sole_consumer(const zir_graph *g, const zir_value *v);
 
+/* The top-level consumers of v, when there are 2..ZPASS_MAX_MATMULS of them
+ * and each is a plain matmul reading v as its activation: 0 otherwise. */
+enum { ZPASS_MAX_MATMULS = 8 };
+int zpass_matmul_consumers(const zir_graph *g, const zir_value *v, zir_node **c);
+
+/* Gives consumer c of norm n a copy of n, placed just before c, and fuses
+ * the two into a matmul kernel (returned). The copy is named after c's
+ * output. */
+zir_node *zpass_norm_copy_into(zir_graph *g, const zpass_opts *o, zir_node *n, zir_node *c, zdiag *d);
+
 /* Number of distinct top-level nodes that use v. */
 int zpass_consumer_count(const zir_graph *g, const zir_value *v);
 

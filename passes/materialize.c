@@ -115,10 +115,10 @@ static void count_node(walk *w, const zir_node *n) {
     }
 }
 
-/* The write of a top-level node's output, and its value record. */
-static void add_value(walk *w, const zir_node *n) {
-    const zir_value *v = n->out;
-    bool kv = is_kv_store(n), out = v == w->g->logits;
+/* The write of an output v of a top-level node (its own, or an exported
+ * body value of a kernel), and its value record. */
+static void add_value(walk *w, const zir_node *n, const zir_value *v) {
+    bool kv = v == n->out && is_kv_store(n), out = v == w->g->logits;
     int reads = w->reads[v->id];
     if (!kv && !out && reads == 0) return; /* dead, or read by nobody */
     zpass_mat_value *x = &w->m->values[w->m->n_values++];
@@ -181,13 +181,17 @@ zstatus zpass_materialize(const zir_graph *g, const zpass_opts *o, zarena *a, zp
         originals += g->nodes[i]->op == ZOP_KERNEL ? (size_t)g->nodes[i]->n_body : 1;
     walk w = {g, o, m, zarena_array(a, g->n_values, sizeof(int)),
               zarena_array(a, g->n_values, sizeof(double))};
-    m->values = zarena_array(a, g->n_nodes, sizeof *m->values);
+    m->values = zarena_array(a, g->n_values, sizeof *m->values);
     m->groups = zarena_array(a, originals + 1, sizeof *m->groups);
     if (!w.reads || !w.read_b || !m->values || !m->groups) return zdiag_set(d, ZE_NOMEM, "out of memory");
     for (uint32_t i = 0; i < g->n_nodes; i++)
         if (!is_view(g->nodes[i])) count_node(&w, g->nodes[i]);
-    for (uint32_t i = 0; i < g->n_nodes; i++)
-        if (!is_view(g->nodes[i])) add_value(&w, g->nodes[i]);
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        zir_value *outs[ZIR_MAX_OUT];
+        int n_out = is_view(g->nodes[i]) ? 0 : zir_node_outputs(g->nodes[i], outs, ZIR_MAX_OUT);
+        for (int j = 0; j < n_out; j++)
+            add_value(&w, g->nodes[i], outs[j]);
+    }
     for (int i = 0; i < m->n_groups; i++)
         add_traffic(&m->total, &m->groups[i].t);
     return ZOK;

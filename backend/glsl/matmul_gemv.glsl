@@ -27,7 +27,9 @@
 //
 // Defines: WG (threads), RS (rows per subgroup), ROWS_WG (rows per workgroup), GMODE, X_SHARED (with
 // SWZ_SHIFT, SWZ_MASK: x staged in shared memory), GLU (W1 is the up
-// projection: y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB.
+// projection: y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB;
+// SEGS, N0..N2, WG_SEG0..2, B_Y0, B_Y1 and W2_TYPE/W2_ROWB for the
+// segments of a matmul_rows kernel (below).
 
 layout(local_size_x = WG) in;
 
@@ -250,33 +252,90 @@ float dot_group(const uint which, uint rowb, uint row, uint g, float xv[GE], flo
 #define ROW_DOT(which, ty, rowb, row, g, xv, xs, acc) acc += dot_group(which, rowb, row, g, xv, xs)
 #endif
 
+// SEGS (a matmul_rows kernel, fuse-qkv): the rows are SEGS segments, each
+// with its own weight W<s> (and type), N<s> rows and destination: Y<s> for
+// all but the last, whose rows are the kernel's output (store_y: maybe the
+// KV cache). Each segment starts a workgroup of its own (WG_SEG<s>), so a
+// workgroup's segment is uniform; `seg` is a constant in every call below
+// main's branch, and the selections on it fold away once inlined.
+#ifndef SEGS
+#define SEGS 0
+#endif
+#if SEGS
+layout(std430, binding = B_Y0) writeonly buffer Y0b { ACT_T y0out[]; };
+#if SEGS > 2
+layout(std430, binding = B_Y1) writeonly buffer Y1b { ACT_T y1out[]; };
+#endif
+#endif
+
+// Rows of segment seg (of the kernel when SEGS is 0).
+uint seg_rows(const uint seg) {
+#if SEGS
+    return seg == 0u ? uint(N0) : seg == 1u ? uint(N1) : uint(N2);
+#else
+    return uint(N);
+#endif
+}
+
+void store_seg(const uint seg, uint t, uint n, float v) {
+#if SEGS
+    if (seg == 0u) {
+        y0out[t * uint(N0) + n] = ACT_T(v);
+        return;
+    }
+#if SEGS > 2
+    if (seg == 1u) {
+        y1out[t * uint(N1) + n] = ACT_T(v);
+        return;
+    }
+#endif
+#endif
+    store_y(t, n, epilogue(t, n, v));
+}
+
 float a0[RS], a1[RS];
 uint rows[RS];
 
-void group(uint xo, uint g, inout float ss) {
+void group(uint xo, uint g, inout float ss, const uint seg) {
     float xv[GE], xs[NRUN];
     load_group(xo, g, xv, xs, ss);
     [[unroll]] for (uint r = 0u; r < RS; r++) {
+#if SEGS
+        if (seg == 0u) {
+            ROW_DOT(WQ_W0, W0_TYPE, W0_ROWB, rows[r], g, xv, xs, a0[r]);
+#if SEGS > 2
+        } else if (seg == 1u) {
+            ROW_DOT(WQ_W1, W1_TYPE, W1_ROWB, rows[r], g, xv, xs, a0[r]);
+        } else {
+            ROW_DOT(WQ_W2, W2_TYPE, W2_ROWB, rows[r], g, xv, xs, a0[r]);
+#else
+        } else {
+            ROW_DOT(WQ_W1, W1_TYPE, W1_ROWB, rows[r], g, xv, xs, a0[r]);
+#endif
+        }
+#else
         ROW_DOT(WQ_W0, W0_TYPE, W0_ROWB, rows[r], g, xv, xs, a0[r]);
 #if GLU
         ROW_DOT(WQ_W1, W1_TYPE, W1_ROWB, rows[r], g, xv, xs, a1[r]);
 #endif
+#endif
     }
 }
 
-// Rows n0 .. n0+RS-1 (those below N) of token t: one subgroup.
-void rows_of(uint t, uint n0) {
+// Rows n0 .. n0+RS-1 (those below the segment's rows) of token t: one subgroup.
+void rows_of(uint t, uint n0, const uint seg) {
     uint xo = t * uint(K), NG = uint(K) / GE, S = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
+    uint NS = seg_rows(seg);
     [[unroll]] for (uint r = 0u; r < RS; r++) {
         a0[r] = 0.0;
         a1[r] = 0.0;
-        rows[r] = min(n0 + r, uint(N) - 1u); // a tail row repeats the last one; not written
+        rows[r] = min(n0 + r, NS - 1u); // a tail row repeats the last one; not written
     }
     float ss = 0.0;
     uint g = lane;
     for (; g + (UNROLL - 1u) * S < NG; g += UNROLL * S)
-        [[unroll]] for (uint u = 0u; u < UNROLL; u++) group(xo, g + u * S, ss);
-    for (; g < NG; g += S) group(xo, g, ss);
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) group(xo, g + u * S, ss, seg);
+    for (; g < NG; g += S) group(xo, g, ss, seg);
 #if HAS_NORM && X_SHARED
     float sc = x_norm_scale;
 #elif HAS_NORM
@@ -294,29 +353,43 @@ void rows_of(uint t, uint n0) {
 #endif
 #endif
         uint n = n0 + r;
-        if (lane == r % S && n < uint(N)) {
+        if (lane == r % S && n < NS) {
 #if GLU
             float v = silu(s0) * s1;
 #else
             float v = s0;
 #endif
-            store_y(t, n, epilogue(t, n, v));
+            store_seg(seg, t, n, v);
         }
     }
 }
 
-// A workgroup owns ROWS_WG rows (codegen sized the grid for that). Its
-// subgroups take RS of them at a time: on a device whose subgroups are
-// larger than the target's there are fewer subgroups, and each takes more.
+// A workgroup owns ROWS_WG rows of one segment (codegen sized the grid for
+// that). Its subgroups take RS of them at a time: on a device whose
+// subgroups are larger than the target's there are fewer subgroups, and
+// each takes more.
+void rows_wg(uint t, uint wg, const uint seg) {
+    for (uint r = gl_SubgroupID * uint(RS); r < uint(ROWS_WG); r += gl_NumSubgroups * uint(RS)) {
+        uint n0 = wg * uint(ROWS_WG) + r;
+        if (n0 >= seg_rows(seg)) break; // uniform in the subgroup, which uses no barrier
+        rows_of(t, n0, seg);
+    }
+}
+
 void main() {
-    uint t = gl_WorkGroupID.y;
+    uint t = gl_WorkGroupID.y, wg = gl_WorkGroupID.x;
     if (t >= step.T) return; // uniform across the workgroup
 #if X_SHARED
     stage_x(t);
 #endif
-    for (uint r = gl_SubgroupID * uint(RS); r < uint(ROWS_WG); r += gl_NumSubgroups * uint(RS)) {
-        uint n0 = gl_WorkGroupID.x * uint(ROWS_WG) + r;
-        if (n0 >= uint(N)) break; // uniform in the subgroup, which uses no barrier
-        rows_of(t, n0);
-    }
+#if SEGS
+    if (wg < uint(WG_SEG1))
+        rows_wg(t, wg, 0u);
+    else if (SEGS == 2 || wg < uint(WG_SEG2))
+        rows_wg(t, wg - uint(WG_SEG1), 1u);
+    else
+        rows_wg(t, wg - uint(WG_SEG2), 2u);
+#else
+    rows_wg(t, wg, 0u);
+#endif
 }

@@ -73,14 +73,18 @@ static void cross(cc_cell *c, const zir_value *v, const zpass_opts *o) {
     c->bytes += (double)zir_value_elems(v, &one) * o->target->act_bytes;
 }
 
-/* One dispatch: its output is written once, each distinct activation it
- * takes from outside is read once. A kernel's inputs are exactly those. */
+/* One dispatch: each output (its own, and what a horizontal kernel
+ * exports) is written once, each distinct activation it takes from outside
+ * is read once. A kernel's inputs are exactly those. */
 static void count_node(cc_table *t, const zir_node *n, const zpass_opts *o) {
     cc_cell *c = cell(t, n);
     c->dispatches++;
     const zir_node *tail = tail_of(n);
     bool stateful = zir_ops[tail->op].flags & ZF_STATEFUL;
-    cross(c, stateful ? tail->in[0] : n->out, o); /* a store writes the new rows */
+    zir_value *outs[ZIR_MAX_OUT];
+    int n_out = zir_node_outputs(n, outs, ZIR_MAX_OUT);
+    for (int j = 0; j < n_out; j++) /* a store writes the new rows */
+        cross(c, stateful && outs[j] == n->out ? tail->in[0] : outs[j], o);
     for (int i = 0; i < n->n_in; i++) {
         if (!n->in[i] || !is_activation(root(n->in[i]))) continue;
         bool seen = false;

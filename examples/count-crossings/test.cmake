@@ -28,15 +28,17 @@ endfunction()
 # Decode on h200 (fp16): per layer the staged MLP is 6 dispatches and 14
 # crossings, 6 of them of the 768-wide intermediate; fused it is two GEMVs
 # (gate+up+SwiGLU, down + residual) with 5 crossings, 2 wide. Attention:
-# q, k, v (v storing its cache row), then one kernel with the q and k heads
+# q, k and v as one GEMV (fuse-qkv; layer 1's v is Q6_K and keeps a GEMV of
+# its own), v storing its cache row, then one kernel with the q and k heads
 # prepared in its prologue (fuse-attn-head), then o + residual.
 run_example(0 ${model} --target h200 --phase decode)
 message(STATUS "${out}")
 expect_line("count-crossings: qwen3, 2 layers, hidden 256, ff 768; target h200, decode, ctx 4096")
 expect_line("\n0 +mlp +6 +2 +14 +5 +6 +2 +13\\.0 +4\\.5\n")
 expect_line("\n1 +mlp +6 +2 +14 +5 +6 +2 +13\\.0 +4\\.5\n")
-expect_line("\n0 +attn +15 +5 +31 +12 +4 +0 +139\\.0 +5\\.2\n")
-expect_line("\ntotal +45 +16 +95 +37 +21 +5 +307\\.0 +21\\.5\n")
+expect_line("\n0 +attn +15 +3 +31 +10 +4 +0 +139\\.0 +4\\.2\n")
+expect_line("\n1 +attn +15 +4 +31 +11 +4 +0 +139\\.0 +4\\.8\n")
+expect_line("\ntotal +45 +13 +95 +34 +21 +5 +307\\.0 +20\\.0\n")
 
 # Prefill on h200 with hidden 256: the whole MLP still fits on chip.
 run_example(0 ${model} --target h200 --phase prefill)

@@ -66,6 +66,9 @@ typedef struct slot {
     zvk_buffer buf;
     const float *want; /* expected contents after the dispatch (written bindings) */
     int64_t n;         /* floats to compare */
+    /* The elements whose RMS scales the error: all, or a KV cache's rows
+     * of the step (its other rows are old, or zeros past the position) */
+    int64_t rms_lo, rms_hi;
     uint64_t bytes;
 } slot;
 
@@ -104,7 +107,7 @@ static zstatus fill(kh_ctx *k, const zcg_binding *b, const zir_interp *it, zir_s
     }
     if (b->written && src) {
         s->want = src;
-        s->n = n;
+        s->n = s->rms_hi = n;
     }
     return ZOK;
 }
@@ -114,6 +117,8 @@ static void unpoison_cache(const zcg_binding *b, zir_step st, bool f16, slot *s)
     const zir_value *v = b->value;
     if (!v || v->role != ZR_KV || !s->want) return;
     int64_t row = s->n / st.ctx;
+    s->rms_lo = st.pos * row;
+    s->rms_hi = (st.pos + st.T) * row;
     for (int64_t i = 0; i < s->n; i++) {
         int64_t r = i / row;
         if (r >= st.pos && r < st.pos + st.T) continue;
@@ -137,9 +142,10 @@ static void repoison(const zcg_binding *b, zir_step st, bool f16, slot *s) {
 
 static zstatus compare(const slot *s, bool f16, const char *name, kh_result *r, zdiag *d) {
     double ss = 0;
-    for (int64_t i = 0; i < s->n; i++)
+    for (int64_t i = s->rms_lo; i < s->rms_hi; i++)
         ss += (double)s->want[i] * s->want[i];
-    double rms = sqrt(ss / (double)(s->n ? s->n : 1)) + 1e-30;
+    int64_t m = s->rms_hi - s->rms_lo;
+    double rms = sqrt(ss / (double)(m > 0 ? m : 1)) + 1e-30;
     for (int64_t i = 0; i < s->n; i++) {
         float got = f16 ? zf16_to_f32(((const uint16_t *)s->buf.map)[i]) : ((const float *)s->buf.map)[i];
         if (isnan(got) && !isnan(s->want[i]))

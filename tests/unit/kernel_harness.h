@@ -35,7 +35,8 @@ bool kh_open(kh_ctx *k, char *err, size_t errsz);
 void kh_close(kh_ctx *k);
 
 typedef struct kh_result {
-    double max_err;  /* max |got - want| / (rms(want) + 1e-30) over written elements */
+    double max_err;  /* max |got - want| / (rms(want) + 1e-30) over written elements; a KV
+                      * cache's rms is that of the step's rows */
     int64_t checked; /* elements compared */
     char kernel[96]; /* the kernel's name */
 } kh_result;

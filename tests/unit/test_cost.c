@@ -6,6 +6,7 @@
  * records can be checked at sizes a generated model could not afford. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "passes/cost.h"
@@ -459,5 +460,93 @@ Test(passes, fuse_attn_refusal_keeps_the_graph) {
     cr_expect(strstr(x.reason, "no fused option") && strstr(x.reason, "shared memory"), "%s", x.reason);
     for (uint32_t i = 0; i < g->n_nodes; i++)
         cr_expect_neq(g->nodes[i]->op, ZOP_KERNEL, "a refused fusion made a kernel");
+    zir_graph_free(g);
+}
+
+/* Qwen3-8B's attention projections: an RMSNorm feeding q (4096 rows), k and
+ * v (1024 each), each read through a reshape to heads of 128; v's type is
+ * vt (Q4_K_M's use_more_bits layers make it Q6_K). */
+static zir_graph *qkv_graph(ztype vt) {
+    zir_graph *g = zir_graph_new();
+    g->hp = (zir_hparams){.arch = "synthetic", .n_layer = 1, .n_embd = 4096, .n_ff = 12288};
+    zdiag d = {0};
+    zdim xs[2] = {ZDIM_T, 4096}, ns[1] = {4096};
+    zir_value *x = zir_value_new(g, "x", ZR_INPUT, ZT_F32, 2, xs, &d);
+    zir_value *nw = zir_value_new(g, "attn_norm", ZR_WEIGHT, ZT_F32, 1, ns, &d);
+    nw->data = never_read;
+    nw->nbytes = 4 * 4096;
+    zir_value *h = node(g, ZOP_RMS_NORM, "l0.attn_in", x, nw, ZG_ATTN);
+    static const char *const names[3] = {"l0.q", "l0.k", "l0.v"};
+    zir_value *heads = NULL;
+    for (int i = 0; i < 3; i++) {
+        zir_value *w = weight(g, names[i] + 3, i ? 1024 : 4096, 4096);
+        if (i == 2 && vt == ZT_Q6_K) w->dtype = vt, w->nbytes = 1024 * 4096 / 256 * 210;
+        zir_value *y = node(g, ZOP_MATMUL, names[i], h, w, ZG_ATTN);
+        zir_attrs at = {.reshape = {3, {ZDIM_T, i ? 8 : 32, 128}}};
+        char hn[16];
+        snprintf(hn, sizeof hn, "%s_heads", names[i]);
+        zir_node *r = zir_node_add(g, ZOP_RESHAPE, hn, &y, 1, &at, 0, ZG_ATTN, &d);
+        cr_assert_not_null(r, "%s", d.msg);
+        heads = r->out;
+    }
+    g->tokens = x;
+    g->logits = heads;
+    cr_assert_eq(zir_verify(g, &d), ZOK, "%s", d.msg);
+    return g;
+}
+
+/* fuse-qkv in decode on h200: three GEMVs, each reading the 8 KiB fp16 x
+ * and the 16 KiB norm weight, become one: two dispatches (12 MB each at
+ * 3 us x 4 TB/s), two x reads and two norm-weight reads (at the GEMV's
+ * streaming rate) saved; the weights are the same bytes. */
+Test(passes, fuse_qkv_records_the_arithmetic) {
+    zir_graph *g = qkv_graph(ZT_Q4_K);
+    zpass_opts o = opts(target("h200"), ZPH_DECODE);
+    zpass_decision x = run_pass(g, zpass_find("fuse-qkv"), &o);
+    cr_expect(x.fused);
+    cr_expect_eq(x.chosen, ZKT_MATMUL_ROWS);
+    cr_expect_str_eq(x.what, "l0.attn_in");
+    cr_expect_eq(x.crossings_before, 3.0);
+    cr_expect_eq(x.crossings_after, 1.0);
+    EXPECT_BYTES(x.bytes_before, 3 * 8192, "x read by each GEMV");
+    EXPECT_BYTES(x.bytes_after, 8192, "x read once");
+    const ztarget *t = target("h200");
+    double saved = 2 * 12e6 + 2 * 8192 + 2 * 16384 / t->gemv_eff;
+    char want[64];
+    snprintf(want, sizeof want, "(saves %.0f >= threshold", saved);
+    cr_expect(strstr(x.reason, "3 of its 3 matmuls as one GEMV over their rows: matmul_rows: "), "%s", x.reason);
+    cr_expect(strstr(x.reason, want), "%s: %s", want, x.reason);
+    const zir_node *k = top_producer(g, "l0.v");
+    cr_expect_eq(k->kp.tmpl, ZKT_MATMUL_ROWS);
+    cr_expect_eq(k->n_body, 4, "norm, q, k, v");
+    cr_expect(k->body[1]->exported && k->body[2]->exported && !k->body[3]->exported);
+    cr_expect_eq(top_producer(g, "l0.q")->parent, k, "q comes out of the same kernel");
+    zir_graph_free(g);
+}
+
+/* v in Q6_K beside Q4_K q and k: q and k fuse (their type's own GEMV
+ * layout stays); v gets a copy of the norm and a GEMV of its own. */
+Test(passes, fuse_qkv_keeps_another_type_apart) {
+    zir_graph *g = qkv_graph(ZT_Q6_K);
+    zpass_opts o = opts(target("h200"), ZPH_DECODE);
+    zpass_decision x = run_pass(g, zpass_find("fuse-qkv"), &o);
+    cr_expect(x.fused);
+    cr_expect(strstr(x.reason, "2 of its 3 matmuls as one GEMV"), "%s", x.reason);
+    const zir_node *k = top_producer(g, "l0.k"), *v = top_producer(g, "l0.v");
+    cr_expect_eq(k->kp.tmpl, ZKT_MATMUL_ROWS);
+    cr_expect_eq(k->n_body, 3, "norm, q, k");
+    cr_expect_eq(v->kp.tmpl, ZKT_MATMUL, "v: its own norm and GEMV");
+    cr_expect_eq(v->body[0]->op, ZOP_RMS_NORM);
+    zir_graph_free(g);
+}
+
+/* Prefill keeps the three GEMMs: nothing is fused, nothing recorded. */
+Test(passes, fuse_qkv_is_decode_only) {
+    zir_graph *g = qkv_graph(ZT_Q4_K);
+    zpass_opts o = opts(target("h200"), ZPH_PREFILL);
+    zdiag d = {0};
+    cr_assert_eq(zpass_run_one(g, zpass_find("fuse-qkv"), &o, &d), ZOK, "%s", d.msg);
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        cr_expect_neq(g->nodes[i]->op, ZOP_KERNEL, "prefill made a kernel");
     zir_graph_free(g);
 }

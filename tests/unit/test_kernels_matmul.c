@@ -27,6 +27,7 @@
 #include "frontend/gguf.h"
 #include "frontend/mkmodel.h"
 #include "kernel_harness.h"
+#include "passes/match.h"
 #include "passes/pass.h"
 #include "testutil.h"
 
@@ -37,6 +38,8 @@ typedef struct mspec {
     zmk_arch arch;
     zmk_quant quant;
     ztype retype; /* ZT_F32: as written; else 2-D weights rewritten in this type */
+    /* With retype: NULL, or the types of attn_q, attn_k and attn_v instead */
+    const ztype *qkv;
 } mspec;
 
 /* Hidden 512 / ff 1536: h200 picks gate+up+SwiGLU in both phases (a GEMV
@@ -59,9 +62,18 @@ static void model_opts(const mspec *m, zmk_opts *o) {
     o->head_dim = qwen2 ? 64 : 48; /* 6 x 48 = 288 rows: not a multiple of any tile */
 }
 
-/* Rewrites every 2-D weight of f in type t (falling back to q8_0, then f32,
- * for rows the type's blocks cannot hold), keeping the metadata. */
-static void retype_model(const gguf_file *f, ztype t, const char *path) {
+/* The type a retyped 2-D weight gets: t, or qkv's for attn_q, attn_k, attn_v. */
+static ztype retype_of(const char *name, ztype t, const ztype *qkv) {
+    static const char *const proj[3] = {".attn_q.", ".attn_k.", ".attn_v."};
+    for (int i = 0; qkv && i < 3; i++)
+        if (strstr(name, proj[i])) return qkv[i];
+    return t;
+}
+
+/* Rewrites every 2-D weight of f in type t (qkv: see retype_of), falling
+ * back to q8_0, then f32, for rows the type's blocks cannot hold, keeping
+ * the metadata. */
+static void retype_model(const gguf_file *f, ztype t, const ztype *qkv, const char *path) {
     gguf_writer *w = gguf_writer_new();
     cr_assert_not_null(w);
     for (uint64_t i = 0; i < f->n_kv; i++)
@@ -69,7 +81,7 @@ static void retype_model(const gguf_file *f, ztype t, const char *path) {
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *x = &f->tensors[i];
         cr_assert_eq(x->type, ZT_F32, "retype needs an f32 model: '%s' is %s", x->name, ztype_name(x->type));
-        ztype to = x->n_dims != 2 ? ZT_F32 : t;
+        ztype to = x->n_dims != 2 ? ZT_F32 : retype_of(x->name, t, qkv);
         const ztype_info *ti = ztype_get((uint32_t)to);
         if (x->ne[0] % ti->block_elems) to = x->ne[0] % 32 ? ZT_F32 : ZT_Q8_0;
         uint64_t rows = x->n_elems / (uint64_t)x->ne[0], rb = ztype_row_bytes(to, (uint64_t)x->ne[0], NULL);
@@ -100,7 +112,7 @@ static gguf_file *open_model(const mspec *m) {
     if (m->retype == ZT_F32) return f;
     snprintf(name, sizeof name, "%s-retyped.gguf", m->label);
     const char *p2 = tu_tmp(name);
-    retype_model(f, m->retype, p2);
+    retype_model(f, m->retype, m->qkv, p2);
     gguf_close(f);
     cr_assert_eq(gguf_open(p2, &f, &d), ZOK, "%s", d.msg);
     return f;
@@ -138,8 +150,8 @@ static kh_ctx *open_device(void) {
 
 static bool in_family(const zir_node *n) {
     if (n->op == ZOP_EMBED || n->op == ZOP_MATMUL) return true;
-    return n->op == ZOP_KERNEL &&
-           (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU || n->kp.tmpl == ZKT_MLP);
+    return n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU ||
+                                   n->kp.tmpl == ZKT_MLP || n->kp.tmpl == ZKT_MATMUL_ROWS);
 }
 
 /* What the census counts, read from the kernel names. */
@@ -155,11 +167,12 @@ typedef enum feat {
     F_MLP_SPLIT,
     F_GEMV_GATE_UP, /* gate+up+SwiGLU in decode */
     F_STORE,        /* the output stored into the KV cache (fuse-store) */
+    F_ROWS,         /* q, k and v as one GEMV over their rows (fuse-qkv, decode) */
     F_COUNT
 } feat;
-static const char *const feat_names[F_COUNT] = {"embed",     "gemv",         "gemm",    "norm",
-                                                "residual",  "bias",         "gate_up", "mlp tiled",
-                                                "mlp split", "gemv gate_up", "kv store"};
+static const char *const feat_names[F_COUNT] = {"embed",     "gemv",         "gemm",     "norm",
+                                                "residual",  "bias",         "gate_up",  "mlp tiled",
+                                                "mlp split", "gemv gate_up", "kv store", "gemv rows"};
 
 static void census(const char *kname, bool *seen) {
     seen[F_EMBED] |= !strncmp(kname, "embed", 5);
@@ -171,6 +184,7 @@ static void census(const char *kname, bool *seen) {
     seen[F_GATE_UP] |= strstr(kname, "_gateup_") != NULL;
     seen[F_GEMV_GATE_UP] |= !strncmp(kname, "gemv_gateup_", 12);
     seen[F_STORE] |= strstr(kname, "+store") != NULL;
+    seen[F_ROWS] |= !strncmp(kname, "gemv_rows_", 10);
     /* mlp_<types>_h<H>_f<FF>_t<tile> or ..._s<split>; type names hold '_' */
     const char *f = strncmp(kname, "mlp", 3) ? NULL : strstr(kname, "_h");
     if (f && (f = strchr(f + 1, '_')) && (f = strchr(f + 1, '_')))
@@ -233,7 +247,8 @@ static bool mm_f16(const zir_node *n) {
 /* A projection that stores into an f16 KV cache (fuse-store): both sides
  * round the row to half, but the GPU's sum differs from the interpreter's
  * in its last fp32 bits, so a few elements round to the neighbouring half:
- * 2^-11 of an element, and elements reach ~8x the RMS (1.8e-3 measured). */
+ * 2^-11 of an element, and elements reach ~8x the RMS (1.8e-3 measured;
+ * 1.9e-3 for q6_K, against the RMS of the rows stored). */
 #define TOL_KV16 4e-3
 
 static bool stores_f16(const zir_node *n) {
@@ -343,6 +358,8 @@ static void check_model(const mspec *m, bool act_f16, double tol) {
     for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)
         cr_expect(seen[always[i]], "%s: no kernel exercised %s", m->label, feat_names[always[i]]);
     if (m->arch == ZMK_QWEN2) cr_expect(seen[F_BIAS], "%s: no kernel exercised the bias epilogue", m->label);
+    /* qwen2's q, k and v biases keep them apart (fuse-qkv) */
+    if (m->arch != ZMK_QWEN2) cr_expect(seen[F_ROWS], "%s: no kernel exercised the rows GEMV", m->label);
     for (int i = 0; i < MAX_KINDS && w[i].kind[0]; i++)
         cr_log_info("%s%s: %-12s max error %.3g of the output RMS over %d checks", m->label,
                     act_f16 ? " (f16)" : "", w[i].kind, w[i].err, w[i].n);
@@ -360,7 +377,8 @@ static void check_model(const mspec *m, bool act_f16, double tol) {
 #define TOL_F16 1e-2
 
 /* The one-type files follow llama-quantize's fallbacks: in q4_k_m the
- * attn_output rows of 288 are Q5_0, in iq4_xs IQ4_NL. */
+ * attn_output rows of 288 are Q5_0, in iq4_xs IQ4_NL. q6_K runs q6_K's own
+ * GEMV layout for q, k and v together (GMODE 14). */
 static const mspec MODELS[] = {
     {"f32", ZMK_QWEN2, ZMK_F32, ZT_F32},       {"f16", ZMK_LLAMA, ZMK_F16, ZT_F32},
     {"bf16", ZMK_QWEN3, ZMK_F32, ZT_BF16},     {"q8_0", ZMK_QWEN2, ZMK_Q8_0, ZT_F32},
@@ -368,6 +386,7 @@ static const mspec MODELS[] = {
     {"q4_0", ZMK_QWEN3, ZMK_Q4_0, ZT_F32},     {"q4_1", ZMK_LLAMA, ZMK_Q4_1, ZT_F32},
     {"q5_0", ZMK_QWEN2, ZMK_Q5_0, ZT_F32},     {"q5_1", ZMK_QWEN3, ZMK_Q5_1, ZT_F32},
     {"iq4_nl", ZMK_LLAMA, ZMK_IQ4_NL, ZT_F32}, {"iq4_xs", ZMK_QWEN2, ZMK_IQ4_XS, ZT_F32},
+    {"q6_K", ZMK_LLAMA, ZMK_F32, ZT_Q6_K},
 };
 enum { N_MODELS = sizeof MODELS / sizeof MODELS[0], M_Q4_K_M = 4 };
 
@@ -406,6 +425,9 @@ Test(kernels_matmul, iq4_nl, .timeout = 300) {
 }
 Test(kernels_matmul, iq4_xs, .timeout = 300) {
     check_model(&MODELS[11], false, TOL_F32);
+}
+Test(kernels_matmul, q6_K, .timeout = 300) {
+    check_model(&MODELS[12], false, TOL_F32);
 }
 Test(kernels_matmul, q4_k_m_f16_activations, .timeout = 300) {
     check_model(&MODELS[M_Q4_K_M], true, TOL_F16);
@@ -566,4 +588,63 @@ Test(kernels_matmul, mlp_tile_too_large_is_refused) {
     zarena_free(a);
     zir_graph_free(g);
     gguf_close(f);
+}
+
+/* ---- q, k and v of different types in one rows GEMV -------------------------- */
+
+/* fuse-qkv fuses only matmuls of one weight type (each type's own GEMV
+ * layout stays); the kernel takes any mix, in the generic layout. These
+ * graphs are fused by hand as the pass would (passes/fuse_qkv.c), then
+ * fuse-store sends v into the cache. */
+static void fuse_qkv_by_hand(zir_graph *g) {
+    zir_node *n = zir_find(g, "l0.attn_in")->producer, *c[ZPASS_MAX_MATMULS];
+    int nc = zpass_matmul_consumers(g, n->out, c);
+    cr_assert_eq(nc, 3, "the attention norm feeds %d matmuls", nc);
+    zir_node *body[4] = {n, c[0], c[1], c[2]};
+    for (int i = 0; i < 3; i++)
+        zir_node_move(g, c[i], n->id + 1 + (uint32_t)i);
+    zir_kparams kp = {ZKT_MATMUL_ROWS, 1, 1};
+    zdiag d = {0};
+    cr_assert_not_null(zir_fuse_outs(g, body, 4, c, 2, &kp, &d), "%s", d.msg);
+    zpass_opts po = kh_pass_opts(ztarget_find("llvmpipe"), ZPH_DECODE);
+    cr_assert_eq(zpass_run_pipeline(g, "fuse-store", NULL, &po, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(zir_verify(g, &d), ZOK, "%s", d.msg);
+}
+
+/* q4_K q4_K q6_K is Q4_K_M's use_more_bits layer, which the pass leaves
+ * as q+k and v; the other weights are f16. On llvmpipe (f32 cache) and
+ * h200 (f16 cache), with fp32 and fp16 activations. */
+Test(kernels_matmul, rows_type_mixes, .timeout = 300) {
+    static const ztype mixes[][3] = {
+        {ZT_Q4_K, ZT_Q4_K, ZT_Q6_K}, {ZT_Q8_0, ZT_F16, ZT_Q4_K}, {ZT_F16, ZT_Q6_K, ZT_Q8_0}};
+    kh_ctx *k = open_device();
+    for (size_t mi = 0; mi < sizeof mixes / sizeof mixes[0]; mi++) {
+        char label[48];
+        snprintf(label, sizeof label, "mix-%s.%s.%s", ztype_name(mixes[mi][0]), ztype_name(mixes[mi][1]),
+                 ztype_name(mixes[mi][2]));
+        mspec m = {label, ZMK_QWEN3, ZMK_F32, ZT_F16, mixes[mi]};
+        gguf_file *f = open_model(&m);
+        for (int run = 0; run < 4; run++) {
+            bool seen[F_COUNT] = {0}, act_f16 = run & 1;
+            worst w[MAX_KINDS] = {0};
+            const char *tn = TARGETS[run / 2];
+            ztarget t = device_target(k, tn);
+            zir_graph *g = NULL;
+            zdiag d = {0};
+            cr_assert_eq(
+                kh_compile(f, ztarget_find(tn), ZPH_DECODE, "shape,width,kv-type,fuse-dequant", &g, &d), ZOK,
+                "%s", d.msg);
+            fuse_qkv_by_hand(g);
+            char what[96];
+            snprintf(what, sizeof what, "%s %s/decode%s", label, tn, act_f16 ? " f16" : "");
+            run_ctx r = {
+                k,    g, {&t, ZPH_DECODE, 1, act_f16}, ztarget_find(tn), what, act_f16 ? TOL_F16 : TOL_F32,
+                seen, w};
+            run_graph(&r, ZPH_DECODE);
+            cr_expect(seen[F_ROWS] && seen[F_STORE], "%s: the rows GEMV with the store did not run", what);
+            zir_graph_free(g);
+        }
+        gguf_close(f);
+    }
+    kh_close(k);
 }

@@ -165,6 +165,9 @@ static bool body_fits(zir_ktemplate t, const char *b) {
         [ZKT_HEAD] = {"rms_norm rope", "rms_norm rope kv_store", "rope kv_store"},
         [ZKT_MOE_GATE_UP] = {"matmul_id matmul_id swiglu"},
         [ZKT_MOE_DOWN] = {"matmul_id moe_sum", "matmul_id moe_sum add"},
+        [ZKT_MATMUL_ROWS] = {"rms_norm matmul matmul", "rms_norm matmul matmul matmul",
+                             "rms_norm matmul matmul reshape kv_store",
+                             "rms_norm matmul matmul matmul reshape kv_store"},
     };
     _Static_assert(sizeof ok / sizeof ok[0] == ZKT_COUNT, "a body list per template");
     for (int i = 0; i < 6; i++)
@@ -200,9 +203,21 @@ static census take_census(const zir_graph *g) {
 
 /* ---- what each pass must fuse, by hand --------------------------------- */
 
-typedef enum pipe { P_DEQUANT, P_ATTN, P_MLP, P_NORM, P_RESIDUAL, P_HEAD, P_STORE, P_DEFAULT, P_COUNT } pipe;
-static const char *const pipe_names[P_COUNT] = {"fuse-dequant",  "fuse-attn", "fuse-mlp",   "fuse-norm",
-                                                "fuse-residual", "fuse-head", "fuse-store", "default"};
+typedef enum pipe {
+    P_DEQUANT,
+    P_ATTN,
+    P_MLP,
+    P_NORM,
+    P_RESIDUAL,
+    P_HEAD,
+    P_STORE,
+    P_QKV,
+    P_DEFAULT,
+    P_COUNT
+} pipe;
+static const char *const pipe_names[P_COUNT] = {"fuse-dequant", "fuse-attn",     "fuse-mlp",
+                                                "fuse-norm",    "fuse-residual", "fuse-head",
+                                                "fuse-store",   "fuse-qkv",      "default"};
 
 /* The MLP of the equivalence model (hidden 512, ff 1536, Q4_K):
  * - decode: one fused kernel on llvmpipe and rdna4 (removing three
@@ -240,6 +255,13 @@ static census expected(zmk_arch arch, pipe p, const char *target, zpass_phase ph
     case P_HEAD: c.kernels[ZKT_HEAD] = heads; break;
     /* v -> reshape -> kv_store (qwen2's v bias is a node in between) */
     case P_STORE: c.kernels[ZKT_MATMUL] = arch == ZMK_QWEN2 ? 0 : L; break;
+    /* in decode, q, k and v as one GEMV where they share a type: Q4_K_M
+     * gives layer 1 of 2 a Q6_K attn_v (use_more_bits), which keeps a GEMV
+     * of its own with a copy of the norm. qwen2's biases keep them apart. */
+    case P_QKV:
+        c.kernels[ZKT_MATMUL_ROWS] = ph == ZPH_DECODE && !bias ? L : 0;
+        c.kernels[ZKT_MATMUL] = ph == ZPH_DECODE && !bias ? 1 : 0;
+        break;
     case P_DEFAULT:
         c.dequant_fused = dq;
         c.kernels[ZKT_ATTENTION] = L;
@@ -250,6 +272,11 @@ static census expected(zmk_arch arch, pipe p, const char *target, zpass_phase ph
          * attention norm (and their biases), and down + residual when the
          * down projection is outside the MLP kernel */
         c.kernels[ZKT_MATMUL] = L + 1 + 3 * L + (mlp == ZKT_MLP ? 0 : L);
+        /* fuse-qkv, as above: q, k (and v of layer 0) leave the count */
+        if (ph == ZPH_DECODE && !bias) {
+            c.kernels[ZKT_MATMUL_ROWS] = L;
+            c.kernels[ZKT_MATMUL] -= 2 * L + 1;
+        }
         break;
     default: break;
     }
@@ -359,6 +386,7 @@ static void check_pipe(zmk_arch arch, pipe p) {
     EQ_TEST(arch_name, ARCH, fuse_residual, P_RESIDUAL)                                                      \
     EQ_TEST(arch_name, ARCH, fuse_head, P_HEAD)                                                              \
     EQ_TEST(arch_name, ARCH, fuse_store, P_STORE)                                                            \
+    EQ_TEST(arch_name, ARCH, fuse_qkv, P_QKV)                                                                \
     EQ_TEST(arch_name, ARCH, default_pipeline, P_DEFAULT)
 EQ_ARCH(qwen3, ZMK_QWEN3)
 EQ_ARCH(llama, ZMK_LLAMA)
@@ -432,7 +460,8 @@ typedef struct golden_case {
 } golden_case;
 
 #define DEFAULT_PASSES                                                                                       \
-    "shape,width,kv-type,fuse-dequant,fuse-attn,fuse-head,fuse-mlp,fuse-norm,fuse-residual,fuse-store"
+    "shape,width,kv-type,fuse-dequant,fuse-attn,fuse-head,fuse-mlp,fuse-qkv,fuse-norm,fuse-residual,fuse-"   \
+    "store"
 static const golden_case goldens[] = {
     {"fuse-dequant/qwen3-q4km", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-dequant", "h200",
      ZPH_PREFILL},
@@ -466,6 +495,17 @@ static const golden_case goldens[] = {
      "h200", ZPH_PREFILL},
     {"fuse-store/llama-h200-decode", ZMK_LLAMA, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-norm,fuse-store",
      "h200", ZPH_DECODE},
+    {"fuse-qkv/qwen3-h200-decode", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-qkv", "h200",
+     ZPH_DECODE},
+    /* layer 1's attn_v is Q6_K: q and k fuse, v keeps a GEMV (and a norm)
+     * of its own; fuse-store sends layer 0's v row into the cache */
+    {"fuse-qkv/qwen3-2l-store-h200-decode",
+     ZMK_QWEN3,
+     ZMK_Q4_K_M,
+     {2, 256, 768, 4, 2},
+     "shape,width,fuse-qkv,fuse-norm,fuse-store",
+     "h200",
+     ZPH_DECODE},
     {"fuse-moe/qwen3moe-h200-decode", ZMK_QWEN3MOE, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-moe", "h200",
      ZPH_DECODE},
     {"default/qwen3-h200-prefill", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, DEFAULT_PASSES, "h200", ZPH_PREFILL},
@@ -691,8 +731,8 @@ Test(manager, print_after_prints_exactly_there) {
     cr_expect_str_eq(h, "shape (prefill)|fuse-residual (prefill)", "in pipeline order, not list order");
     headers(all, h, sizeof h);
     cr_expect_str_eq(h, "shape (prefill)|width (prefill)|kv-type (prefill)|fuse-dequant (prefill)|"
-                        "fuse-attn (prefill)|fuse-head (prefill)|fuse-mlp (prefill)|fuse-norm (prefill)|"
-                        "fuse-residual (prefill)|fuse-store (prefill)");
+                        "fuse-attn (prefill)|fuse-head (prefill)|fuse-mlp (prefill)|fuse-qkv (prefill)|"
+                        "fuse-norm (prefill)|fuse-residual (prefill)|fuse-store (prefill)");
     char *none = run_printing(f, NULL);
     cr_expect_str_eq(none, "", "printed without --print-after");
     free(one), free(two), free(all), free(none), free(want);

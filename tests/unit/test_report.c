@@ -473,18 +473,23 @@ Test(zincc, report_differs_between_targets) {
 
 /* 36 layers of Q4_K_M: llama.cpp's use_more_bits(i, 36) gives ffn_down Q6_K in
  * layers i < 4, i >= 31 and (i - 4) % 3 == 2, so the decode MLP rows fold into
- * two layer sets, too long for the column and printed as notes. The JSON
- * still lists all 36 layers. */
+ * two layer sets, too long for the column and printed as notes. attn_v follows
+ * the same rule, and fuse-qkv fuses v with q and k only where they share a
+ * type, so the attention rows fold into the same two sets. The JSON still
+ * lists all 36 layers. */
 Test(zincc, report_folds_layers) {
     const char *m = make_model("l36.gguf", 36, HID, FF, ZMK_Q4_K_M);
     char args[600], *log = NULL;
     snprintf(args, sizeof args, "'%s' --target h200 --report --phase decode", m);
     char *text = run_to_file(args, "l36.txt", &log);
-    cr_expect(strstr(text, "\n0-35 "), "attention folds into one block: %s", text);
+    cr_expect(strstr(text, "\n[a] 18 layers  attn"), "attention folds into two blocks: %s", text);
     cr_expect(strstr(text, "\n[a] layers 0-3,6,9,12,15,18,21,24,27,30-35\n"), "%s", text);
-    cr_expect(strstr(text, "\n[b] layers 4-5,7-8,10-11,13-14,16-17,19-20,22-23,25-26,28-29\n"), "%s", text);
-    cr_expect(strstr(text, "\n[a] 18 layers  mlp"), "%s", text);
-    cr_expect_eq(count(text, "scores+probs"), 1, "one attention block");
+    cr_expect(strstr(text, "\n[c] layers 4-5,7-8,10-11,13-14,16-17,19-20,22-23,25-26,28-29\n"), "%s", text);
+    cr_expect(strstr(text, "\n[b] 18 layers  mlp"), "%s", text);
+    cr_expect(strstr(text, "3 of its 3 matmuls as one GEMV") &&
+                  strstr(text, "2 of its 3 matmuls as one GEMV"),
+              "q, k, v where they share a type, q and k elsewhere: %s", text);
+    cr_expect_eq(count(text, "scores+probs"), 2, "an attention block per attn_v type");
     free(text);
     free(log);
     log = NULL;
