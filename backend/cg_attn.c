@@ -267,13 +267,6 @@ typedef struct dec_layout {
     int64_t lpk, unroll, rp, split, min_chunk;
 } dec_layout;
 
-/* An environment knob: its value when set within [lo, hi], else dflt. */
-static int64_t knob(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
-    const char *e = getenv(name);
-    long long v = e ? atoll(e) : 0;
-    return e && v >= lo && v <= hi ? v : dflt;
-}
-
 /* Lanes per key: a whole row of 16-byte slices, one a lane (D/8 lanes for
  * an f16 cache), as long as the target's subgroup holds them; a power of
  * two, for the shuffle tree. ZINC_ATTN_LPK=N picks another (D = 128: 16
@@ -290,11 +283,11 @@ static bool decode_layout(const zir_node *n, const geom *gm, const zcg_opts *o, 
     int64_t sg = o->target && o->target->subgroup > 0 ? o->target->subgroup : 32, lpk = 1;
     while (c8 % (lpk * 2) == 0 && lpk * 2 <= sg)
         lpk *= 2;
-    l->lpk = knob("ZINC_ATTN_LPK", 1, DEC_WG, lpk);
+    l->lpk = zcg_knob("ZINC_ATTN_LPK", 1, DEC_WG, lpk);
     if (c8 % l->lpk || (l->lpk & (l->lpk - 1))) return false;
-    l->unroll = knob("ZINC_ATTN_UNROLL", 1, 8, DEC_UNROLL);
-    l->split = n->kp.split > 1 ? knob("ZINC_ATTN_SPLIT", 2, 1024, n->kp.split * DEC_WG_PER_CU) : 1;
-    l->min_chunk = knob("ZINC_ATTN_MIN_CHUNK", 1, 65536, DEC_MIN_TRIPS * (DEC_WG / l->lpk) * l->unroll);
+    l->unroll = zcg_knob("ZINC_ATTN_UNROLL", 1, 8, DEC_UNROLL);
+    l->split = n->kp.split > 1 ? zcg_knob("ZINC_ATTN_SPLIT", 2, 1024, n->kp.split * DEC_WG_PER_CU) : 1;
+    l->min_chunk = zcg_knob("ZINC_ATTN_MIN_CHUNK", 1, 65536, DEC_MIN_TRIPS * (DEC_WG / l->lpk) * l->unroll);
     /* shared floats: the prologue rows, reduction slots, the combine's, and
      * a merge entry per lane group for rp rows */
     int64_t fixed = (gq + 1) * gm->D + (gq + 1) * DEC_WG;
@@ -442,9 +435,8 @@ static bool cm_pick(const zcg_opts *o, int64_t D, cm_tile *c) {
  * to 128 (Q and the output stay in registers) and a kv head's query heads
  * fit a tile. */
 static bool use_cm(const zir_node *n, const geom *gm, const zcg_opts *o, cm_tile *c) {
-    const char *e = getenv("ZINC_ATTN_CM");
     int64_t gq = gm->H / gm->Hkv;
-    if (e && !strcmp(e, "0")) return false;
+    if (zcg_knob_off("ZINC_ATTN_CM")) return false;
     return o->phase == ZPH_PREFILL && o->target->coopmat && o->target->subgroup == CM_SG && n->n_body == 3 &&
            n->kp.split <= 1 && gm->D % 16 == 0 && gm->D <= 128 && gq <= CM_GQ_MAX && cm_pick(o, gm->D, c) &&
            gq <= c->br;

@@ -260,10 +260,16 @@ static zstatus seg_bindings(zcg_builder *b, const zir_node *n, const mm_match *m
     return s;
 }
 
+/* Whether n gives the logits of a prefill step, of which a step usually
+ * reads the last row only (step.logits_rows). */
+static bool prefill_logits(const zcg_builder *b, const zir_node *n) {
+    return b->g && n->out == b->g->logits && b->o->phase == ZPH_PREFILL;
+}
+
 /* x, norm, the first (and up) weight, add and output, with N and K. */
 static zstatus mm_bindings(zcg_builder *b, const zir_node *n, const mm_match *m, zdiag *d) {
     /* The logits of a prefill step: only the rows the step asks for. */
-    if (b->g && n->out == b->g->logits && b->o->phase == ZPH_PREFILL) zcg_def_s(b, "LOGITS_ROWS", "1");
+    if (prefill_logits(b, n)) zcg_def_s(b, "LOGITS_ROWS", "1");
     zstatus s = io_in(b, n, m, d);
     if (!s && m->n_seg) s = seg_bindings(b, n, m, d);
     if (!s && !m->n_seg) s = zcg_weight(b, n, "W0", m->first->in[1], m->K, d);
@@ -484,10 +490,9 @@ static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits
      * 64-token tile's products for that row, and 128 rows of the output
      * matrix a workgroup keep eight subgroups busy on it.
      * ZINC_CM_LOGITS=0 keeps the general layout, to measure the difference. */
-    const char *le = getenv("ZINC_CM_LOGITS");
-    if (logits && !(le && !strcmp(le, "0"))) c = (cm_layout){16, 128, 64, 1, 8, 0};
-    const char *e = getenv("ZINC_CM_LAYOUT"), *pe = getenv("ZINC_CM_PIPE");
-    if (pe && atoi(pe) >= 0 && atoi(pe) <= 2) c.pipe = atoi(pe);
+    if (logits && !zcg_knob_off("ZINC_CM_LOGITS")) c = (cm_layout){16, 128, 64, 1, 8, 0};
+    c.pipe = (int)zcg_knob("ZINC_CM_PIPE", 0, 2, 0);
+    const char *e = getenv("ZINC_CM_LAYOUT");
     cm_layout w = {.pipe = c.pipe};
     if (e && sscanf(e, "%d,%d,%d,%d,%d", &w.bm, &w.bn, &w.bk, &w.sgm, &w.sgn) == 5 && w.bm > 0 && w.bn > 0 &&
         w.bk > 0 && w.sgm > 0 && w.sgn > 0 && w.bm % (16 * w.sgm) == 0 && w.bn % (16 * w.sgn) == 0 &&
@@ -616,6 +621,6 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     if (s) return s;
     if (m.down) return gen_mlp(n, &m, &b, d);
     if (o->phase == ZPH_DECODE || m.n_seg) return gen_gemv(n, &m, &b, d);
-    cm_layout c = cm_default(&b, &m, g && n->out == g->logits);
+    cm_layout c = cm_default(&b, &m, prefill_logits(&b, n));
     return use_coopmat(&b, &m, &c) ? gen_gemm_cm(n, &m, &c, &b, d) : gen_gemm(n, &m, &b, d);
 }

@@ -2,6 +2,7 @@
 #include "codegen.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Generated at build time from the files in backend/glsl (CMakeLists.txt). */
@@ -22,6 +23,17 @@ const char *zcg_i64(zarena *a, int64_t v) {
 }
 const char *zcg_f32(zarena *a, float v) {
     return zarena_printf(a, "%.9g", v);
+}
+
+int64_t zcg_knob(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
+    const char *e = getenv(name);
+    long long v = e ? atoll(e) : 0;
+    return e && v >= lo && v <= hi ? v : dflt;
+}
+
+bool zcg_knob_off(const char *name) {
+    const char *e = getenv(name);
+    return e && !strcmp(e, "0");
 }
 
 /* Appends text to a growing arena string. */

@@ -114,4 +114,10 @@ const char *zcg_compose(zarena *a, const char *const *defs, const char *const *f
 const char *zcg_i64(zarena *a, int64_t v);
 const char *zcg_f32(zarena *a, float v); /* exact: hexadecimal-free decimal with 9 digits */
 
+/* Measuring knobs (ZINC_ATTN_SPLIT=68, ZINC_CM_PIPE=1...): the value of
+ * environment variable name when it is set within [lo, hi], else dflt; and
+ * whether a switch is set to "0" (ZINC_ATTN_CM=0: the other kernel). */
+int64_t zcg_knob(const char *name, int64_t lo, int64_t hi, int64_t dflt);
+bool zcg_knob_off(const char *name);
+
 #endif

@@ -67,8 +67,6 @@ static zstatus make_layouts(zvk_device *dev, const zvk_pipeline_desc *pd, zvk_pi
     return ZOK;
 }
 
-/* Builds the pipeline itself; the module and the specialization data only
- * need to live through this call. */
 /* ZINC_DUMP_IR=NAME (a substring of kernel names) asks the driver for its
  * internal representations of those pipelines (NVIDIA's or RADV's compiled
  * code, where the driver offers them) and writes each to stderr: what the
@@ -111,6 +109,8 @@ static void dump_ir(zvk_device *dev, const zvk_pipeline_desc *pd, const zvk_pipe
     free(v);
 }
 
+/* Builds the pipeline itself; the module and the specialization data only
+ * need to live through this call. */
 static zstatus make_pipeline(zvk_device *dev, const zvk_pipeline_desc *pd, zvk_pipeline *p,
                              VkShaderModule mod, const char *name, zdiag *d) {
     zarena *a = zarena_new();

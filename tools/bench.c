@@ -47,7 +47,7 @@ zstatus bench_measure(zrt *r, const int32_t *tok, int64_t depth, int64_t count, 
      * time (docs/performance.md, run 18). */
     double warm = 0;
     zstatus s = ZOK;
-    for (int i = 0; !s && i < BENCH_WARM_MAX && (i == 0 || warm < BENCH_WARM_S); i++) {
+    for (int i = 0; !s && i < BENCH_WARM_MAX && warm < BENCH_WARM_S; i++) {
         s = rep(r, tok, depth, count, decode, &secs, d);
         warm += secs;
     }
