@@ -462,13 +462,16 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, zcg_builder *b, zd
 enum { CM_SG = 32 };
 typedef struct cm_layout {
     int bm, bn, bk, sgm, sgn;
-    int pipe; /* 0: one step prefetched in registers, 1: direct, 2: double-buffered shared tiles */
+    int pipe; /* 0: one step prefetched in registers, 1: direct, 2: double-buffered shared tiles,
+                 3: 2 with sgp producer subgroups that stage while the others multiply */
+    int sgp;  /* producer subgroups (pipe 3) */
+    int wch;  /* a staging thread's chunk of a weight row: 16 or 32 elements */
 } cm_layout;
 
 /* The x and weight tiles (padded rows of fp16) and the norm scales; the
  * epilogue reuses the weight tile (1 KiB a subgroup, 2 with gate+up). */
 static uint32_t cm_smem(const cm_layout *c, bool glu) {
-    uint32_t nbuf = c->pipe == 2 ? 2u : 1u;
+    uint32_t nbuf = c->pipe >= 2 ? 2u : 1u;
     uint32_t tiles = nbuf * 2u * (uint32_t)((c->bm + c->bn) * (c->bk + 8));
     uint32_t epi = (glu ? 2048u : 1024u) * (uint32_t)(c->sgm * c->sgn);
     uint32_t w = nbuf * 2u * (uint32_t)(c->bn * (c->bk + 8));
@@ -484,19 +487,25 @@ static uint32_t cm_smem(const cm_layout *c, bool glu) {
  * Shorter steps where K or shared memory ask for them.
  * ZINC_CM_LAYOUT=bm,bn,bk,sgm,sgn replaces it, to measure others. */
 static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits) {
-    cm_layout c = {64, 64, 64, 2, 4, 0};
+    cm_layout c = {64, 64, 64, 2, 4, 0, 0, 16};
     /* The logits of a prefill step are read for the last row only (unless
      * --logits-out asks for all): a tile of 16 tokens does a quarter of a
      * 64-token tile's products for that row, and 128 rows of the output
      * matrix a workgroup keep eight subgroups busy on it.
      * ZINC_CM_LOGITS=0 keeps the general layout, to measure the difference. */
-    if (logits && !zcg_knob_off("ZINC_CM_LOGITS")) c = (cm_layout){16, 128, 64, 1, 8, 0};
-    c.pipe = (int)zcg_knob("ZINC_CM_PIPE", 0, 2, 0);
+    if (logits && !zcg_knob_off("ZINC_CM_LOGITS")) c = (cm_layout){16, 128, 64, 1, 8, 0, 0, 16};
+    /* Staging threads decode 16-element chunks (half a Q4_K sub-block):
+     * twice the threads share a step's decoding, with shorter chains and
+     * fewer live registers; 5 % faster a prefill step than whole sub-blocks
+     * on the H200 (run 19). ZINC_CM_WCH=32 measures those. */
+    c.pipe = (int)zcg_knob("ZINC_CM_PIPE", 0, 3, 0);
+    c.wch = zcg_knob("ZINC_CM_WCH", 16, 32, 16) == 32 ? 32 : 16;
+    c.sgp = c.pipe == 3 ? (int)zcg_knob("ZINC_CM_SGP", 1, 16, 4) : 0;
     const char *e = getenv("ZINC_CM_LAYOUT");
-    cm_layout w = {.pipe = c.pipe};
+    cm_layout w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch};
     if (e && sscanf(e, "%d,%d,%d,%d,%d", &w.bm, &w.bn, &w.bk, &w.sgm, &w.sgn) == 5 && w.bm > 0 && w.bn > 0 &&
         w.bk > 0 && w.sgm > 0 && w.sgn > 0 && w.bm % (16 * w.sgm) == 0 && w.bn % (16 * w.sgn) == 0 &&
-        w.bk % 32 == 0 && w.sgm * w.sgn * CM_SG <= 1024)
+        w.bk % 32 == 0 && (w.sgm * w.sgn + w.sgp) * CM_SG <= 1024)
         c = w;
     if (!e && m->glu) c.bk = 32;
     if (m->glu && c.bn < 32 * c.sgn) c.bn = 32 * c.sgn; /* a gate and an up fragment per subgroup */
@@ -515,15 +524,18 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout
                            zdiag *d) {
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    const int64_t v[] = {c->bm, c->bn, c->bk, c->sgm, c->sgn, CM_SG, c->sgm * c->sgn * CM_SG, c->pipe};
-    const char *const names[] = {"BM", "BN", "BK", "SGM", "SGN", "SG", "WG", "CM_PIPE"};
+    const int64_t v[] = {c->bm,   c->bn, c->bk, c->sgm, c->sgn, CM_SG, (c->sgm * c->sgn + c->sgp) * CM_SG,
+                         c->pipe, c->sgp, c->wch};
+    const char *const names[] = {"BM", "BN", "BK", "SGM", "SGN", "SG", "WG", "CM_PIPE", "SGP", "WCH"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
     b->k->groups[0] = konst(m->N, m->glu ? c->bn / 2 : c->bn);
     b->k->groups[1] = per_token(1, c->bm);
     b->k->groups[2] = konst(1, 1);
-    mm_name(b, "gemm", m, zarena_printf(b->a, "_cm%dx%dk%d%s", c->bm, c->bn, c->bk,
-                                             c->pipe ? (c->pipe == 1 ? "d" : "b") : ""));
+    static const char *const pipes[] = {"", "d", "b", "p"};
+    mm_name(b, "gemm", m,
+            zarena_printf(b->a, "_cm%dx%dk%d%s%s", c->bm, c->bn, c->bk, pipes[c->pipe],
+                          c->wch == 16 ? "h" : ""));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_cm", NULL};
     return zcg_build(b, files, n, d);
 }

@@ -28,9 +28,20 @@
 // step directly (no registers live across the products); 2 double-buffers
 // the shared tiles (one barrier a step). On the H200 0 measured fastest
 // (docs/performance.md, session 5); ZINC_CM_PIPE selects the others.
+// 3 specializes subgroups: SGM x SGN consumer subgroups only multiply, SGP
+// producer subgroups only fetch, decode and stage, into two shared buffers
+// (one barrier a step). A lane is one or the other, so its registers are
+// the larger of the two roles' needs, not their sum. Measured 1.5-2x
+// slower on the H200 (run 19: the staging, done by fewer subgroups, bounds
+// the step); kept for measurement (ZINC_CM_PIPE=3, ZINC_CM_SGP).
+//
+// WCH is a staging thread's chunk of a weight row: 16 elements (half a
+// Q4_K sub-block, two 16-byte loads; the default, 5 % faster a prefill
+// step in run 19) or 32 (a whole sub-block, three loads, half the threads).
 //
 // Defines: BM, BN, BK (multiples of 16), SGM, SGN, SG (subgroup size),
-// WG = SGM * SGN * SG, GLU, CM_PIPE, W*_TYPE/W*_ROWB.
+// WG = (SGM * SGN + SGP) * SG, SGP (0 unless CM_PIPE 3), WCH, GLU, CM_PIPE,
+// W*_TYPE/W*_ROWB.
 
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -62,7 +73,13 @@ layout(local_size_x = WG) in;
 #ifndef CM_PIPE
 #define CM_PIPE 0
 #endif
-#if CM_PIPE == 2
+#ifndef WCH
+#define WCH 32
+#endif
+#ifndef SGP
+#define SGP 0
+#endif
+#if CM_PIPE >= 2
 #define NBUF 2 /* shared tiles double-buffered: one barrier a step */
 #else
 #define NBUF 1
@@ -81,24 +98,35 @@ shared uvec4 ws8[WS_LEN]; // [buffer][tile row][k / 8], then the epilogue's frag
 shared float sc_s[BM];
 #endif
 
-// Per-thread share of a step: x in 8-element chunks, weights in 32-element
-// chunks (one Q4_K sub-block).
+// Per-thread share of a step: x in 8-element chunks, weights in
+// WCH-element chunks, over PT staging threads (every thread, or the
+// producers).
+#if CM_PIPE == 3
+#define PT (SGP * SG)
+#define STAGER_ID (gl_LocalInvocationIndex - uint(NSG * SG))
+#else
+#define PT WG
+#define STAGER_ID gl_LocalInvocationIndex
+#endif
 #define XV (BM * BK / 8)
-#define WV (BN * BK / 32)
-#define XPT ((XV + WG - 1) / WG)
-#define WPT ((WV + WG - 1) / WG)
+#define WV (BN * BK / WCH)
+#define XPT ((XV + PT - 1) / PT)
+#define WPT ((WV + PT - 1) / PT)
+#define QV (WCH / 16)                          /* 16-byte quant vectors of a raw Q4_K chunk */
+#define NWV (QV + 2 > WCH / 8 ? QV + 2 : WCH / 8) /* a chunk's registers: raw, or decoded halves */
 
 vec4 xr[XPT][2];
-uvec4 wr[WPT][4];
+uvec4 wr[WPT][NWV];
 
-// A Q4_K sub-block as it is stored: the block's header (d, dmin, the 12
-// scale bytes) and the 32 quant bytes that hold it; r[3].x is its index j.
-void fetch_q4_K(const uint which, uint rowb, uint row, uint k0, out uvec4 r[4]) {
+// A chunk of a Q4_K sub-block as it is stored: the block's header (d, dmin,
+// the 12 scale bytes) and the WCH / 2 quant bytes that hold it; r[QV + 1].x
+// is the sub-block's index j.
+void fetch_q4_K(const uint which, uint rowb, uint row, uint k0, out uvec4 r[NWV]) {
     uint q = (row * rowb + (k0 >> 8u) * 144u) >> 4u, j = (k0 & 255u) >> 5u;
     r[0] = wquad(which, q);
-    r[1] = wquad(which, q + 1u + 2u * (j >> 1u));
-    r[2] = wquad(which, q + 2u + 2u * (j >> 1u));
-    r[3] = uvec4(j, 0u, 0u, 0u);
+    uint v0 = q + 1u + 2u * (j >> 1u) + ((k0 >> 4u) & 1u); /* WCH 32 starts on an even vector */
+    [[unroll]] for (uint v = 0u; v < uint(QV); v++) r[1u + v] = wquad(which, v0 + v);
+    r[QV + 1] = uvec4(j, 0u, 0u, 0u);
 }
 
 uvec4 pack8(float v[8]) {
@@ -108,13 +136,13 @@ uvec4 pack8(float v[8]) {
 
 // Other types: decoded on fetch, held as packed halves.
 #define FETCH_DQ(which, ty, rowb)                                                                            \
-    [[unroll]] for (uint c = 0u; c < 4u; c++) {                                                              \
+    [[unroll]] for (uint c = 0u; c < uint(WCH / 8); c++) {                                                            \
         float v[8];                                                                                          \
         DQ8(which, ty, rowb, row, k0 + 8u * c, v);                                                           \
         r[c] = pack8(v);                                                                                     \
     }
 #define W0_RAW (W0_TYPE == 12)
-void fetch_w0(uint row, uint k0, out uvec4 r[4]) {
+void fetch_w0(uint row, uint k0, out uvec4 r[NWV]) {
 #if W0_RAW
     fetch_q4_K(WQ_W0, uint(W0_ROWB), row, k0, r);
 #else
@@ -123,7 +151,7 @@ void fetch_w0(uint row, uint k0, out uvec4 r[4]) {
 }
 #if GLU
 #define W1_RAW (W1_TYPE == 12)
-void fetch_w1(uint row, uint k0, out uvec4 r[4]) {
+void fetch_w1(uint row, uint k0, out uvec4 r[NWV]) {
 #if W1_RAW
     fetch_q4_K(WQ_W1, uint(W1_ROWB), row, k0, r);
 #else
@@ -133,9 +161,9 @@ void fetch_w1(uint row, uint k0, out uvec4 r[4]) {
 #endif
 
 void fetch(uint m0, uint n0, uint k0, uint T) {
-    uint tid = gl_LocalInvocationIndex;
+    uint tid = STAGER_ID;
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
-        uint i = tid + r * uint(WG);
+        uint i = tid + r * uint(PT);
         uint m = i / uint(BK / 8), t = m0 + m, kk = k0 + (i % uint(BK / 8)) * 8u;
         [[unroll]] for (uint h = 0u; h < 2u; h++) {
             vec4 v = vec4(0.0);
@@ -151,9 +179,9 @@ void fetch(uint m0, uint n0, uint k0, uint T) {
         }
     }
     [[unroll]] for (uint r = 0u; r < uint(WPT); r++) {
-        uint i = tid + r * uint(WG);
-        uint n = i / uint(BK / 32), kk = k0 + (i % uint(BK / 32)) * 32u, row = n0 + n % uint(ON);
-        wr[r][0] = wr[r][1] = wr[r][2] = wr[r][3] = uvec4(0u);
+        uint i = tid + r * uint(PT);
+        uint n = i / uint(BK / WCH), kk = k0 + (i % uint(BK / WCH)) * uint(WCH), row = n0 + n % uint(ON);
+        [[unroll]] for (uint c = 0u; c < uint(NWV); c++) wr[r][c] = uvec4(0u);
         if (i < uint(WV) && row < uint(N)) {
 #if GLU
             if (n >= uint(ON)) fetch_w1(row, kk, wr[r]);
@@ -167,16 +195,16 @@ void fetch(uint m0, uint n0, uint k0, uint T) {
 
 uvec2 pack4(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
 
-// Decodes a fetched Q4_K sub-block into four vectors of eight halves, with
+// Decodes a fetched Q4_K chunk into WCH / 8 vectors of eight halves, with
 // dequant.glsl's arithmetic (d * scale * q - dmin * min).
-void stage_q4_K(uvec4 r[4], uint o) {
-    uint j = r[3].x, sh = (j & 1u) * 4u;
+void stage_q4_K(uvec4 r[NWV], uint o) {
+    uint j = r[QV + 1].x, sh = (j & 1u) * 4u;
     vec2 dm = unpackHalf2x16(r[0].x);
     float sc, m;
     k4_scale_min(r[0].y, r[0].z, r[0].w, j, sc, m);
     float d1 = dm.x * sc, m1 = dm.y * m;
-    [[unroll]] for (uint w = 0u; w < 4u; w++) {
-        uvec2 qq = w < 2u ? (w == 0u ? r[1].xy : r[1].zw) : (w == 2u ? r[2].xy : r[2].zw);
+    [[unroll]] for (uint w = 0u; w < uint(WCH / 8); w++) {
+        uvec2 qq = (w & 1u) == 0u ? r[1u + w / 2u].xy : r[1u + w / 2u].zw;
         uvec2 lo, hi;
         [[unroll]] for (uint h = 0u; h < 2u; h++) {
             uint q = qq[h];
@@ -191,17 +219,17 @@ void stage_q4_K(uvec4 r[4], uint o) {
 }
 
 void stage(uint buf) {
-    uint tid = gl_LocalInvocationIndex;
+    uint tid = STAGER_ID;
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
-        uint i = tid + r * uint(WG);
+        uint i = tid + r * uint(PT);
         if (i < uint(XV))
             xs8[buf * uint(XS_LEN) + (i / uint(BK / 8)) * uint(BKP8) + i % uint(BK / 8)] =
                 uvec4(pack4(xr[r][0]), pack4(xr[r][1]));
     }
     [[unroll]] for (uint r = 0u; r < uint(WPT); r++) {
-        uint i = tid + r * uint(WG);
+        uint i = tid + r * uint(PT);
         if (i >= uint(WV)) continue;
-        uint n = i / uint(BK / 32), o = buf * uint(WT_LEN) + n * uint(BKP8) + (i % uint(BK / 32)) * 4u;
+        uint n = i / uint(BK / WCH), o = buf * uint(WT_LEN) + n * uint(BKP8) + (i % uint(BK / WCH)) * uint(WCH / 8);
 #if GLU
         bool raw = n >= uint(ON) ? W1_RAW : W0_RAW;
 #else
@@ -210,7 +238,7 @@ void stage(uint buf) {
         if (raw) {
             stage_q4_K(wr[r], o);
         } else {
-            [[unroll]] for (uint c = 0u; c < 4u; c++) ws8[o + c] = wr[r][c];
+            [[unroll]] for (uint c = 0u; c < uint(WCH / 8); c++) ws8[o + c] = wr[r][c];
         }
     }
 }
@@ -244,7 +272,7 @@ void main() {
     if (m0 >= T || m0 + uint(BM) <= first_needed_row(T)) return;
     uint sg = gl_SubgroupID, sm = sg / uint(SGN), sn = sg % uint(SGN), lane = gl_SubgroupInvocationID;
 #if HAS_NORM
-    for (uint m = sg; m < uint(BM); m += uint(NSG)) {
+    for (uint m = sg; m < uint(BM); m += uint(WG / SG)) {
         float s = 0.0;
         if (m0 + m < T) s = subgroup_inv_rms((m0 + m) * uint(K), uint(K), NORM_EPS);
         if (subgroupElect()) sc_s[m] = s;
@@ -254,6 +282,28 @@ void main() {
     CM_C acc[FM][FW];
     [[unroll]] for (uint i = 0u; i < uint(FM); i++)
         [[unroll]] for (uint j = 0u; j < uint(FW); j++) acc[i][j] = CM_C(0.0);
+#if CM_PIPE == 3
+    // Producers stage step 0 and hold step 1 in registers; then, each step,
+    // the consumers multiply from one buffer while the producers stage the
+    // next step into the other and fetch the one after.
+    bool producer = sg >= uint(NSG);
+    if (producer) {
+        fetch(m0, n0, 0u, T);
+        stage(0u);
+        if (uint(BK) < uint(K)) fetch(m0, n0, uint(BK), T);
+    }
+    barrier();
+    for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
+        uint cur = (k0 / uint(BK)) & 1u;
+        if (!producer) {
+            mma_step(acc, cur, sm, sn);
+        } else if (k0 + uint(BK) < uint(K)) {
+            stage(cur ^ 1u);
+            if (k0 + uint(2 * BK) < uint(K)) fetch(m0, n0, k0 + uint(2 * BK), T);
+        }
+        barrier();
+    }
+#else
     fetch(m0, n0, 0u, T);
 #if CM_PIPE == 2
     stage(0u);
@@ -287,6 +337,7 @@ void main() {
         barrier();
 #endif
     }
+#endif
     // Epilogue: each fragment (with GLU, the gate and the up fragment of the
     // same outputs) through this subgroup's 16 x 16 floats of the weight
     // tile's shared memory (free once every subgroup is done with it), then
@@ -294,6 +345,9 @@ void main() {
     // combined in shared memory, not in the fragments: a fragment's element
     // count is a specialization constant that KHR drivers need not accept.
     barrier();
+#if CM_PIPE == 3
+    if (sg >= uint(NSG)) return; // producers hold no sums (no barrier follows)
+#endif
     uint cb = sg * EPI_VEC;
     [[unroll]] for (uint i = 0u; i < uint(FM); i++)
         [[unroll]] for (uint j = 0u; j < uint(FO); j++) {
