@@ -26,6 +26,9 @@ static const char *const usage =
     "  -o FILE                write the plan here (run it with: zinc run FILE)\n"
     "  --device N             with --target device: the Vulkan device to compile for (see zinc devices)\n"
     "  --chunk N              most tokens in one prefill step (default: 512, at most the context)\n"
+    "  --parallel N           N sequence slots in the KV cache (--ctx positions each) and a batch decode\n"
+    "                         schedule that advances up to N sequences in one step, one token each\n"
+    "                         (zinc serve --parallel, zinc bench --parallel; docs/server.md)\n"
     "  --kv-type f16|f32      KV-cache storage (default: f16 on GPUs, f32 on llvmpipe), like llama.cpp's "
     "-ctk/-ctv\n"
     "  --matmul f16|f32       prefill matmul operands (default: f16 where the target has matrix units,\n"
@@ -61,7 +64,7 @@ typedef struct zincc_opts {
     const char *out, *device;
     bool dump_ir, verify_each, list, dot_weights, tune;
     double threshold;
-    int64_t tile, ctx, chunk;
+    int64_t tile, ctx, chunk, parallel;
     zpass_kv kv_type;
     zpass_mm mm_type;
 } zincc_opts;
@@ -110,6 +113,9 @@ static int parse_value(int argc, char **argv, int *i, zincc_opts *o, bool *match
     } else if (cli_opt(argc, argv, i, "--chunk", &v, &miss)) {
         if (!miss && !cli_parse_i64(v, 1, 65536, &o->chunk))
             return cli_usage_error("zincc", "--chunk expects 1..65536");
+    } else if (cli_opt(argc, argv, i, "--parallel", &v, &miss)) {
+        if (!miss && !cli_parse_i64(v, 1, ZPLAN_MAX_SEQS, &o->parallel))
+            return cli_usage_error("zincc", "--parallel expects 1..%d sequences", ZPLAN_MAX_SEQS);
     } else if (cli_opt(argc, argv, i, "--ctx", &v, &miss)) {
         if (!miss && !cli_parse_i64(v, 1, 1 << 24, &o->ctx))
             return cli_usage_error("zincc", "--ctx expects 1..16777216");
@@ -294,6 +300,7 @@ static zstatus emit_plan(const zincc_opts *z, const gguf_file *f, phase_out *ph,
                          .device = prof,
                          .ctx = ctx,
                          .chunk = z->chunk ? z->chunk : zincc_default_chunk(ctx),
+                         .parallel = z->parallel,
                          .out = z->out,
                          .tuning = tuning,
                          .progress = cli_stderr_tty()};
