@@ -246,6 +246,22 @@ static zstatus write_report(const zincc_opts *z, const phase_out *ph, const zpas
     return !strcmp(z->report, "json") ? zpass_rep_json(&r, stdout, d) : zpass_rep_text(&r, stdout, d);
 }
 
+/* The batch schedule's price (--parallel N): a decode step streams the
+ * weights once whatever its rows, so each of N rows carries 1/N of them;
+ * what grows with the rows is activations and attention over each row's
+ * own cache. */
+static void report_batch(const zincc_opts *z, const gguf_file *f) {
+    double w = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        w += (double)f->tensors[i].nbytes;
+    printf("\nbatch decode (--parallel %lld): the prefill graph's kernels over 1..%lld rows, one token of its own "
+           "sequence each\n",
+           (long long)z->parallel, (long long)z->parallel);
+    for (int64_t n = 1; n <= z->parallel; n *= 2)
+        printf("  %3lld rows: weights %.2f MiB a step, %.2f MiB a token\n", (long long)n, w / 1048576.0,
+               w / 1048576.0 / (double)n);
+}
+
 static zstatus write_dot(const zincc_opts *z, const phase_out *ph, zdiag *d) {
     const phase_out *p = &ph[strcmp(emit_phase(z), "decode") ? ZPH_PREFILL : ZPH_DECODE];
     if (!z->emit_out) return zpass_emit_dot(p->fused, &p->po, &p->after, z->dot_weights, stdout, d);
@@ -341,6 +357,7 @@ int main(int argc, char **argv) {
         s = compile_phase(f, &z, &ph[i], rep.arena, &d);
     }
     if (!s && !z.dump_ir && z.report) s = write_report(&z, ph, &rep, &d);
+    if (!s && !z.dump_ir && z.report && z.parallel && strcmp(z.report, "json")) report_batch(&z, f);
     if (!s && !z.dump_ir && z.emit) s = write_dot(&z, ph, &d);
     zcg_tuning tuning = {0};
     if (!s && z.out && z.tune)
