@@ -437,7 +437,7 @@ static bool cm_pick(const zcg_opts *o, int64_t D, cm_tile *c) {
 static bool use_cm(const zir_node *n, const geom *gm, const zcg_opts *o, cm_tile *c) {
     int64_t gq = gm->H / gm->Hkv;
     if (zcg_knob_off("ZINC_ATTN_CM")) return false;
-    return o->phase == ZPH_PREFILL && o->target->coopmat && o->target->subgroup == CM_SG && n->n_body == 3 &&
+    return o->phase == ZPH_PREFILL && !o->batch && o->target->coopmat && o->target->subgroup == CM_SG && n->n_body == 3 &&
            n->kp.split <= 1 && gm->D % 16 == 0 && gm->D <= 128 && gq <= CM_GQ_MAX && cm_pick(o, gm->D, c) &&
            gq <= c->br;
 }
@@ -487,12 +487,14 @@ static zstatus gen_fused(const zir_node *n, const zcg_opts *o, zarena *a, zcg_ke
     cm_tile c;
     if (use_cm(n, &gm, o, &c)) return gen_fused_cm(n, &gm, &c, o, a, k, d);
     /* Decode (one-token tiles): the query heads of a kv head share a tile,
-     * so each key and value is read once for all of them (GQ rows). */
-    int64_t gq = n->kp.token_tile <= 1 ? gm.H / gm.Hkv : 1;
+     * so each key and value is read once for all of them (GQ rows). A batch
+     * step's rows are tokens of different sequences: one-token tiles too. */
+    int64_t tt = o->batch ? 1 : n->kp.token_tile;
+    int64_t gq = tt <= 1 ? gm.H / gm.Hkv : 1;
     tiling t;
-    if (!pick_tiling(n->kp.token_tile * gq, gm.D, USE_FUSED, o, &t) || t.qt % gq) {
+    if (!pick_tiling(tt * gq, gm.D, USE_FUSED, o, &t) || t.qt % gq) {
         gq = 1;
-        if (!pick_tiling(n->kp.token_tile, gm.D, USE_FUSED, o, &t))
+        if (!pick_tiling(tt, gm.D, USE_FUSED, o, &t))
             return unsupported(d, n, "a query tile and a key block exceed shared memory");
     }
     t.split = n->kp.split > 1 ? n->kp.split : 1;
@@ -529,6 +531,7 @@ zstatus zcg_attention(const zir_graph *g, const zir_node *n, const zcg_opts *o, 
         if (n->kp.tmpl == ZKT_ATTENTION) return gen_fused(n, o, a, out, d);
         return unsupported(d, n, "not an attention kernel");
     }
+    if (o->batch) return unsupported(d, n, "staged attention has no batch form: expected fuse-attn in the pipeline");
     switch (n->op) {
     case ZOP_ATTN_SCORES: return gen_scores(n, o, a, out, d);
     case ZOP_SOFTMAX_CAUSAL: return gen_softmax(n, o, a, out, d);

@@ -64,10 +64,25 @@ static void put(sbuf *s, const char *t) {
     s->len += n;
 }
 
+/* Whether a kernel reads the positions of its rows or writes the KV cache:
+ * in the batch schedule it then reads each row's from the step buffer
+ * (common.glsl's ROW_POS, ROW_KV). Other kernels are row-local, and keep the
+ * prefill schedule's source, so the two share them. */
+static bool reads_rows(const char *const *defs, const char *const *files) {
+    static const char *const positional[] = {"head", "rope", "kv_store", "attention_main"};
+    for (int i = 0; files && files[i]; i++)
+        for (size_t j = 0; j < sizeof positional / sizeof *positional; j++)
+            if (!strcmp(files[i], positional[j])) return true;
+    for (int i = 0; defs && defs[i]; i += 2)
+        if (!strcmp(defs[i], "Y_KV")) return true; /* a projection stored into the cache */
+    return false;
+}
+
 const char *zcg_compose(zarena *a, const char *const *defs, const char *const *files, const zcg_opts *o) {
     sbuf s = {a, NULL, 0, 0, false};
     put(&s, "#version 450\n");
     if (o && o->act_f16) put(&s, "#define ACT_F16 1\n");
+    if (o && o->batch && reads_rows(defs, files)) put(&s, "#define BATCH 1\n");
     for (int i = 0; defs && defs[i]; i += 2) {
         put(&s, "#define ");
         put(&s, defs[i]);

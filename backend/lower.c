@@ -92,8 +92,17 @@ static const zir_value *cache_of(const zir_value *v) {
     return n && zir_ops[n->op].kind == ZK_KV ? n->in[1] : NULL;
 }
 
+/* Most tokens of a step of schedule ph. */
+static int64_t sched_tokens(const zlower_opts *o, zplan_phase ph) {
+    return ph == ZPLAN_DECODE ? 1 : ph == ZPLAN_BATCH ? o->parallel : o->max_tokens;
+}
+
+static int64_t n_seqs(const zlower_opts *o) {
+    return o->parallel > 1 ? o->parallel : 1;
+}
+
 static int64_t elems(const zir_value *v, const zlower_opts *o, zplan_phase ph) {
-    int64_t T = ph == ZPLAN_DECODE ? 1 : o->max_tokens;
+    int64_t T = sched_tokens(o, ph);
     zir_step st = {.T = T, .pos = o->ctx - T, .ctx = o->ctx};
     return zir_value_elems(v, &st);
 }
@@ -111,8 +120,16 @@ static zstatus declare_storage(lw *w, const zir_graph *g) {
             uint64_t off = (uint64_t)((const uint8_t *)v->data - (const uint8_t *)w->o->gguf_base);
             if (add_buffer(w, ZPB_WEIGHTS, v->name, round_up(v->nbytes, 4), off) == UINT32_MAX) w->oom = true;
         } else if (v->role == ZR_KV && find_buffer(w, ZPB_KV, v->name) == UINT32_MAX) {
-            /* the kv-type pass chose the cache's storage */
+            /* the kv-type pass chose the cache's storage; one slot per sequence */
             uint64_t bytes = (uint64_t)elems(v, w->o, ZPLAN_DECODE) * (v->dtype == ZT_F16 ? 2u : 4u);
+            if (n_seqs(w->o) > 1 && bytes % ZPLAN_SLOT_ALIGN)
+                return zdiag_set(w->d, ZE_UNSUPPORTED,
+                                 "--parallel %lld: the KV cache '%s' holds %llu bytes a sequence, not a multiple "
+                                 "of %d (the largest storage offset alignment): expected a --ctx that is a "
+                                 "multiple of %d",
+                                 (long long)w->o->parallel, v->name, (unsigned long long)bytes,
+                                 ZPLAN_SLOT_ALIGN, ZPLAN_SLOT_ALIGN);
+            bytes *= (uint64_t)n_seqs(w->o);
             if (v->dtype == ZT_F16) w->p->required |= ZPLAN_NEED_FP16 | ZPLAN_NEED_STORAGE16;
             if (add_buffer(w, ZPB_KV, v->name, bytes, 0) == UINT32_MAX) w->oom = true;
         }
@@ -352,7 +369,8 @@ static zstatus add_dispatch(lw *w, const zir_graph *g, const zir_node *n, const 
 static zstatus lower_phase(lw *w, const zir_graph *g, zplan_phase ph) {
     zcg_opts co = {.target = w->o->target,
                    .phase = ph == ZPLAN_DECODE ? ZPH_DECODE : ZPH_PREFILL,
-                   .max_tokens = ph == ZPLAN_DECODE ? 1 : w->o->max_tokens,
+                   .batch = ph == ZPLAN_BATCH,
+                   .max_tokens = sched_tokens(w->o, ph),
                    .act_f16 = w->o->act_f16,
                    .tuning = w->o->tuning};
     zstatus s = plan_memory(w, g, ph);
@@ -364,10 +382,13 @@ static zstatus lower_phase(lw *w, const zir_graph *g, zplan_phase ph) {
         zcg_kernel k;
         s = zcg_node(g, g->nodes[i], &co, w->tmp, &k, w->d);
         if (!s && k.glsl) s = add_dispatch(w, g, g->nodes[i], &k, &open);
+        if (s && co.batch) zdiag_prefix(w->d, "batch schedule (--parallel %lld)", (long long)w->o->parallel);
     }
+    /* A batch step's rows are sampled from their logits, read back whole:
+     * the top-k kernel selects from one row. */
     zcg_kernel k;
-    if (!s) s = zcg_topk(g, &co, w->tmp, &k, w->d);
-    if (!s) s = add_dispatch(w, g, g->logits->producer, &k, &open);
+    if (!s && !co.batch) s = zcg_topk(g, &co, w->tmp, &k, w->d);
+    if (!s && !co.batch) s = add_dispatch(w, g, g->logits->producer, &k, &open);
     free(open.a);
     w->p->sched[ph].count = w->p->n_dispatches - w->p->sched[ph].first;
     /* The first dispatch of a phase waits for whatever ran before. */
@@ -403,8 +424,9 @@ static zstatus header(lw *w, const zir_graph *g) {
     p->compiler = add_string(w, zvk_toolchain_probe(&tc, &ignore)
                                     ? "zincc 0.1.0"
                                     : zarena_printf(w->tmp, "zincc 0.1.0, %s", tc.version));
-    uint64_t rows = (uint64_t)o->max_tokens;
-    p->step_buffer = add_buffer(w, ZPB_STEP, "step", 16, 0);
+    uint64_t rows = (uint64_t)(o->max_tokens > o->parallel ? o->max_tokens : o->parallel);
+    p->n_seqs = (uint32_t)n_seqs(o);
+    p->step_buffer = add_buffer(w, ZPB_STEP, "step", ZPLAN_STEP_BYTES(o->parallel), 0);
     p->tokens_buffer = add_buffer(w, ZPB_TOKENS, "tokens", rows * 4, 0);
     p->logits_buffer = add_buffer(w, ZPB_LOGITS, "logits", rows * (uint64_t)g->hp.n_vocab * 4, 0);
     p->topk_buffer = add_buffer(w, ZPB_TOPK, "topk", ZPLAN_TOPK_BYTES, 0);
@@ -417,6 +439,9 @@ zstatus zlower(zir_graph *const g[ZPLAN_PHASES], const zlower_opts *o, zplan **o
     if (o->max_tokens < 1 || o->ctx < o->max_tokens)
         return zdiag_set(d, ZE_INVALID, "prefill chunk %lld and context %lld: expected 1 <= chunk <= context",
                          (long long)o->max_tokens, (long long)o->ctx);
+    if (o->parallel < 0 || o->parallel > ZPLAN_MAX_SEQS)
+        return zdiag_set(d, ZE_INVALID, "--parallel %lld: expected 0 (none) to %d sequences",
+                         (long long)o->parallel, ZPLAN_MAX_SEQS);
     zarena *a = zarena_new(), *tmp = zarena_new();
     zplan *p = a ? zarena_alloc(a, sizeof *p) : NULL;
     if (!p || !tmp) {
@@ -431,6 +456,7 @@ zstatus zlower(zir_graph *const g[ZPLAN_PHASES], const zlower_opts *o, zplan **o
         s = declare_storage(&w, g[ph]);
     for (int ph = 0; ph < ZPLAN_PHASES && !s; ph++)
         s = lower_phase(&w, g[ph], (zplan_phase)ph);
+    if (!s && o->parallel) s = lower_phase(&w, g[ZPLAN_PREFILL], ZPLAN_BATCH);
     if (!s && w.oom) s = zdiag_set(d, ZE_NOMEM, "out of memory");
     if (!s) p->buffers[w.act].size = w.act_size ? w.act_size : ALIGN;
     zarena_free(tmp);

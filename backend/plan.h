@@ -27,14 +27,14 @@
 
 #define ZPLAN_MAGIC         "ZINCPLAN" /* 8 bytes */
 #define ZPLAN_VERSION_MAJOR 1
-#define ZPLAN_VERSION_MINOR 1  /* 1.1: the top-k candidates buffer */
+#define ZPLAN_VERSION_MINOR 2  /* 1.1: the top-k candidates buffer; 1.2: sequence slots, the batch schedule */
 #define ZPLAN_MAX_BINDINGS  16 /* per dispatch, the step buffer included */
 
 typedef enum zplan_buf_kind {
     ZPB_WEIGHTS = 1, /* bytes [src_offset, src_offset + size) of the GGUF file */
     ZPB_ACT,         /* activations, aliased by liveness */
-    ZPB_KV,          /* one KV cache */
-    ZPB_STEP,        /* the step parameters {T, pos, ctx, 0}: binding 0 of every kernel */
+    ZPB_KV,          /* one KV cache: n_seqs slots of equal size, one per sequence */
+    ZPB_STEP,        /* the step parameters {T, pos, ctx, rows, (pos, seq) x batch rows}: binding 0 */
     ZPB_TOKENS,      /* int32 token ids of a step, max_tokens of them */
     ZPB_LOGITS,      /* float logits [max_tokens][n_vocab] or [1][n_vocab] */
     ZPB_SCRATCH,     /* per-kernel scratch (partial sums, counters), zeroed at load */
@@ -98,7 +98,15 @@ typedef struct zplan_dispatch {
     zplan_affine groups[3];
 } zplan_dispatch;
 
-typedef enum zplan_phase { ZPLAN_PREFILL = 0, ZPLAN_DECODE = 1, ZPLAN_PHASES = 2 } zplan_phase;
+/* The phases a graph is compiled for, and the schedules of a plan: the
+ * batch schedule (1.2, zincc --parallel N) runs the prefill graph's kernels
+ * over up to n_seqs rows, each one token of a different sequence, at its own
+ * position and in its own slot of the KV caches (the step buffer's rows). */
+typedef enum zplan_phase { ZPLAN_PREFILL = 0, ZPLAN_DECODE = 1, ZPLAN_PHASES = 2, ZPLAN_BATCH = 2 } zplan_phase;
+#define ZPLAN_SCHEDS    3   /* prefill, decode, batch */
+#define ZPLAN_MAX_SEQS  256 /* sequence slots a plan may hold */
+#define ZPLAN_SLOT_ALIGN 256 /* bytes: a KV slot's size is a multiple (Vulkan's largest storage offset alignment) */
+#define ZPLAN_STEP_BYTES(rows) (16u + 8u * (uint32_t)(rows)) /* the step buffer for a batch of rows */
 
 typedef struct zplan_schedule {
     uint32_t first, count; /* dispatches */
@@ -138,7 +146,8 @@ typedef struct zplan {
     uint32_t n_bindings;
     zplan_dispatch *dispatches;
     uint32_t n_dispatches;
-    zplan_schedule sched[ZPLAN_PHASES];
+    zplan_schedule sched[ZPLAN_SCHEDS]; /* sched[ZPLAN_BATCH].count 0: no batch schedule */
+    uint32_t n_seqs;                    /* KV slots (1.2; 1 before): each KV buffer holds n_seqs caches */
 } zplan;
 
 /* The string at offset s (always NUL-terminated after validation). */

@@ -103,7 +103,14 @@ static const field meta_fields[] = {
     F(zplan, sched[1].count),
     F(zplan, sched[1].max_tokens),
     F(zplan, sched[1].logits_rows),
+    /* 1.2 (META 120 -> 140 bytes) */
+    F(zplan, n_seqs),
+    F(zplan, sched[2].first),
+    F(zplan, sched[2].count),
+    F(zplan, sched[2].max_tokens),
+    F(zplan, sched[2].logits_rows),
 };
+#define META_BYTES_1_1 120 /* the META record of formats 1.0 and 1.1 */
 static const field byte_fields[] = {{0, 1}};
 static const field word_fields[] = {{0, 4}};
 static const field buffer_fields[] = {F(zplan_buffer, kind), F(zplan_buffer, name), F(zplan_buffer, size),
@@ -211,8 +218,11 @@ static void encode_rec(const secdesc *s, const void *rec, uint8_t *out) {
     }
 }
 
-static void decode_rec(const secdesc *s, const uint8_t *in, void *rec) {
-    for (unsigned i = 0; i < s->nf; i++) {
+/* Decodes the fields within the first `bytes` of a record; the rest stay
+ * zero (an older minor's shorter record). */
+static void decode_rec(const secdesc *s, const uint8_t *in, uint32_t bytes, void *rec) {
+    const uint8_t *end = in + bytes;
+    for (unsigned i = 0; i < s->nf && in + s->f[i].size <= end; i++) {
         const field *f = &s->f[i];
         uint64_t v = get_le(in, f->size);
         char *m = (char *)rec + f->at;
@@ -351,11 +361,42 @@ static zstatus check_meta(vctx *v) {
     return ZOK;
 }
 
-static zstatus check_schedules(vctx *v) {
-    static const char *const phase[ZPLAN_PHASES] = {"prefill", "decode"};
+/* Sequence slots (1.2): every KV buffer holds n_seqs caches of a size that
+ * any device can bind at a slot's offset; a batch schedule takes at most one
+ * row a slot and writes every row's logits. */
+static zstatus check_seqs(vctx *v) {
     const zplan *p = v->p;
-    for (int ph = 0; ph < ZPLAN_PHASES; ph++) {
+    const zplan_schedule *b = &p->sched[ZPLAN_BATCH];
+    if (p->n_seqs < 1 || p->n_seqs > ZPLAN_MAX_SEQS)
+        return vfail(v, SEC_META, 0, "sequence slots: expected 1..%d, found %u", ZPLAN_MAX_SEQS, p->n_seqs);
+    if (!b->count && (b->first || b->max_tokens || b->logits_rows))
+        return vfail(v, SEC_META, 0,
+                     "batch schedule: expected all zero without dispatches, found first %u, max_tokens %u, "
+                     "logits rows %u",
+                     b->first, b->max_tokens, b->logits_rows);
+    if (b->count && b->max_tokens > p->n_seqs)
+        return vfail(v, SEC_META, 0, "batch schedule: max_tokens: expected at most %u (the sequence slots), found %u",
+                     p->n_seqs, b->max_tokens);
+    if (b->count && b->logits_rows != b->max_tokens)
+        return vfail(v, SEC_META, 0, "batch schedule: logits rows: expected %u (max_tokens), found %u",
+                     b->max_tokens, b->logits_rows);
+    for (uint32_t i = 0; p->n_seqs > 1 && i < p->n_buffers; i++) {
+        const zplan_buffer *kb = &p->buffers[i];
+        if (kb->kind == ZPB_KV && (kb->size % p->n_seqs || kb->size / p->n_seqs % ZPLAN_SLOT_ALIGN))
+            return vfail(v, SEC_BUFFERS, i,
+                         "buffer %u '%s': %u sequence slots: expected a size of %u slots of a multiple of %d "
+                         "bytes, found %" PRIu64,
+                         i, vstr(v, kb->name), p->n_seqs, p->n_seqs, ZPLAN_SLOT_ALIGN, kb->size);
+    }
+    return ZOK;
+}
+
+static zstatus check_schedules(vctx *v) {
+    static const char *const phase[ZPLAN_SCHEDS] = {"prefill", "decode", "batch"};
+    const zplan *p = v->p;
+    for (int ph = 0; ph < ZPLAN_SCHEDS; ph++) {
         const zplan_schedule *s = &p->sched[ph];
+        if (ph == ZPLAN_BATCH && !s->count) continue; /* none (check_seqs) */
         if (s->first > p->n_dispatches || s->count > p->n_dispatches - s->first)
             return vfail(v, SEC_META, 0,
                          "%s schedule: dispatches [%u, +%u) outside the dispatch table: expected an end <= "
@@ -411,7 +452,7 @@ static zstatus check_buffer(vctx *v, uint32_t i) {
 static zstatus check_io(vctx *v) {
     const zplan *p = v->p;
     uint64_t max_t = 1, max_rows = 1;
-    for (int ph = 0; ph < ZPLAN_PHASES; ph++) {
+    for (int ph = 0; ph < ZPLAN_SCHEDS; ph++) {
         if (p->sched[ph].max_tokens > max_t) max_t = p->sched[ph].max_tokens;
         if (p->sched[ph].logits_rows > max_rows) max_rows = p->sched[ph].logits_rows;
     }
@@ -421,7 +462,8 @@ static zstatus check_io(vctx *v) {
         uint64_t need;
         const char *why;
     } io[] = {
-        {"step buffer", p->step_buffer, ZPB_STEP, 16, "{T, pos, ctx, 0}"},
+        {"step buffer", p->step_buffer, ZPB_STEP, ZPLAN_STEP_BYTES(p->sched[ZPLAN_BATCH].max_tokens),
+         "{T, pos, ctx, rows} and (pos, seq) per batch row"},
         {"tokens buffer", p->tokens_buffer, ZPB_TOKENS, 4 * max_t, "int32 x max_tokens"},
         {"logits buffer", p->logits_buffer, ZPB_LOGITS, 4 * max_rows * p->n_vocab, "float x rows x n_vocab"},
         {"top-k buffer", p->topk_buffer ? p->topk_buffer : p->step_buffer,
@@ -587,6 +629,7 @@ static zstatus validate(const zplan *p, const char *name, const locator *loc, zd
     for (uint32_t i = 0; i < p->n_buffers && !st; i++)
         st = check_buffer(&v, i);
     if (!st) st = check_io(&v);
+    if (!st) st = check_seqs(&v);
     for (uint32_t i = 0; i < p->n_kernels && !st; i++)
         st = check_kernel(&v, i);
     for (uint32_t i = 0; i < p->n_dispatches && !st; i++)
@@ -891,6 +934,7 @@ static zstatus decode_section(rd *r, zplan *p, int id, locator *loc) {
                      "size), found %" PRIu64,
                      s->name, SEC_PREFIX, len);
     uint32_t n = le32(r->b + off), rs = le32(r->b + off + 4), want = rec_bytes(s);
+    if (id == SEC_META && r->minor < 2) want = META_BYTES_1_1; /* older: no slots, no batch schedule */
     bool newer = r->minor > ZPLAN_VERSION_MINOR;
     if (rs < want || (!newer && rs != want))
         return rfail(r, ZE_FORMAT, off + 4,
@@ -912,7 +956,7 @@ static zstatus decode_section(rd *r, zplan *p, int id, locator *loc) {
         return rfail(r, ZE_NOMEM, off, "out of memory for section %s: expected %" PRIu64 " bytes, found none",
                      s->name, (uint64_t)n * s->elem);
     for (uint32_t i = 0; i < n; i++)
-        decode_rec(s, r->b + off + SEC_PREFIX + (uint64_t)i * rs, recs + (size_t)i * s->elem);
+        decode_rec(s, r->b + off + SEC_PREFIX + (uint64_t)i * rs, want, recs + (size_t)i * s->elem);
     loc->off[id] = off + SEC_PREFIX;
     loc->rs[id] = rs;
     return ZOK;
@@ -926,6 +970,7 @@ static zstatus parse(rd *r, zplan *p) {
         st = decode_section(r, p, id, &loc);
     p->major = r->major;
     p->minor = r->minor;
+    if (!st && r->minor < 2) p->n_seqs = 1; /* before 1.2: one cache per KV buffer */
     if (!st) st = validate(p, r->name, &loc, r->d);
     return st;
 }
@@ -1009,8 +1054,10 @@ static void print_identity(pctx *c) {
     fprintf(o, "compiler:  %s\n", pstr(c, p->compiler));
     fprintf(o, "gguf:      %s (%" PRIu64 " bytes, identity %016" PRIx64 ")\n", pstr(c, p->gguf_path),
             p->gguf_size, p->gguf_hash);
-    fprintf(o, "model:     %s, %u layers, n_embd %u, n_vocab %u, ctx %u\n", pstr(c, p->arch), p->n_layer,
+    fprintf(o, "model:     %s, %u layers, n_embd %u, n_vocab %u, ctx %u", pstr(c, p->arch), p->n_layer,
             p->n_embd, p->n_vocab, p->ctx);
+    if (p->n_seqs > 1) fprintf(o, " per sequence, %u sequence slots", p->n_seqs);
+    fputc('\n', o);
     fprintf(o, "target:    %s", pstr(c, p->target));
     if (zplan_str(p, p->device_name)[0]) fprintf(o, ", device '%s'", pstr(c, p->device_name));
     fprintf(o, " (vendor 0x%04x, device 0x%04x), subgroup %u, shared memory %u bytes\n", p->vendor_id,
@@ -1110,12 +1157,13 @@ static void print_dispatch(pctx *c, uint32_t i, uint32_t tmax) {
 }
 
 static void print_schedules(pctx *c, bool verbose) {
-    static const char *const phase[ZPLAN_PHASES] = {"prefill", "decode"};
+    static const char *const phase[ZPLAN_SCHEDS] = {"prefill", "decode", "batch"};
     const zplan *p = c->p;
     uint32_t scheduled = 0;
     fprintf(c->out, "schedules:\n");
-    for (int ph = 0; ph < ZPLAN_PHASES; ph++) {
+    for (int ph = 0; ph < ZPLAN_SCHEDS; ph++) {
         const zplan_schedule *s = &p->sched[ph];
+        if (ph == ZPLAN_BATCH && !s->count) continue;
         uint32_t barriers = 0;
         for (uint32_t i = s->first; i < s->first + s->count; i++)
             barriers += (p->dispatches[i].flags & ZPLAN_BARRIER) != 0;

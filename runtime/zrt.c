@@ -10,17 +10,22 @@
 #include "../frontend/gguf.h"
 
 /* A sequence: a KV cache and where it stands. The zrt's own sequence binds
- * the plan's KV buffers; each one zrt_seq_new adds binds copies of them, and
- * shares everything else (weights, activations, step I/O): steps run one at a
- * time, so sequences interleave step by step. */
+ * the plan's KV buffers (slot 0 where the plan has sequence slots); each one
+ * zrt_seq_new adds binds the next free slot of them, or copies of them where
+ * the plan has one slot, and shares everything else (weights, activations,
+ * step I/O): steps run one at a time, so sequences interleave step by step,
+ * and a batch step runs one row of each of several slotted sequences. */
 struct zrt_seq {
-    zvk_buffer *kv; /* one per plan buffer, created for ZPB_KV only; NULL: the zrt's own */
+    zvk_buffer *kv; /* one per plan buffer, created for ZPB_KV only; NULL: the zrt's own or a slot */
+    uint32_t slot;  /* its KV slot (plans with n_seqs > 1) */
+    bool has_slot;  /* it took slot (zrt_seq_new), to give back */
     VkDescriptorPool pool;
     VkDescriptorSet *sets; /* one per dispatch */
     zvk_cmd decode;        /* recorded once, replayed per token */
     bool decode_recorded;
     int64_t pos;
-    int last_T; /* tokens of the last step: its logits rows */
+    int last_T;   /* tokens of the last step: its logits rows */
+    int last_row; /* the row of the logits buffer holding its last logits */
 };
 
 struct zrt {
@@ -32,8 +37,17 @@ struct zrt {
     zvk_pipeline *pipes; /* one per kernel */
     zrt_seq main;        /* the sequence of zrt_open */
     zrt_seq *cur;        /* the one steps run on (zrt_seq_use) */
+    const zrt_seq *top;  /* whose last row the top-k buffer holds, or NULL */
+    bool *slot_used;     /* [n_seqs] */
+    zvk_cmd *batch;      /* [n_seqs + 1]: the batch step of n rows, recorded on first use */
+    bool *batch_recorded;
     bool progress;
 };
+
+/* Bytes of one sequence's slot of KV buffer i. */
+static uint64_t slot_bytes(const zplan *p, uint32_t i) {
+    return p->buffers[i].size / p->n_seqs;
+}
 
 static bool host_visible(uint32_t kind) {
     return kind == ZPB_STEP || kind == ZPB_TOKENS || kind == ZPB_TOPK;
@@ -149,6 +163,14 @@ static zstatus check_device(zrt *r, const char *request, zdiag *d) {
                          "device '%s' runs subgroups of %u; this plan's kernels assume subgroups of %u: "
                          "expected a plan compiled for it (zincc MODEL.gguf --target device -o PLAN)",
                          pr->name, pr->subgroup_size, r->plan->subgroup_size);
+    for (uint32_t i = 0; r->plan->n_seqs > 1 && i < r->plan->n_buffers; i++)
+        if (r->plan->buffers[i].kind == ZPB_KV && pr->storage_offset_align &&
+            slot_bytes(r->plan, i) % pr->storage_offset_align)
+            return zdiag_set(d, ZE_UNSUPPORTED,
+                             "device '%s' binds storage at multiples of %llu bytes; this plan's KV slots are %llu "
+                             "bytes: recompile with zincc --parallel and another --ctx",
+                             pr->name, (unsigned long long)pr->storage_offset_align,
+                             (unsigned long long)slot_bytes(r->plan, i));
     if (r->plan->shared_bytes > pr->max_shared_memory)
         return zdiag_set(
             d, ZE_UNSUPPORTED,
@@ -240,7 +262,15 @@ static zstatus create_pipelines(zrt *r, zdiag *d) {
     return ZOK;
 }
 
-/* A sequence's descriptor sets: its KV buffers, the zrt's others. */
+/* Whether dispatch i belongs to the batch schedule (whose bindings cover
+ * every slot of the caches, and which runs from the zrt's own sets). */
+static bool in_batch(const zplan *p, uint32_t i) {
+    const zplan_schedule *b = &p->sched[ZPLAN_BATCH];
+    return i >= b->first && i - b->first < b->count;
+}
+
+/* A sequence's descriptor sets: its KV buffers (or its slot of the plan's),
+ * the zrt's others. */
 static zstatus create_sets(zrt *r, zrt_seq *q, zdiag *d) {
     const zplan *p = r->plan;
     zstatus s = zvk_desc_pool_create(&r->dev, p->n_dispatches ? p->n_dispatches : 1,
@@ -250,8 +280,9 @@ static zstatus create_sets(zrt *r, zrt_seq *q, zdiag *d) {
         zvk_binding b[ZPLAN_MAX_BINDINGS];
         for (uint32_t j = 0; j < dp->n_bindings; j++) {
             const zplan_binding *pb = &p->bindings[dp->first_binding + j];
-            bool own = q->kv && p->buffers[pb->buffer].kind == ZPB_KV;
-            b[j] = (zvk_binding){own ? &q->kv[pb->buffer] : &r->bufs[pb->buffer], pb->offset, pb->range};
+            bool kv = p->buffers[pb->buffer].kind == ZPB_KV, own = q->kv && kv;
+            uint64_t at = kv && !in_batch(p, i) ? q->slot * slot_bytes(p, pb->buffer) : 0;
+            b[j] = (zvk_binding){own ? &q->kv[pb->buffer] : &r->bufs[pb->buffer], pb->offset + at, pb->range};
         }
         s = zvk_desc_set(&r->dev, q->pool, &r->pipes[dp->kernel], b, dp->n_bindings, &q->sets[i], d);
         if (s) zdiag_prefix(d, "dispatch %u (%s)", i, zplan_str(p, dp->node));
@@ -307,8 +338,14 @@ zstatus zrt_open_plan(zplan *p, const zrt_opts *o, zrt **out, zdiag *d) {
     r->bufs = calloc(p->n_buffers ? p->n_buffers : 1, sizeof *r->bufs);
     r->pipes = calloc(p->n_kernels ? p->n_kernels : 1, sizeof *r->pipes);
     r->main.sets = calloc(p->n_dispatches ? p->n_dispatches : 1, sizeof *r->main.sets);
+    r->slot_used = calloc(p->n_seqs, sizeof *r->slot_used);
+    r->batch = calloc(p->n_seqs + 1, sizeof *r->batch);
+    r->batch_recorded = calloc(p->n_seqs + 1, sizeof *r->batch_recorded);
     r->cur = &r->main;
-    zstatus s = r->bufs && r->pipes && r->main.sets ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
+    zstatus s = r->bufs && r->pipes && r->main.sets && r->slot_used && r->batch && r->batch_recorded
+                    ? ZOK
+                    : zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (!s) r->slot_used[0] = true; /* the zrt's own sequence */
     if (!s) s = check_spirv(p, d);
     if (!s) s = check_gguf(r, o && o->gguf_path ? o->gguf_path : zplan_str(p, p->gguf_path), d);
     if (!s) s = check_device(r, o ? o->device : NULL, d);
@@ -336,6 +373,8 @@ void zrt_close(zrt *r) {
     if (!r) return;
     if (r->dev.device) vkDeviceWaitIdle(r->dev.device);
     zvk_cmd_release(&r->dev, &r->main.decode);
+    for (uint32_t n = 0; r->batch_recorded && n <= r->plan->n_seqs; n++)
+        if (r->batch_recorded[n]) zvk_cmd_release(&r->dev, &r->batch[n]);
     zvk_desc_pool_destroy(&r->dev, &r->main.pool);
     for (uint32_t i = 0; r->pipes && i < r->plan->n_kernels; i++)
         zvk_pipeline_destroy(&r->dev, &r->pipes[i]);
@@ -348,6 +387,9 @@ void zrt_close(zrt *r) {
     free(r->bufs);
     free(r->pipes);
     free(r->main.sets);
+    free(r->slot_used);
+    free(r->batch);
+    free(r->batch_recorded);
     free(r);
 }
 
@@ -371,6 +413,7 @@ int64_t zrt_pos(const zrt *r) {
 void zrt_reset(zrt *r) {
     r->cur->pos = 0;
     r->cur->last_T = 0;
+    if (r->top == r->cur) r->top = NULL;
 }
 
 /* Refuses before allocating when the device cannot hold another cache. */
@@ -402,16 +445,39 @@ static zstatus create_seq_kv(zrt *r, zrt_seq *q, zdiag *d) {
     return zvk_cmd_run(&r->dev, &c, d);
 }
 
+/* A slotted sequence's cache: its slot of the plan's KV buffers, zeroed. */
+static zstatus take_slot(zrt *r, zrt_seq *q, zdiag *d) {
+    const zplan *p = r->plan;
+    uint32_t i = 0;
+    while (i < p->n_seqs && r->slot_used[i])
+        i++;
+    if (i == p->n_seqs)
+        return zdiag_set(d, ZE_INVALID,
+                         "all %u sequence slots of the plan are in use: expected at most %u sequences "
+                         "(recompile with zincc --parallel N for more)",
+                         p->n_seqs, p->n_seqs);
+    zvk_cmd c = {0};
+    zstatus s = zvk_cmd_begin(&r->dev, &c, d);
+    if (s) return s;
+    for (uint32_t b = 0; b < p->n_buffers; b++)
+        if (p->buffers[b].kind == ZPB_KV)
+            vkCmdFillBuffer(c.cb, r->bufs[b].buffer, i * slot_bytes(p, b), slot_bytes(p, b), 0);
+    s = zvk_cmd_run(&r->dev, &c, d);
+    if (!s) q->slot = i, q->has_slot = r->slot_used[i] = true;
+    return s;
+}
+
 zstatus zrt_seq_new(zrt *r, zrt_seq **out, zdiag *d) {
     uint64_t need;
     *out = NULL;
-    zstatus s = check_seq_memory(r, &need, d);
+    bool slotted = r->plan->n_seqs > 1;
+    zstatus s = slotted ? ZOK : check_seq_memory(r, &need, d);
     if (s) return s;
     zrt_seq *q = calloc(1, sizeof *q);
-    if (q) q->kv = calloc(r->plan->n_buffers, sizeof *q->kv);
-    if (q && q->kv) q->sets = calloc(r->plan->n_dispatches ? r->plan->n_dispatches : 1, sizeof *q->sets);
-    s = q && q->kv && q->sets ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
-    if (!s) s = create_seq_kv(r, q, d);
+    if (q && !slotted) q->kv = calloc(r->plan->n_buffers, sizeof *q->kv);
+    if (q && (q->kv || slotted)) q->sets = calloc(r->plan->n_dispatches ? r->plan->n_dispatches : 1, sizeof *q->sets);
+    s = q && q->sets ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (!s) s = slotted ? take_slot(r, q, d) : create_seq_kv(r, q, d);
     if (!s) s = create_sets(r, q, d);
     if (!s) s = record_decode(r, q, d);
     if (s) {
@@ -425,6 +491,8 @@ zstatus zrt_seq_new(zrt *r, zrt_seq **out, zdiag *d) {
 void zrt_seq_free(zrt *r, zrt_seq *q) {
     if (!q || q == &r->main) return;
     if (r->cur == q) r->cur = &r->main;
+    if (r->top == q) r->top = NULL;
+    if (q->has_slot) r->slot_used[q->slot] = false;
     vkDeviceWaitIdle(r->dev.device);
     zvk_cmd_release(&r->dev, &q->decode);
     zvk_desc_pool_destroy(&r->dev, &q->pool);
@@ -441,6 +509,9 @@ void zrt_seq_use(zrt *r, zrt_seq *q) {
 
 static zstatus check_step(const zrt *r, zplan_phase ph, const int32_t *tokens, int n, zdiag *d) {
     const zplan *p = r->plan;
+    if (ph != ZPLAN_PREFILL && ph != ZPLAN_DECODE)
+        return zdiag_set(d, ZE_INVALID, "schedule %d: expected prefill or decode (a batch runs with zrt_run_batch)",
+                         (int)ph);
     const zplan_schedule *sc = &p->sched[ph];
     if (n < 1 || (uint32_t)n > sc->max_tokens || (ph == ZPLAN_DECODE && n != 1))
         return zdiag_set(d, ZE_INVALID, "%s step of %d tokens: expected 1..%u",
@@ -486,6 +557,70 @@ zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *log
     if (s) return s;
     r->cur->pos += n;
     r->cur->last_T = n;
+    r->cur->last_row = n - 1;
+    r->top = p->topk_buffer ? r->cur : NULL;
+    return ZOK;
+}
+
+/* A batch step's rows: one token each of distinct slotted sequences, inside
+ * their contexts. */
+static zstatus check_batch(const zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n, zdiag *d) {
+    const zplan *p = r->plan;
+    const zplan_schedule *sc = &p->sched[ZPLAN_BATCH];
+    if (!sc->count)
+        return zdiag_set(d, ZE_UNSUPPORTED,
+                         "the plan has no batch decode schedule: recompile it with zincc --parallel N");
+    if (n < 1 || (uint32_t)n > sc->max_tokens)
+        return zdiag_set(d, ZE_INVALID, "batch step of %d rows: expected 1..%u (zincc --parallel)", n,
+                         sc->max_tokens);
+    for (int i = 0; i < n; i++) {
+        const zrt_seq *q = seqs[i] ? seqs[i] : &r->main;
+        for (int j = 0; j < i; j++)
+            if ((seqs[j] ? seqs[j] : &r->main) == q)
+                return zdiag_set(d, ZE_INVALID, "batch rows %d and %d: expected distinct sequences, found one twice",
+                                 j, i);
+        if (q->pos + 1 > p->ctx)
+            return zdiag_set(d, ZE_INVALID, "batch row %d: context full: %lld cached + 1 exceed the context of %u",
+                             i, (long long)q->pos, p->ctx);
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= p->n_vocab)
+            return zdiag_set(d, ZE_INVALID, "token %d at batch row %d: expected an id below %u", tokens[i], i,
+                             p->n_vocab);
+    }
+    return ZOK;
+}
+
+zstatus zrt_run_batch(zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n, float *logits, zdiag *d) {
+    const zplan *p = r->plan;
+    zstatus s = check_batch(r, seqs, tokens, n, d);
+    if (s) return s;
+    uint32_t *step = r->bufs[p->step_buffer].map;
+    step[0] = (uint32_t)n, step[1] = 0, step[2] = p->ctx, step[3] = 0;
+    for (int i = 0; i < n; i++) {
+        const zrt_seq *q = seqs[i] ? seqs[i] : &r->main;
+        step[4 + 2 * i] = (uint32_t)q->pos;
+        step[5 + 2 * i] = q->slot;
+    }
+    memcpy(r->bufs[p->tokens_buffer].map, tokens, sizeof *tokens * (size_t)n);
+    if (!r->batch_recorded[n]) { /* the batch dispatches bind every slot: the zrt's own sets */
+        zrt_seq *was = r->cur;
+        r->cur = &r->main;
+        s = record(r, ZPLAN_BATCH, n, &r->batch[n], NULL, d);
+        r->cur = was;
+        if (s) return s;
+        r->batch_recorded[n] = true;
+    }
+    s = zvk_cmd_submit_wait(&r->dev, &r->batch[n], d);
+    if (!s && logits)
+        s = zvk_download(&r->dev, &r->bufs[p->logits_buffer], 0, logits, sizeof(float) * (size_t)n * p->n_vocab,
+                         d);
+    if (s) return s;
+    for (int i = 0; i < n; i++) {
+        zrt_seq *q = seqs[i] ? seqs[i] : &r->main;
+        q->pos++;
+        q->last_T = 1;
+        q->last_row = i;
+    }
+    r->top = NULL; /* the top-k buffer holds no batch row */
     return ZOK;
 }
 
@@ -505,14 +640,16 @@ zstatus zrt_last_logits(zrt *r, float *last, zdiag *d) {
     const zplan *p = r->plan;
     if (!r->cur->last_T) return zdiag_set(d, ZE_INVALID, "no step has run: there are no logits to read");
     uint64_t row = sizeof(float) * p->n_vocab;
-    return zvk_download(&r->dev, &r->bufs[p->logits_buffer], row * (uint64_t)(r->cur->last_T - 1), last, row,
-                        d);
+    return zvk_download(&r->dev, &r->bufs[p->logits_buffer], row * (uint64_t)r->cur->last_row, last, row, d);
 }
 
 zstatus zrt_top(const zrt *r, zrt_sample_cand *top, size_t *n, zdiag *d) {
     const zplan *p = r->plan;
     if (!p->topk_buffer)
         return zdiag_set(d, ZE_UNSUPPORTED, "the plan selects no top-k (compiled before plan 1.1)");
+    if (r->top != r->cur)
+        return zdiag_set(d, ZE_UNSUPPORTED, "the top-k buffer holds another step's row (a batch step's, or another "
+                                            "sequence's): read the row instead");
     const uint32_t *t = r->bufs[p->topk_buffer].map;
     if (t[1] > t[0] || t[0] > ZPLAN_TOPK_CAP)
         return zdiag_set(d, ZE_UNSUPPORTED, "%u logits tie at the top-k threshold: more than the %d kept",
@@ -548,4 +685,8 @@ zstatus zrt_profile(zrt *r, zplan_phase ph, const int32_t *tokens, int n, double
     zvk_timer_destroy(&r->dev, &tm);
     free(t);
     return s;
+}
+
+int zrt_batch_rows(const zrt *r) {
+    return r->plan->sched[ZPLAN_BATCH].count ? (int)r->plan->sched[ZPLAN_BATCH].max_tokens : 0;
 }

@@ -38,8 +38,8 @@ const zvk_profile *zrt_device(const zrt *r);
 int64_t zrt_pos(const zrt *r);
 void zrt_reset(zrt *r); /* forget the KV cache: the next token is at position 0 */
 
-/* Sequences: each has its own KV cache (a copy of the plan's KV buffers)
- * and position, and shares the weights and everything else, so that one
+/* Sequences: each has its own KV cache (its slot of the plan's KV buffers
+ * where the plan has slots, zincc --parallel; else a copy of them) and position, and shares the weights and everything else, so that one
  * executor serves several conversations (zinc serve's slots): select one with
  * zrt_seq_use, then zrt_run/eval/pos/reset/top/last_logits act on it. Steps
  * run one at a time, so a sequence gives the same logits alone as
@@ -64,6 +64,17 @@ zstatus zrt_top(const zrt *r, zrt_sample_cand *top, size_t *n, zdiag *d);
  * stores each dispatch's time (ns[0 .. schedule count)); the position does
  * not advance. For profiles, not for speed: timestamps serialize the work. */
 zstatus zrt_profile(zrt *r, zplan_phase ph, const int32_t *tokens, int n, double *ns, zdiag *d);
+
+/* Advances n sequences (seqs[i] NULL: the zrt's own) by one token each,
+ * tokens[i] at sequence i's position, in one step of the plan's batch
+ * schedule (zincc --parallel N: n from 1 to N, distinct sequences). Each row
+ * reads and writes only its own sequence's cache, and its arithmetic does not
+ * depend on the other rows: a sequence gets the same logits in a batch of one
+ * as among others. logits (may be NULL) receives [n][n_vocab]; afterwards
+ * zrt_last_logits on sequence i reads row i, and zrt_top has no candidates. */
+zstatus zrt_run_batch(zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n, float *logits, zdiag *d);
+/* The rows a batch step takes: 0 where the plan has no batch schedule. */
+int zrt_batch_rows(const zrt *r);
 
 /* Runs any number of tokens: prefill in chunks, or decode when n == 1. */
 zstatus zrt_eval(zrt *r, const int32_t *tokens, int n, float *logits, zdiag *d);

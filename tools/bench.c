@@ -31,8 +31,59 @@ static zstatus rep(zrt *r, const int32_t *tok, int64_t depth, int64_t count, boo
     return s;
 }
 
+/* The work one test repeats: a single sequence's, or a batch's. */
+typedef struct bench_work {
+    zrt_seq *const *seqs; /* NULL: one sequence (zrt_run) */
+    int rows;
+    float *logits; /* [rows][n_vocab] */
+} bench_work;
+
+/* A batch's repetition: each sequence emptied and given depth tokens, then
+ * count batch steps timed. */
+static zstatus rep_batch(zrt *r, const bench_work *w, const int32_t *tok, int64_t depth, int64_t count,
+                         double *secs, zdiag *d) {
+    zstatus s = ZOK;
+    for (int b = 0; b < w->rows && !s; b++) {
+        zrt_seq_use(r, w->seqs[b]);
+        zrt_reset(r);
+        s = depth ? zrt_eval(r, tok, (int)depth, NULL, d) : ZOK;
+    }
+    zrt_seq_use(r, NULL);
+    int32_t row_tok[ZPLAN_MAX_SEQS];
+    double t0 = now_s();
+    for (int64_t i = 0; !s && i < count; i++) {
+        for (int b = 0; b < w->rows; b++)
+            row_tok[b] = tok[(depth + i + (int64_t)b) % (depth + count)];
+        s = zrt_run_batch(r, w->seqs, row_tok, w->rows, w->logits, d);
+    }
+    *secs = now_s() - t0;
+    return s;
+}
+
+static zstatus measure(zrt *r, const bench_work *w, const int32_t *tok, int64_t depth, int64_t count,
+                       bool decode, int reps, bench_result *res, zdiag *d);
+
+zstatus bench_measure_batch(zrt *r, zrt_seq *const *seqs, int rows, const int32_t *tok, int64_t depth,
+                            int64_t count, int reps, bench_result *res, zdiag *d) {
+    bench_work w = {seqs, rows, malloc(sizeof(float) * (size_t)rows * zrt_plan(r)->n_vocab)};
+    zstatus s = w.logits ? measure(r, &w, tok, depth, count, true, reps, res, d)
+                         : zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (!s) {
+        size_t at = strlen(res->test);
+        snprintf(res->test + at, sizeof res->test - at, " x%d", rows);
+    }
+    free(w.logits);
+    return s;
+}
+
 zstatus bench_measure(zrt *r, const int32_t *tok, int64_t depth, int64_t count, bool decode, int reps,
                       bench_result *res, zdiag *d) {
+    bench_work w = {NULL, 1, NULL};
+    return measure(r, &w, tok, depth, count, decode, reps, res, d);
+}
+
+static zstatus measure(zrt *r, const bench_work *w, const int32_t *tok, int64_t depth, int64_t count,
+                       bool decode, int reps, bench_result *res, zdiag *d) {
     memset(res, 0, sizeof *res);
     int at = snprintf(res->test, sizeof res->test, "%s%lld", decode ? "tg" : "pp", (long long)count);
     if (depth) snprintf(res->test + at, sizeof res->test - (size_t)at, " @ d%lld", (long long)depth);
@@ -48,12 +99,12 @@ zstatus bench_measure(zrt *r, const int32_t *tok, int64_t depth, int64_t count, 
     double warm = 0;
     zstatus s = ZOK;
     for (int i = 0; !s && i < BENCH_WARM_MAX && warm < BENCH_WARM_S; i++) {
-        s = rep(r, tok, depth, count, decode, &secs, d);
+        s = w->seqs ? rep_batch(r, w, tok, depth, count, &secs, d) : rep(r, tok, depth, count, decode, &secs, d);
         warm += secs;
     }
     for (int i = 0; i < reps && !s; i++) {
-        s = rep(r, tok, depth, count, decode, &secs, d);
-        res->samples[i] = count / secs;
+        s = w->seqs ? rep_batch(r, w, tok, depth, count, &secs, d) : rep(r, tok, depth, count, decode, &secs, d);
+        res->samples[i] = (double)count * w->rows / secs;
         sum += res->samples[i];
     }
     res->mean = sum / reps;

@@ -29,6 +29,14 @@ typedef struct bench_model {
 zstatus bench_measure(zrt *r, const int32_t *tok, int64_t depth, int64_t count, bool decode, int reps,
                       bench_result *res, zdiag *d);
 
+/* The same for decode in the plan's batch schedule: count steps of rows
+ * sequences (seqs[0..rows), NULL the zrt's own) at once, one token each and
+ * every row's logits read back (as zinc serve samples them), each sequence
+ * after depth tokens of context. mean and sd are aggregate tokens per
+ * second, all rows; the test is "tg128 x8". */
+zstatus bench_measure_batch(zrt *r, zrt_seq *const *seqs, int rows, const int32_t *tok, int64_t depth,
+                            int64_t count, int reps, bench_result *res, zdiag *d);
+
 void bench_model_info(const zrt *r, bench_model *m);
 
 /* format: "md", "json" or "csv"; fails only when JSON cannot be built or written. */

@@ -13,7 +13,8 @@
 #include "model.h"
 
 static const char *const usage =
-    "usage: zinc bench MODEL.gguf|PLAN.zplan [-p 512] [-n 128] [-d 0] [-r 5] [-o md|json|csv] [--profile]\n"
+    "usage: zinc bench MODEL.gguf|PLAN.zplan [-p 512] [-n 128] [-d 0] [-r 5] [--parallel N,...]\n"
+    "                  [-o md|json|csv] [--profile]\n"
     "\n"
     "Measures prompt processing (pp: one prefill of -p tokens, in the plan's chunks)\n"
     "and text generation (tg: -n decode steps, the recorded step replayed), each\n"
@@ -26,6 +27,12 @@ static const char *const usage =
     "  -d N,N,...   depths: each test runs after N tokens of context were prefilled (not timed),\n"
     "               so tg at depth measures decode over a filled KV cache (default 0)\n"
     "  -r N         repetitions, 1..1000 (default 5)\n"
+    "  --parallel N,N,...\n"
+    "               each tg test instead advances N sequences at once in the plan's batch decode\n"
+    "               schedule (tg128 x8: 128 steps of 8 tokens, every row's logits read back, as\n"
+    "               zinc serve samples them); t/s is the aggregate of all N. A GGUF is compiled\n"
+    "               with zincc --parallel (the largest N); a plan must have been compiled with\n"
+    "               one at least as large (docs/server.md)\n"
     "  -o FORMAT    md (a table), json (llama-bench's fields: n_prompt, n_gen, n_depth, avg_ts,\n"
     "               stddev_ts, samples_ts; t/s to 6 decimals, null when not finite) or csv\n"
     "               (default md)\n"
@@ -38,8 +45,8 @@ static const char *const usage =
 
 typedef struct bench_opts {
     model_opts m;
-    int32_t *p, *n, *dep; /* value lists */
-    int np, nn, nd;
+    int32_t *p, *n, *dep, *par; /* value lists */
+    int np, nn, nd, npar;
     int64_t r;
     const char *format;
     bool profile;
@@ -75,6 +82,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         int l = list_opt(argc, argv, &i, "-p", &o->p, &o->np);
         if (!l) l = list_opt(argc, argv, &i, "-n", &o->n, &o->nn);
         if (!l) l = list_opt(argc, argv, &i, "-d", &o->dep, &o->nd);
+        if (!l) l = list_opt(argc, argv, &i, "--parallel", &o->par, &o->npar);
         if (l < 0) return CLI_EXIT_USAGE;
         if (l > 0) continue;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -99,6 +107,11 @@ static int parse(int argc, char **argv, bench_opts *o) {
         }
         if (miss) return cli_usage_error("zinc bench", "%s needs a value", argv[i]);
     }
+    for (int i = 0; i < o->npar; i++)
+        if (o->par[i] < 1 || o->par[i] > ZPLAN_MAX_SEQS)
+            return cli_usage_error("zinc bench", "--parallel expects sequences 1..%d, found %d", ZPLAN_MAX_SEQS,
+                                   o->par[i]);
+    o->m.parallel = max_of(o->par, o->npar);
     return o->m.path ? 0 : cli_usage_error("zinc bench", "no model given (a MODEL.gguf or a PLAN.zplan)");
 }
 
@@ -190,17 +203,48 @@ static zstatus profile(zrt *r, const bench_opts *o, const int32_t *tok, int64_t 
     return s;
 }
 
-/* Every test: for each depth, each -p then each -n; zero lengths skip. */
-static zstatus run_tests(zrt *r, const bench_opts *o, const int32_t *tok, bench_result *res, size_t *n,
-                         zdiag *d) {
+/* The tg tests of --parallel: each -n at each N, over seqs[0..N). */
+static zstatus run_batches(zrt *r, const bench_opts *o, zrt_seq *const *seqs, const int32_t *tok, int64_t depth,
+                           int64_t count, bench_result *res, size_t *n, zdiag *d) {
+    zstatus s = ZOK;
+    for (int j = 0; j < o->npar && !s; j++)
+        s = bench_measure_batch(r, seqs, o->par[j], tok, depth, count, (int)o->r, &res[(*n)++], d);
+    return s;
+}
+
+/* Every test: for each depth, each -p then each -n (at each --parallel N);
+ * zero lengths skip. */
+static zstatus run_tests(zrt *r, const bench_opts *o, zrt_seq *const *seqs, const int32_t *tok,
+                         bench_result *res, size_t *n, zdiag *d) {
     zstatus s = ZOK;
     *n = 0;
     for (int k = 0; k < o->nd && !s; k++)
         for (int i = 0; i < o->np + o->nn && !s; i++) {
             bool decode = i >= o->np;
             int64_t count = decode ? o->n[i - o->np] : o->p[i];
-            if (count) s = bench_measure(r, tok, o->dep[k], count, decode, (int)o->r, &res[(*n)++], d);
+            if (count && decode && o->npar)
+                s = run_batches(r, o, seqs, tok, o->dep[k], count, res, n, d);
+            else if (count)
+                s = bench_measure(r, tok, o->dep[k], count, decode, (int)o->r, &res[(*n)++], d);
         }
+    return s;
+}
+
+/* The sequences of the largest --parallel N: the zrt's own and N - 1 more,
+ * in a plan whose batch schedule takes N rows. */
+static zstatus open_seqs(zrt *r, const bench_opts *o, zrt_seq **seqs, zdiag *d) {
+    int most = max_of(o->par, o->npar), rows = zrt_batch_rows(r);
+    if (!o->npar) return ZOK;
+    if (rows < most)
+        return zdiag_set(d, ZE_INVALID,
+                         rows ? "--parallel %d: the plan's batch schedule takes at most %d sequences: recompile "
+                                "it with zincc --parallel %d"
+                              : "--parallel %d: the plan has no batch decode schedule (it takes %d): recompile "
+                                "it with zincc --parallel %d",
+                         most, rows, most);
+    zstatus s = ZOK;
+    for (int i = 1; i < most && !s; i++)
+        s = zrt_seq_new(r, &seqs[i], d);
     return s;
 }
 
@@ -213,10 +257,12 @@ static int64_t tokens_needed(const bench_opts *o) {
 static zstatus bench(zrt *r, const bench_opts *o, zdiag *d) {
     const zplan *p = zrt_plan(r);
     int64_t m = tokens_needed(o);
-    size_t cap = (size_t)o->nd * (size_t)(o->np + o->nn), n = 0;
+    size_t cap = (size_t)o->nd * (size_t)(o->np + o->nn * (o->npar ? o->npar : 1)), n = 0;
     int32_t *tok = malloc(sizeof *tok * (size_t)m);
     bench_result *res = calloc(cap ? cap : 1, sizeof *res);
+    zrt_seq *seqs[ZPLAN_MAX_SEQS] = {0};
     zstatus s = tok && res ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
+    if (!s) s = open_seqs(r, o, seqs, d);
     if (!s && m > p->ctx)
         s = zdiag_set(d, ZE_INVALID,
                       "a test needs %lld tokens of context (depth, length and one), more than the %u of the "
@@ -224,13 +270,15 @@ static zstatus bench(zrt *r, const bench_opts *o, zdiag *d) {
                       (long long)m, p->ctx);
     for (int64_t i = 0; !s && i < m; i++)
         tok[i] = (int32_t)((i * 2654435761u) % p->n_vocab);
-    if (!s) s = run_tests(r, o, tok, res, &n, d);
+    if (!s) s = run_tests(r, o, seqs, tok, res, &n, d);
     bench_model bm;
     bench_model_info(r, &bm);
     if (!s) s = bench_print(o->format, &bm, res, n, stdout, d);
     FILE *to = strcmp(o->format, "md") ? stderr : stdout; /* stdout stays one JSON or CSV document */
     for (int k = 0; k < o->nd && !s && o->profile; k++)
         s = profile(r, o, tok, o->dep[k], to, d);
+    for (int i = 1; i < ZPLAN_MAX_SEQS; i++)
+        zrt_seq_free(r, seqs[i]);
     for (size_t i = 0; i < cap; i++)
         free(res[i].samples);
     free(res);
@@ -239,7 +287,7 @@ static zstatus bench(zrt *r, const bench_opts *o, zdiag *d) {
 }
 
 static void free_opts(bench_opts *o) {
-    free(o->p), free(o->n), free(o->dep);
+    free(o->p), free(o->n), free(o->dep), free(o->par);
 }
 
 int cmd_bench(int argc, char **argv) {

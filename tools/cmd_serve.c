@@ -25,7 +25,10 @@ static const char *const usage_head =
     "\n"
     "  --host ADDR          address to listen on (default 127.0.0.1: this machine only)\n"
     "  --port N             port (default 8080; 0: any free one, printed at start)\n"
-    "  -np, --parallel N    slots: requests generating at once, each with its own KV cache (default 4)\n"
+    "  -np, --parallel N    slots: requests generating at once, each with its own KV cache (default 4);\n"
+    "                       a GGUF is compiled with zincc --parallel N, so that one batch step\n"
+    "                       decodes every generating slot (a plan compiled without it decodes them\n"
+    "                       one at a time)\n"
     "  --ctx-per-slot N     positions per slot, prompt and reply (default: the plan's context;\n"
     "                       with a GGUF the plan is compiled for it)\n"
     "  --api-key KEY        require 'Authorization: Bearer KEY' (default: $ZINC_API_KEY, else none)\n"
@@ -102,6 +105,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
         if (miss) return cli_usage_error("zinc serve", "%s needs a value", argv[i]);
     }
     if (o->api_key && !*o->api_key) return cli_usage_error("zinc serve", "--api-key needs a non-empty key");
+    o->m.parallel = o->parallel; /* a GGUF compiles with zincc --parallel N: batched decode */
     return o->m.path ? 0 : cli_usage_error("zinc serve", "no model given (a MODEL.gguf or a PLAN.zplan)");
 }
 
@@ -144,6 +148,17 @@ static zstatus load(loader *l) {
     if (!s) s = zrt_tok_load(zrt_gguf(l->r), &h->tok, d);
     if (!s) s = zrt_chat_for_gguf(zrt_gguf(l->r), l->o->tmpl, &h->fmt, d);
     if (s) return s;
+    int rows = zrt_batch_rows(l->r);
+    if (rows && rows < l->o->parallel)
+        return zdiag_set(d, ZE_INVALID,
+                         "--parallel %lld: the plan's batch schedule takes at most %d sequences: expected "
+                         "--parallel <= %d, or a plan compiled with zincc --parallel %lld",
+                         (long long)l->o->parallel, rows, rows, (long long)l->o->parallel);
+    if (!rows && l->o->parallel > 1)
+        fprintf(stderr,
+                "zinc serve: note: the plan has no batch decode schedule: the %lld slots decode one at a time "
+                "(compile it with zincc --parallel %lld to batch them)\n",
+                (long long)l->o->parallel, (long long)l->o->parallel);
     h->n_vocab = zrt_plan(l->r)->n_vocab;
     h->ctx = model_ctx(&l->o->m, l->r);
     srv_opts so = {.parallel = (int)l->o->parallel, .ctx = h->ctx, .queue_max = (int)l->o->queue};

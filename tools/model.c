@@ -54,7 +54,11 @@ static zstatus open_gguf(const char *prog, const model_opts *o, zrt **r, zdiag *
     gguf_file *f = NULL;
     zplan *p = NULL;
     plan_cache_opts co = {
-        .device = o->device, .ctx = o->ctx, .no_cache = o->no_cache, .progress = cli_stderr_tty()};
+        .device = o->device,
+        .ctx = o->ctx,
+        .parallel = o->parallel,
+        .no_cache = o->no_cache,
+        .progress = cli_stderr_tty()};
     zstatus s = gguf_open(o->path, &f, d);
     if (!s) s = plan_cache_get(prog, f, &co, &p, d);
     gguf_close(f);

@@ -17,6 +17,7 @@ typedef struct model_opts {
     const char *device; /* --device */
     int64_t ctx;        /* -c: a GGUF's compiled context; at most a plan's own (0: default) */
     bool no_cache;      /* --no-cache: compile a GGUF in memory, read and write no cache */
+    int64_t parallel;   /* a GGUF is compiled with zincc --parallel N (bench, serve); 0: without */
 } model_opts;
 
 /* The flags above, for --help texts. */

@@ -48,15 +48,15 @@ typedef struct cache_key {
     uint64_t gguf_size, gguf_hash;
     uint32_t vendor_id, device_id;
     const char *device_name, *target_name;
-    int64_t ctx, chunk;
+    int64_t ctx, chunk, parallel;
 } cache_key;
 
 static uint64_t key_hash(const cache_key *k) {
     char text[1024];
-    int n = snprintf(text, sizeof text, "zinc plan cache 1|%s|%d.%d|%llu|%016llx|%04x:%04x|%s|%s|%lld|%lld",
+    int n = snprintf(text, sizeof text, "zinc plan cache 1|%s|%d.%d|%llu|%016llx|%04x:%04x|%s|%s|%lld|%lld|%lld",
                      ZINC_VERSION, ZPLAN_VERSION_MAJOR, ZPLAN_VERSION_MINOR, (unsigned long long)k->gguf_size,
                      (unsigned long long)k->gguf_hash, k->vendor_id, k->device_id, k->device_name,
-                     k->target_name, (long long)k->ctx, (long long)k->chunk);
+                     k->target_name, (long long)k->ctx, (long long)k->chunk, (long long)k->parallel);
     uint64_t h = fnv(0xcbf29ce484222325ull, text, (size_t)n < sizeof text ? (size_t)n : sizeof text);
     dl_iterate_phdr(find_build_id, &h);
     return h;
@@ -66,7 +66,8 @@ static uint64_t key_hash(const cache_key *k) {
 static bool matches(const zplan *p, const cache_key *k) {
     return p->gguf_size == k->gguf_size && p->gguf_hash == k->gguf_hash && p->vendor_id == k->vendor_id &&
            p->device_id == k->device_id && !strcmp(zplan_str(p, p->device_name), k->device_name) &&
-           p->ctx == (uint64_t)k->ctx;
+           p->ctx == (uint64_t)k->ctx && p->n_seqs == (k->parallel > 1 ? (uint64_t)k->parallel : 1u) &&
+           (p->sched[ZPLAN_BATCH].count != 0) == (k->parallel != 0);
 }
 
 /* ---- the directory ------------------------------------------------------ */
@@ -139,7 +140,8 @@ static zplan *lookup(const char *prog, const char *path, const cache_key *k) {
 static zstatus compile(const char *prog, const gguf_file *f, const ztarget *t, const zvk_profile *prof,
                        const cache_key *k, const plan_cache_opts *o, zplan **out, zdiag *d) {
     zincc_plan_opts po = {
-        .target = t, .device = prof, .ctx = k->ctx, .chunk = k->chunk, .progress = o->progress};
+        .target = t, .device = prof, .ctx = k->ctx, .chunk = k->chunk, .parallel = k->parallel,
+        .progress = o->progress};
     fprintf(stderr, "%s: compiling %s for %s%s\n", prog, f->path, prof->name,
             o->no_cache ? " (--no-cache: not kept)" : " (once: the plan is cached)");
     zstatus s = zincc_compile(f, &po, out, d);
@@ -164,7 +166,8 @@ zstatus plan_cache_get(const char *prog, const gguf_file *f, const plan_cache_op
                    .device_name = prof.name,
                    .target_name = t.name,
                    .ctx = ctx,
-                   .chunk = zincc_default_chunk(ctx)};
+                   .chunk = zincc_default_chunk(ctx),
+                   .parallel = o->parallel};
     if (o->no_cache) return compile(prog, f, &t, &prof, &k, o, out, d);
     /* A cache that cannot be used costs a compile, not the run. */
     zdiag why = {0};

@@ -17,6 +17,7 @@
 typedef struct plan_cache_opts {
     const char *device; /* --device, or NULL: $ZINC_DEVICE or the default */
     int64_t ctx;        /* 0: zincc's default for the model */
+    int64_t parallel;   /* zincc --parallel: sequence slots and a batch schedule (0: none) */
     bool no_cache;      /* compile in memory only */
     bool progress;
 } plan_cache_opts;

@@ -65,7 +65,8 @@ struct srv {
     const zrt_tok *tok;
     srv_opts o;
     slot *slots;
-    float *logits; /* [n_vocab], for samplers that need the whole row */
+    float *logits; /* [n_vocab], for samplers that need the whole row; [parallel][n_vocab] with a batch schedule */
+    bool batched;  /* the plan has a batch schedule: decode steps run all generating slots at once */
     pthread_t thread;
     bool started, stop;
     pthread_mutex_t mu;
@@ -292,11 +293,47 @@ static bool assign(srv *s) {
     return busy;
 }
 
-/* One round: a decode step for every generating slot, then one prefill
- * chunk for the next slot still reading its prompt. */
+/* One batch step for every generating slot (even one alone: a request's
+ * arithmetic is then the same whoever else runs), each sampled from its row. */
+static void batch_step(srv *s) {
+    slot *rows[ZPLAN_MAX_SEQS];
+    zrt_seq *seqs[ZPLAN_MAX_SEQS];
+    int32_t tok[ZPLAN_MAX_SEQS];
+    int n = 0;
+    for (int i = 0; i < s->o.parallel; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->job && !sl->job->done && sl->fed == sl->job->n_prompt)
+            rows[n] = sl, seqs[n] = sl->seq, tok[n++] = sl->next;
+    }
+    if (!n) return;
+    zdiag d = {0};
+    double t0 = now_s();
+    zstatus st = zrt_run_batch(s->r, seqs, tok, n, s->logits, &d);
+    int32_t id[ZPLAN_MAX_SEQS];
+    for (int i = 0; i < n && !st; i++)
+        id[i] = zrt_sample(rows[i]->smp, s->logits + (size_t)i * zrt_plan(s->r)->n_vocab);
+    double dt = now_s() - t0;
+    pthread_mutex_lock(&s->mu);
+    s->decode_s += dt;
+    for (int i = 0; i < n; i++) {
+        slot *sl = rows[i];
+        zrt_seq_use(s->r, sl->seq);
+        sl->pos = zrt_pos(s->r);
+        if (st)
+            job_finish(sl->job, NULL, d.msg);
+        else if (!sl->job->cancelled)
+            slot_take(s, sl, id[i]);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* One round: a decode step for every generating slot (one batch step where
+ * the plan has a batch schedule), then one prefill chunk for the next slot
+ * still reading its prompt. */
 static void round_once(srv *s) {
     int n = s->o.parallel;
-    for (int i = 0; i < n; i++) {
+    if (s->batched) batch_step(s);
+    for (int i = 0; i < n && !s->batched; i++) {
         slot *sl = &s->slots[i];
         if (sl->job && !sl->job->done && sl->fed == sl->job->n_prompt) slot_step(s, sl);
     }
@@ -334,10 +371,12 @@ zstatus srv_open(zrt *r, const zrt_tok *tok, const srv_opts *o, srv **out, zdiag
     s->q_tail = &s->queue;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
+    s->batched = zrt_batch_rows(r) >= o->parallel;
     s->slots = calloc((size_t)o->parallel, sizeof *s->slots);
-    s->logits = malloc(sizeof(float) * zrt_plan(r)->n_vocab);
+    s->logits = malloc(sizeof(float) * zrt_plan(r)->n_vocab * (size_t)(s->batched ? o->parallel : 1));
     zstatus st = s->slots && s->logits ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
-    for (int i = 0; !st && i < o->parallel; i++)
+    /* A plan with sequence slots holds the zrt's own sequence in slot 0. */
+    for (int i = zrt_plan(r)->n_seqs > 1 ? 1 : 0; !st && i < o->parallel; i++)
         if ((st = zrt_seq_new(r, &s->slots[i].seq, d))) zdiag_prefix(d, "slot %d of %d", i, o->parallel);
     if (!st && pthread_create(&s->thread, NULL, scheduler, s))
         st = zdiag_set(d, ZE_NOMEM, "cannot start the scheduler thread");

@@ -26,6 +26,9 @@ static const char *const usage =
     "  -o FILE                write the plan here (run it with: zinc run FILE)\n"
     "  --device N             with --target device: the Vulkan device to compile for (see zinc devices)\n"
     "  --chunk N              most tokens in one prefill step (default: 512, at most the context)\n"
+    "  --parallel N           N sequence slots in the KV cache (--ctx positions each) and a batch decode\n"
+    "                         schedule that advances up to N sequences in one step, one token each\n"
+    "                         (zinc serve --parallel, zinc bench --parallel; docs/server.md)\n"
     "  --kv-type f16|f32      KV-cache storage (default: f16 on GPUs, f32 on llvmpipe), like llama.cpp's "
     "-ctk/-ctv\n"
     "  --matmul f16|f32       prefill matmul operands (default: f16 where the target has matrix units,\n"
@@ -61,7 +64,7 @@ typedef struct zincc_opts {
     const char *out, *device;
     bool dump_ir, verify_each, list, dot_weights, tune;
     double threshold;
-    int64_t tile, ctx, chunk;
+    int64_t tile, ctx, chunk, parallel;
     zpass_kv kv_type;
     zpass_mm mm_type;
 } zincc_opts;
@@ -110,6 +113,9 @@ static int parse_value(int argc, char **argv, int *i, zincc_opts *o, bool *match
     } else if (cli_opt(argc, argv, i, "--chunk", &v, &miss)) {
         if (!miss && !cli_parse_i64(v, 1, 65536, &o->chunk))
             return cli_usage_error("zincc", "--chunk expects 1..65536");
+    } else if (cli_opt(argc, argv, i, "--parallel", &v, &miss)) {
+        if (!miss && !cli_parse_i64(v, 1, ZPLAN_MAX_SEQS, &o->parallel))
+            return cli_usage_error("zincc", "--parallel expects 1..%d sequences", ZPLAN_MAX_SEQS);
     } else if (cli_opt(argc, argv, i, "--ctx", &v, &miss)) {
         if (!miss && !cli_parse_i64(v, 1, 1 << 24, &o->ctx))
             return cli_usage_error("zincc", "--ctx expects 1..16777216");
@@ -240,6 +246,22 @@ static zstatus write_report(const zincc_opts *z, const phase_out *ph, const zpas
     return !strcmp(z->report, "json") ? zpass_rep_json(&r, stdout, d) : zpass_rep_text(&r, stdout, d);
 }
 
+/* The batch schedule's price (--parallel N): a decode step streams the
+ * weights once whatever its rows, so each of N rows carries 1/N of them;
+ * what grows with the rows is activations and attention over each row's
+ * own cache. */
+static void report_batch(const zincc_opts *z, const gguf_file *f) {
+    double w = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        w += (double)f->tensors[i].nbytes;
+    printf("\nbatch decode (--parallel %lld): the prefill graph's kernels over 1..%lld rows, one token of its own "
+           "sequence each\n",
+           (long long)z->parallel, (long long)z->parallel);
+    for (int64_t n = 1; n <= z->parallel; n *= 2)
+        printf("  %3lld rows: weights %.2f MiB a step, %.2f MiB a token\n", (long long)n, w / 1048576.0,
+               w / 1048576.0 / (double)n);
+}
+
 static zstatus write_dot(const zincc_opts *z, const phase_out *ph, zdiag *d) {
     const phase_out *p = &ph[strcmp(emit_phase(z), "decode") ? ZPH_PREFILL : ZPH_DECODE];
     if (!z->emit_out) return zpass_emit_dot(p->fused, &p->po, &p->after, z->dot_weights, stdout, d);
@@ -294,6 +316,7 @@ static zstatus emit_plan(const zincc_opts *z, const gguf_file *f, phase_out *ph,
                          .device = prof,
                          .ctx = ctx,
                          .chunk = z->chunk ? z->chunk : zincc_default_chunk(ctx),
+                         .parallel = z->parallel,
                          .out = z->out,
                          .tuning = tuning,
                          .progress = cli_stderr_tty()};
@@ -334,6 +357,7 @@ int main(int argc, char **argv) {
         s = compile_phase(f, &z, &ph[i], rep.arena, &d);
     }
     if (!s && !z.dump_ir && z.report) s = write_report(&z, ph, &rep, &d);
+    if (!s && !z.dump_ir && z.report && z.parallel && strcmp(z.report, "json")) report_batch(&z, f);
     if (!s && !z.dump_ir && z.emit) s = write_dot(&z, ph, &d);
     zcg_tuning tuning = {0};
     if (!s && z.out && z.tune)

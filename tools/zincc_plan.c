@@ -42,6 +42,7 @@ zstatus zincc_lower_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], c
                       .max_tokens = o->chunk,
                       .ctx = o->ctx,
                       .act_f16 = false,
+                      .parallel = o->parallel,
                       .gguf_path = path,
                       .gguf_base = f->base,
                       .gguf_size = f->size,
@@ -58,8 +59,12 @@ zstatus zincc_lower_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], c
 }
 
 void zincc_print_summary(const char *prog, const char *verb, const char *path, const zplan *p) {
-    fprintf(stderr, "%s: %s %s: %u kernels, %u + %u dispatches (prefill + decode), ctx %u\n", prog, verb,
-            path, p->n_kernels, p->sched[ZPLAN_PREFILL].count, p->sched[ZPLAN_DECODE].count, p->ctx);
+    fprintf(stderr, "%s: %s %s: %u kernels, %u + %u dispatches (prefill + decode), ctx %u", prog, verb, path,
+            p->n_kernels, p->sched[ZPLAN_PREFILL].count, p->sched[ZPLAN_DECODE].count, p->ctx);
+    if (p->sched[ZPLAN_BATCH].count)
+        fprintf(stderr, ", %u sequence slots, batch of %u: %u dispatches", p->n_seqs,
+                p->sched[ZPLAN_BATCH].max_tokens, p->sched[ZPLAN_BATCH].count);
+    fputc('\n', stderr);
 }
 
 zstatus zincc_write_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], const zincc_plan_opts *o,

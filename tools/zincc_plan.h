@@ -10,7 +10,8 @@
 typedef struct zincc_plan_opts {
     const ztarget *target;
     const zvk_profile *device; /* the live device compiled for, or NULL for a named profile */
-    int64_t ctx, chunk;        /* KV capacity and prefill chunk */
+    int64_t ctx, chunk;        /* KV capacity (a sequence's) and prefill chunk */
+    int64_t parallel;          /* --parallel N: N KV slots and a batch decode schedule; 0: none */
     const char *out;           /* zincc_write_plan: where the plan goes */
     bool progress;
     const char *prog;                /* who says what was written: "zincc" when NULL */
@@ -34,7 +35,8 @@ zstatus zincc_write_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], c
 /* The whole compile with the default pipeline: builds both phases from f,
  * runs the passes for o->target and lowers them (*out, the caller frees it). */
 zstatus zincc_compile(const gguf_file *f, const zincc_plan_opts *o, zplan **out, zdiag *d);
-/* "wrote PATH: 24 kernels, 29 + 29 dispatches (prefill + decode), ctx 96" */
+/* "wrote PATH: 24 kernels, 29 + 29 dispatches (prefill + decode), ctx 96"
+ * (+ ", batch of 4: 29 dispatches" with --parallel) */
 void zincc_print_summary(const char *prog, const char *verb, const char *path, const zplan *p);
 
 #endif

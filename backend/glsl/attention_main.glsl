@@ -101,7 +101,13 @@ void main() {
     uint nsplit = (SPLIT > 1 && tile < MAX_QTILES) ? SPLIT : 1u;
     if (t0 >= step.T || s >= nsplit) return; // uniform across the workgroup
     uint h = GQ > 1u ? hx * GQ : hx, kvh = h / (H / HKV);
+#ifdef BATCH
+    // A batch tile is one token (QT == GQ): its sequence's keys 0 ..= its position.
+    kv_row0 = step.rows[t0].y * step.ctx;
+    uint kend = ROW_POS(t0) + 1u;
+#else
     uint kend = step.pos + min(t0 + QT / GQ, step.T); // keys the tile's last query sees, exclusive
+#endif
     uint chunk = ((kend + nsplit - 1u) / nsplit + BK - 1u) / BK * BK;
     uint kbeg = s * chunk, kstop = min(kend, kbeg + chunk);
 

@@ -22,6 +22,12 @@
 #define GQ 1u
 #endif
 const uint KSTRIDE = D + 1; // sk rows padded: rows j and j+1 sit in different banks
+// The cache row of key 0: a batch tile's sequence slot (one token a tile).
+#ifdef BATCH
+uint kv_row0 = 0u;
+#else
+const uint kv_row0 = 0u;
+#endif
 
 #ifdef TILE_Q
 shared float sq[QT * D];
@@ -67,7 +73,7 @@ float vreg[LOAD_N][8];
 
 void fetch_kv(uint kb, uint kstop, uint kvh, uint tid) {
     [[unroll]] for (uint it = 0; it < LOAD_N; it++) {
-        uint i = tid + it * WG, key = kb + i / (D / 8u), src = ((key * HKV + kvh) * D) / 8u + i % (D / 8u);
+        uint i = tid + it * WG, key = kb + i / (D / 8u), src = (((kv_row0 + key) * HKV + kvh) * D) / 8u + i % (D / 8u);
         bool ok = i < BK * D / 8u && key < kstop;
 #ifdef TILE_K
         kreg[it] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
@@ -105,7 +111,7 @@ float vreg[LOAD_N];
 
 void fetch_kv(uint kb, uint kstop, uint kvh, uint tid) {
     [[unroll]] for (uint it = 0; it < LOAD_N; it++) {
-        uint i = tid + it * WG, key = kb + i / D, src = (key * HKV + kvh) * D + i % D;
+        uint i = tid + it * WG, key = kb + i / D, src = ((kv_row0 + key) * HKV + kvh) * D + i % D;
         bool ok = i < BK * D && key < kstop;
 #ifdef TILE_K
         kreg[it] = 0.0;
@@ -140,7 +146,7 @@ void load_kv(uint kb, uint kstop, uint kvh, uint tid) {
 #ifdef TILE_K
 float masked(uint i, float dot, uint kb, uint kstop, uint t0, bool causal) {
     uint t = t0 + i / BK / GQ, key = kb + i % BK;
-    bool ok = t < step.T && key < kstop && (!causal || key <= step.pos + t);
+    bool ok = t < step.T && key < kstop && (!causal || key <= ROW_POS(t));
     return ok ? dot * SCALE : NEG;
 }
 

@@ -24,7 +24,21 @@ layout(std430, set = 0, binding = 0) readonly buffer StepParams {
     uint pos;  // position of the first of them
     uint ctx;  // KV-cache capacity
     uint logits_rows; // of the T rows, how many last ones need logits (0: all)
+#ifdef BATCH
+    uvec2 rows[];     // the batch schedule: row t is a token at position rows[t].x of sequence slot rows[t].y
+#endif
 } step;
+
+// Row t's position, and the row of the (slot-major) KV cache that holds it.
+// A prefill or decode step's rows are consecutive positions of one sequence
+// whose slot the executor binds; a batch step's rows each name their own.
+#ifdef BATCH
+#define ROW_POS(t) step.rows[t].x
+#define ROW_KV(t) (step.rows[t].y * step.ctx + step.rows[t].x)
+#else
+#define ROW_POS(t) (step.pos + (t))
+#define ROW_KV(t) (step.pos + (t))
+#endif
 
 // Byte access into a weight buffer bound as uint words: ggml blocks are not
 // always 4-byte aligned (Q6_K is 210 bytes, Q8_0 34).

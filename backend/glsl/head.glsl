@@ -41,8 +41,8 @@ void main() {
 #endif
     barrier();
 #if HAS_STORE
-    if (step.pos + t >= step.ctx) return; // past the cache: nothing to keep (no barrier follows)
-    uint ob = ((step.pos + t) * H + h) * D;
+    if (ROW_POS(t) >= step.ctx) return; // past the cache: nothing to keep (no barrier follows)
+    uint ob = (ROW_KV(t) * H + h) * D;
 #else
     uint ob = base;
 #endif
@@ -55,7 +55,7 @@ void main() {
         }
         uint i0 = NEOX != 0 ? j : 2u * j, i1 = NEOX != 0 ? j + NPAIR : 2u * j + 1u;
         float cs, sn;
-        rope_cos_sin(step.pos + t, j, cs, sn);
+        rope_cos_sin(ROW_POS(t), j, cs, sn);
         float a = row[i0], b = row[i1];
         y[ob + i0] = Y_T(a * cs - b * sn);
         y[ob + i1] = Y_T(a * sn + b * cs);

@@ -8,6 +8,6 @@ layout(std430, set = 0, binding = 2) writeonly buffer C { KV_T cache[]; };
 
 void main() {
     uint t = gl_WorkGroupID.y, j = gl_GlobalInvocationID.x;
-    if (t >= step.T || j >= ROW || step.pos + t >= step.ctx) return;
-    cache[(step.pos + t) * ROW + j] = KV_T(x[t * ROW + j]);
+    if (t >= step.T || j >= ROW || ROW_POS(t) >= step.ctx) return;
+    cache[ROW_KV(t) * ROW + j] = KV_T(x[t * ROW + j]);
 }

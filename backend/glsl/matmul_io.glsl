@@ -37,9 +37,10 @@ void load_x8(uint off, out float xv[8]) {
     xv = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
 }
 #ifdef Y_KV
-// The output is the KV cache (a fused kv_store): rows pos .. pos+T-1.
+// The output is the KV cache (a fused kv_store): rows pos .. pos+T-1 (a
+// batch: each row's own).
 layout(std430, binding = B_Y) writeonly buffer Yb { KV_T yout[]; };
-void store_y(uint t, uint n, float v) { yout[(step.pos + t) * uint(N) + n] = KV_T(v); }
+void store_y(uint t, uint n, float v) { yout[ROW_KV(t) * uint(N) + n] = KV_T(v); }
 #else
 layout(std430, binding = B_Y) writeonly buffer Yb { ACT_T yout[]; };
 void store_y(uint t, uint n, float v) { yout[t * uint(N) + n] = ACT_T(v); }

@@ -16,7 +16,7 @@ void main() {
     }
     uint i0 = NEOX != 0 ? j : 2u * j, i1 = NEOX != 0 ? j + NPAIR : 2u * j + 1u;
     float cs, sn;
-    rope_cos_sin(step.pos + t, j, cs, sn);
+    rope_cos_sin(ROW_POS(t), j, cs, sn);
     float a = float(x[base + i0]), b = float(x[base + i1]);
     y[base + i0] = ACT_T(a * cs - b * sn);
     y[base + i1] = ACT_T(a * sn + b * cs);

@@ -151,7 +151,7 @@ static zplan *make_plan(void) {
     zplan *p = a ? zarena_alloc(a, sizeof *p) : NULL;
     cr_assert_not_null(p);
     sbuf sb = {0};
-    *p = (zplan){.arena = a, .major = ZPLAN_VERSION_MAJOR, .minor = ZPLAN_VERSION_MINOR};
+    *p = (zplan){.arena = a, .major = ZPLAN_VERSION_MAJOR, .minor = ZPLAN_VERSION_MINOR, .n_seqs = 1};
     str(&sb, "");
     p->gguf_path = str(&sb, "/models/tiny-\xc3\xa9.gguf");
     p->gguf_size = 1u << 20;
@@ -452,7 +452,7 @@ Test(plan_io, layout_matches_the_document) {
     cr_expect_eq(rd32(b + 20), 7);
     cr_expect_eq(rd64(b + 24), n);
     cr_expect_eq(rd64(b + 32), 64);
-    const uint32_t rs[] = {0, 120, 1, 24, 24, 4, 24, 96};
+    const uint32_t rs[] = {0, 140, 1, 24, 24, 4, 24, 96};
     tsec s[16];
     int ns = sections_of(b, s);
     for (int i = 0; i < ns; i++) {
@@ -618,6 +618,34 @@ Test(plan_header, newer_minor_is_accepted) {
     zplan_free(p), zplan_free(q), free(b);
 }
 
+/* A 1.1 plan (META of 120 bytes: no sequence slots, no batch schedule)
+ * reads as a plan of one slot without a batch schedule; at 1.2 the same
+ * record is too short. */
+Test(plan_header, older_minor_with_the_shorter_meta) {
+    size_t n;
+    uint8_t *b = plan_bytes(&n);
+    tsec s[16];
+    int ns = sections_of(b, s);
+    uint8_t meta[8 + 120];
+    memcpy(meta, s[0].p, sizeof meta);
+    wr32(meta + 4, 120);
+    s[0] = (tsec){S_META, 0, meta, sizeof meta};
+    size_t m;
+    uint8_t *c = rebuild(s, ns, 64, 1, &m);
+    zplan *p = NULL;
+    zdiag d = {0};
+    cr_assert_eq(zplan_parse(c, m, "m.zplan", &p, &d), ZOK, "%s", d.msg);
+    cr_expect_eq(p->minor, 1);
+    cr_expect_eq(p->n_seqs, 1);
+    cr_expect_eq(p->sched[ZPLAN_BATCH].count, 0);
+    zplan_free(p);
+    free(c);
+    c = rebuild(s, ns, 64, ZPLAN_VERSION_MINOR, &m);
+    expect_fail(c, m, ZE_FORMAT, (int64_t)rd64(c + entry_of(c, S_META) + 8) + 4,
+                "section META: record size: expected 140 bytes (format 1.2), found 120");
+    free(c), free(b);
+}
+
 /* A newer minor may grow the header and the records; this reader reads the
  * fields it knows. The same growth at the current minor is an error. */
 Test(plan_header, newer_minor_with_larger_header_and_records) {
@@ -707,7 +735,7 @@ Test(plan_sections, unknown_optional_section_is_skipped) {
     int ns = sections_of(b, s);
     memmove(s + 3, s + 2, sizeof *s * (size_t)(ns - 2)); /* in the middle of the table */
     s[2] = (tsec){0x1000, 1, (const uint8_t *)"profile data", 12};
-    uint8_t *c = rebuild(s, ns + 1, 64, 0, &m);
+    uint8_t *c = rebuild(s, ns + 1, 64, ZPLAN_VERSION_MINOR, &m);
     zplan *p = expect_ok(c, m), *q = make_plan();
     expect_same(q, p);
     zplan_free(p), zplan_free(q), free(c), free(b);
@@ -799,13 +827,13 @@ Test(plan_sections, record_counts_and_sizes) {
     b = plan_bytes(&n);
     tsec s[16];
     int ns = sections_of(b, s);
-    uint8_t meta2[8 + 240] = {0};
-    memcpy(meta2, s[0].p, 8 + 120);
-    memcpy(meta2 + 128, s[0].p + 8, 120);
+    uint8_t meta2[8 + 280] = {0};
+    memcpy(meta2, s[0].p, 8 + 140);
+    memcpy(meta2 + 148, s[0].p + 8, 140);
     wr32(meta2, 2);
     s[0] = (tsec){S_META, 0, meta2, sizeof meta2};
     size_t m;
-    uint8_t *c = rebuild(s, ns, 64, 0, &m);
+    uint8_t *c = rebuild(s, ns, 64, ZPLAN_VERSION_MINOR, &m);
     expect_fail(c, m, ZE_FORMAT, (int64_t)record_at(c, S_META, 0) - 8, "record count: expected 1, found 2");
     s[0] = (tsec){S_META, 0, meta2, 4};
     free(c);
@@ -954,7 +982,7 @@ Test(plan_print, summary_and_verbose) {
     zplan_print(p, f, true);
     fclose(f);
     cr_log_info("%s", text);
-    const char *want[] = {"zinc plan 1.1",
+    const char *want[] = {"zinc plan 1.2",
                           "identity fedcba9876543210",
                           "qwen3, 1 layers, n_embd 16",
                           "device 'NVIDIA H200'",
@@ -992,7 +1020,7 @@ Test(plan_print, zinc_info) {
     char *out = NULL;
     int rc = tu_run(&out, "%s/zinc info %s", ZINC_BINARY_DIR, path);
     cr_expect_eq(rc, 0, "%s", out);
-    cr_expect(strstr(out, "format:    zinc plan 1.1") && strstr(out, "cache_k.0") && strstr(out, "scale") &&
+    cr_expect(strstr(out, "format:    zinc plan 1.2") && strstr(out, "cache_k.0") && strstr(out, "scale") &&
                   !strstr(out, "bindings:"),
               "%s", out);
     free(out);
@@ -1049,7 +1077,7 @@ Test(plan_print, plan_from_zincc, .timeout = 600) {
     cr_expect_eq(sb.st_mode & 0777, 0644, "mode %o", sb.st_mode & 0777);
     rc = tu_run(&out, "%s/zinc info %s", ZINC_BINARY_DIR, plan);
     cr_expect_eq(rc, 0, "%s", out);
-    cr_expect(strstr(out, "zinc plan 1.1") && strstr(out, "decode:") && strstr(out, "token_embd.weight"),
+    cr_expect(strstr(out, "zinc plan 1.2") && strstr(out, "decode:") && strstr(out, "token_embd.weight"),
               "%s", out);
     free(out);
 }

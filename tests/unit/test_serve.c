@@ -33,7 +33,8 @@ typedef struct server {
 
 /* A small qwen3 model compiled for the device: 2 layers, a context of ctx
  * (128 unless a test needs generations that last), prefill chunks of 8
- * tokens (so that prompts take several chunks). */
+ * tokens (so that prompts take several chunks); 4 sequence slots and a batch
+ * decode schedule (--parallel 4), so that the slots decode in batch steps. */
 static int plan_ctx = 128;
 
 static const char *plan(void) {
@@ -45,7 +46,7 @@ static const char *plan(void) {
     int rc = tu_run(&out,
                     ZINC " mkmodel --arch qwen3 --layers 2 --hidden 256 --ff 512 --heads 4 --kv-heads 2 "
                          "--head-dim 64 --vocab 400 --quant q4_k_m --seed 3 -o %s && " ZINCC
-                         " %s -o %s --ctx %d --chunk 8",
+                         " %s -o %s --ctx %d --chunk 8 --parallel 4",
                     gguf, gguf, path, plan_ctx);
     cr_assert_eq(rc, 0, "model: %s", out);
     free(out);
