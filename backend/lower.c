@@ -110,7 +110,13 @@ static zstatus declare_storage(lw *w, const zir_graph *g) {
         if (v->role == ZR_WEIGHT && find_buffer(w, ZPB_WEIGHTS, v->name) == UINT32_MAX) {
             uint64_t off = (uint64_t)((const uint8_t *)v->data - (const uint8_t *)w->o->gguf_base);
             if (add_buffer(w, ZPB_WEIGHTS, v->name, round_up(v->nbytes, 4), off) == UINT32_MAX) w->oom = true;
-        } else if (v->role == ZR_KV && find_buffer(w, ZPB_KV, v->name) == UINT32_MAX) {
+        } else if (zir_value_is_state(v) && find_buffer(w, ZPB_STATE, v->name) == UINT32_MAX) {
+            /* a recurrent state: constant shape, f32, one per layer and sequence */
+            if (add_buffer(w, ZPB_STATE, v->name, (uint64_t)elems(v, w->o, ZPLAN_DECODE) * 4u, 0) ==
+                UINT32_MAX)
+                w->oom = true;
+        } else if (v->role == ZR_KV && !zir_value_is_state(v) &&
+                   find_buffer(w, ZPB_KV, v->name) == UINT32_MAX) {
             /* the kv-type pass chose the cache's storage */
             uint64_t bytes = (uint64_t)elems(v, w->o, ZPLAN_DECODE) * (v->dtype == ZT_F16 ? 2u : 4u);
             if (v->dtype == ZT_F16) w->p->required |= ZPLAN_NEED_FP16 | ZPLAN_NEED_STORAGE16;
@@ -289,7 +295,7 @@ static zstatus locate(lw *w, const zir_graph *g, const zcg_binding *b, zplan_bin
     else if (v->role == ZR_INPUT)
         buf = w->p->tokens_buffer;
     else if (c)
-        buf = find_buffer(w, ZPB_KV, c->name);
+        buf = find_buffer(w, zir_value_is_state(c) ? ZPB_STATE : ZPB_KV, c->name);
     else if (root(v) == g->logits)
         buf = w->p->logits_buffer;
     else if (w->off[root(v)->id] != UINT64_MAX) {

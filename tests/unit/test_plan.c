@@ -875,8 +875,12 @@ SEMANTIC(subgroup_not_power_of_two, ZE_INVALID, "subgroup size", p->subgroup_siz
 SEMANTIC(subgroup_required_but_zero, ZE_INVALID, "name a subgroup size", p->subgroup_size = 0)
 SEMANTIC(unknown_required_feature, ZE_UNSUPPORTED, "required device features unknown",
          p->required |= 1u << 31)
-SEMANTIC(unknown_buffer_kind, ZE_INVALID, "buffer 6 'cache_k.0': unknown kind: expected 1..8, found 9",
-         p->buffers[6].kind = 9)
+SEMANTIC(unknown_buffer_kind, ZE_INVALID, "buffer 6 'cache_k.0': unknown kind: expected 1..9, found 10",
+         p->buffers[6].kind = 10)
+SEMANTIC(state_buffer_before_1_2, ZE_INVALID,
+         "buffer 6 'cache_k.0': kind state (a recurrent state): expected format 1.2 or newer, found 1.1",
+         p->buffers[6].kind = ZPB_STATE;
+         p->minor = 1)
 SEMANTIC(zero_size_buffer, ZE_INVALID, "buffer 7 'scratch': size", p->buffers[7].size = 0)
 SEMANTIC(weights_outside_gguf, ZE_INVALID, "outside the GGUF", p->buffers[4].src_offset = p->gguf_size - 100)
 SEMANTIC(source_offset_of_non_weights, ZE_INVALID, "source offset of a kv buffer",
@@ -954,7 +958,7 @@ Test(plan_print, summary_and_verbose) {
     zplan_print(p, f, true);
     fclose(f);
     cr_log_info("%s", text);
-    const char *want[] = {"zinc plan 1.1",
+    const char *want[] = {"zinc plan 1.2",
                           "identity fedcba9876543210",
                           "qwen3, 1 layers, n_embd 16",
                           "device 'NVIDIA H200'",
@@ -992,7 +996,7 @@ Test(plan_print, zinc_info) {
     char *out = NULL;
     int rc = tu_run(&out, "%s/zinc info %s", ZINC_BINARY_DIR, path);
     cr_expect_eq(rc, 0, "%s", out);
-    cr_expect(strstr(out, "format:    zinc plan 1.1") && strstr(out, "cache_k.0") && strstr(out, "scale") &&
+    cr_expect(strstr(out, "format:    zinc plan 1.2") && strstr(out, "cache_k.0") && strstr(out, "scale") &&
                   !strstr(out, "bindings:"),
               "%s", out);
     free(out);
@@ -1049,7 +1053,7 @@ Test(plan_print, plan_from_zincc, .timeout = 600) {
     cr_expect_eq(sb.st_mode & 0777, 0644, "mode %o", sb.st_mode & 0777);
     rc = tu_run(&out, "%s/zinc info %s", ZINC_BINARY_DIR, plan);
     cr_expect_eq(rc, 0, "%s", out);
-    cr_expect(strstr(out, "zinc plan 1.1") && strstr(out, "decode:") && strstr(out, "token_embd.weight"),
+    cr_expect(strstr(out, "zinc plan 1.2") && strstr(out, "decode:") && strstr(out, "token_embd.weight"),
               "%s", out);
     free(out);
 }
