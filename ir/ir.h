@@ -46,6 +46,7 @@ enum {
     ZF_FUSED = 1 << 5,
     ZF_GLU = 1 << 6,
     ZF_NO_GPU = 1 << 7,
+    ZF_SUM = 1 << 8, /* a + b: a residual or bias that a matmul's epilogue may absorb */
 };
 
 typedef enum zir_op {
