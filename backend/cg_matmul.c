@@ -79,8 +79,7 @@ static zstatus split_body(const zir_node *n, mm_match *m, const zir_node **mm, i
             mm[(*n_mm)++] = b;
         else if ((oi->flags & ZF_GLU) && !m->glu)
             m->glu = b;
-        else if (oi->kind == ZK_ELEMENTWISE && !(oi->flags & (ZF_GLU | ZF_POSITIONAL)) && b->n_in == 2 &&
-                 i == end - 1)
+        else if ((oi->flags & ZF_SUM) && b->n_in == 2 && i == end - 1)
             m->add = b;
         else
             return zdiag_set(d, ZE_UNSUPPORTED, "codegen: kernel '%s' (%s): body node '%s' (%s) fits no slot",

@@ -96,32 +96,38 @@ static zstatus gen_rms_norm(const zir_node *n, const zcg_opts *o, zarena *a, zcg
     return finish_files(k, a, defs, files, o, d);
 }
 
-/* add and swiglu: out = op(a, b), b broadcast over the leading dims. */
+/* add, swiglu and mul: out = op(a, b), b broadcast over the leading dims
+ * (or, for mul, one value per token). */
 static zstatus gen_binary(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
     const zir_value *x = n->in[0], *b = n->in[1];
     int64_t per, per_a, per_b = 0, m = 0;
     if (!per_token(n->out, &per) || !per_token(x, &per_a) || per_a != per)
         return unsupported(d, n, "expected a first operand and output of shape [T, ...]");
-    bool full = per_token(b, &per_b);
+    bool full = per_token(b, &per_b), row = full && per_b == 1 && per != 1 && n->op == ZOP_MUL;
+    full = full && !row;
     if (full && per_b != per) return unsupported(d, n, "a [T, ...] second operand must match the first");
-    if (!full && (!const_elems(b, &m) || per % m))
+    if (!full && !row && (!const_elems(b, &m) || per % m))
         return unsupported(d, n, "expected a second operand that repeats over the first");
     bool weight = b->role == ZR_WEIGHT;
     if (weight && (full || !f32_weight(b, m))) return unsupported(d, n, "expected an f32 weight operand");
-    bool glu = n->op == ZOP_SWIGLU;
-    snprintf(k->name, sizeof k->name, "%s_n%lld%s", glu ? "swiglu" : "add", (long long)per,
+    bool glu = n->op == ZOP_SWIGLU, mul = n->op == ZOP_MUL;
+    snprintf(k->name, sizeof k->name, "%s_n%lld%s", zir_ops[n->op].name, (long long)per,
              full     ? ""
+             : row    ? "+row"
              : weight ? "+bias"
                       : "+bcast");
     bind(k, x, false);
     bind(k, b, false);
     bind(k, n->out, true);
     token_grid(k, per, 256);
-    const char *defs[16] = {"PER_T", zcg_i64(a, per), "WG",
-                            "256",   "BINOP(a, b)",   glu ? "(silu(a) * (b))" : "((a) + (b))"};
+    const char *defs[16] = {"PER_T",       zcg_i64(a, per),
+                            "WG",          "256",
+                            "BINOP(a, b)", glu ? "(silu(a) * (b))" : mul ? "((a) * (b))" : "((a) + (b))"};
     int nd = 6;
     if (weight) defs[nd++] = "B_WEIGHT", defs[nd++] = "1";
-    if (full)
+    if (row)
+        defs[nd++] = "B_ROW", defs[nd++] = "1";
+    else if (full)
         defs[nd++] = "B_FULL", defs[nd++] = "1";
     else
         defs[nd++] = "B_N", defs[nd++] = zarena_printf(a, "%lldu", (long long)m);
@@ -190,14 +196,37 @@ static zstatus turn_tables(const zir_node *n, const float *factor, zarena *a, co
     return ZOK;
 }
 
+/* imrope (Qwen3.5): which pairs turn, as a uint[](...) initializer. For text
+ * the t, h and w positions are all the token's; ggml gives sector j mod
+ * sum(sections) one of them when it falls in the interleaved t,h,w pattern,
+ * else the 4th position, which is 0 for text: those pairs stay. The same
+ * rule as the interpreter's imrope_moves. */
+static const char *imrope_moves(const zir_node *n, zarena *a) {
+    const int *sc = n->attr.rope.sections;
+    int npair = n->attr.rope.n_rot / 2, sum = sc[0] + sc[1] + sc[2] + sc[3];
+    char *t = sum > 0 ? zarena_alloc(a, (size_t)npair * 2 + 16) : NULL;
+    if (!t) return NULL;
+    size_t len = (size_t)sprintf(t, "uint[](");
+    for (int j = 0; j < npair; j++) {
+        int s = j % sum;
+        bool mv =
+            (s % 3 == 1 && s < 3 * sc[1]) || (s % 3 == 2 && s < 3 * sc[2]) || (s % 3 == 0 && s < 3 * sc[0]);
+        len += (size_t)sprintf(t + len, "%s%d", j ? "," : "", mv);
+    }
+    sprintf(t + len, ")");
+    return t;
+}
+
 /* What RoPE node n needs from rope_lib.glsl: defines appended to defs at
- * *nd (D, NR, NPAIR, NEOX and the angle tables U1..U3). */
+ * *nd (D, NR, NPAIR, NEOX, the angle tables U1..U3 and imrope's MOVES). */
 zstatus zcg_rope_defs(const zir_node *n, int64_t D, zarena *a, const char **defs, int *nd, zdiag *d) {
     const zir_value *ff = n->in[1];
     int nr = n->attr.rope.n_rot;
-    bool neox = n->attr.rope.mode == ZROPE_NEOX;
+    bool imrope = n->attr.rope.mode == ZROPE_IMROPE, neox = n->attr.rope.mode == ZROPE_NEOX || imrope;
     if (nr < 2 || nr % 2 || nr > D) return unsupported(d, n, "expected an even n_rot <= head_dim");
     if (!neox && n->attr.rope.mode != ZROPE_NORMAL) return unsupported(d, n, "unknown RoPE mode");
+    const char *moves = imrope ? imrope_moves(n, a) : NULL;
+    if (imrope && !moves) return unsupported(d, n, "expected imrope sections that sum to at least 1");
     if (ff && (!f32_weight(ff, nr / 2) || ff->rank != 1 || ff->shape[0] != nr / 2 || !ff->data))
         return unsupported(d, n, "expected frequency factors as an f32 weight of n_rot/2 elements");
     const char *tab[3];
@@ -212,6 +241,7 @@ zstatus zcg_rope_defs(const zir_node *n, int64_t D, zarena *a, const char **defs
                         "U3",    tab[2]};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         defs[(*nd)++] = kv[i];
+    if (moves) defs[(*nd)++] = "MOVES", defs[(*nd)++] = moves;
     return ZOK;
 }
 
@@ -221,13 +251,15 @@ static zstatus gen_rope(const zir_node *n, const zcg_opts *o, zarena *a, zcg_ker
     if (!per_token(x, &per) || x->rank != 3) return unsupported(d, n, "expected an input of shape [T, H, D]");
     int64_t H = x->shape[1], D = x->shape[2];
     int nr = n->attr.rope.n_rot, nd = 4;
-    const char *defs[24] = {"H", zcg_i64(a, H), "WG", "64"};
+    const char *defs[26] = {"H", zcg_i64(a, H), "WG", "64"};
     zstatus s = zcg_rope_defs(n, D, a, defs, &nd, d);
     if (s) return s;
     defs[nd] = NULL;
     snprintf(k->name, sizeof k->name, "rope_%s_h%lld_d%lld_r%d%s",
-             n->attr.rope.mode == ZROPE_NEOX ? "neox" : "norm", (long long)H, (long long)D, nr,
-             n->in[1] ? "+ff" : "");
+             n->attr.rope.mode == ZROPE_IMROPE ? "imrope"
+             : n->attr.rope.mode == ZROPE_NEOX ? "neox"
+                                               : "norm",
+             (long long)H, (long long)D, nr, n->in[1] ? "+ff" : "");
     bind(k, x, false);
     bind(k, n->out, true);
     token_grid(k, H * (nr / 2 + (D - nr)), 64);
@@ -269,7 +301,7 @@ static zstatus gen_head(const zir_node *n, const zcg_opts *o, zarena *a, zcg_ker
         return unsupported(d, n, "expected a [C, H, D] cache matching the heads");
     int64_t wg = D >= 64 ? 64 : 32;
     int nd = 0;
-    const char *defs[40];
+    const char *defs[42];
     const char *kv[] = {"H",         zcg_i64(a, H),    "WG",       zcg_i64(a, wg),
                         "HAS_NORM",  norm ? "1" : "0", "HAS_ROPE", rope ? "1" : "0",
                         "HAS_STORE", store ? "1" : "0"};
@@ -305,10 +337,18 @@ zstatus zcg_misc(const zir_graph *g, const zir_node *n, const zcg_opts *o, zaren
     switch (n->op) {
     case ZOP_RMS_NORM: return gen_rms_norm(n, o, a, out, d);
     case ZOP_ADD:
+    case ZOP_MUL:
     case ZOP_SWIGLU: return gen_binary(n, o, a, out, d);
     case ZOP_ROPE: return gen_rope(n, o, a, out, d);
     case ZOP_KV_STORE: return gen_kv_store(n, o, a, out, d);
     case ZOP_SOFTMAX_CAUSAL: return zcg_attention(g, n, o, a, out, d);
+    case ZOP_SILU:
+    case ZOP_SIGMOID:
+    case ZOP_SOFTPLUS:
+    case ZOP_L2_NORM:
+    case ZOP_SLICE:
+    case ZOP_SSM_CONV:
+    case ZOP_DELTA_NET: return zcg_recurrent(g, n, o, a, out, d);
     default: break;
     }
     return unsupported(d, n, "no elementwise kernel for this op");

@@ -91,6 +91,10 @@ zstatus zcg_misc(const zir_graph *g, const zir_node *n, const zcg_opts *o, zaren
                  zdiag *d);
 zstatus zcg_moe(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
                 zdiag *d);
+/* The ops of a Qwen3.5 delta-net layer (backend/cg_recur.c): silu, sigmoid,
+ * softplus, l2_norm, slice, ssm_conv and delta_net; zcg_misc calls it. */
+zstatus zcg_recurrent(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
+                      zdiag *d);
 zstatus zcg_attention(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
                       zdiag *d);
 

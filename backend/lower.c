@@ -119,7 +119,19 @@ static zstatus declare_storage(lw *w, const zir_graph *g) {
         if (v->role == ZR_WEIGHT && find_buffer(w, ZPB_WEIGHTS, v->name) == UINT32_MAX) {
             uint64_t off = (uint64_t)((const uint8_t *)v->data - (const uint8_t *)w->o->gguf_base);
             if (add_buffer(w, ZPB_WEIGHTS, v->name, round_up(v->nbytes, 4), off) == UINT32_MAX) w->oom = true;
-        } else if (v->role == ZR_KV && find_buffer(w, ZPB_KV, v->name) == UINT32_MAX) {
+        } else if (zir_value_is_state(v) && find_buffer(w, ZPB_STATE, v->name) == UINT32_MAX) {
+            /* a recurrent state: constant shape, f32, one per layer and sequence */
+            if (n_seqs(w->o) > 1)
+                return zdiag_set(w->d, ZE_UNSUPPORTED,
+                                 "--parallel %lld: '%s' is a recurrent state, and plans with sequence slots "
+                                 "do not hold states yet: expected a model without them (qwen3, llama, "
+                                 "qwen3moe), or compile without --parallel",
+                                 (long long)n_seqs(w->o), v->name);
+            if (add_buffer(w, ZPB_STATE, v->name, (uint64_t)elems(v, w->o, ZPLAN_DECODE) * 4u, 0) ==
+                UINT32_MAX)
+                w->oom = true;
+        } else if (v->role == ZR_KV && !zir_value_is_state(v) &&
+                   find_buffer(w, ZPB_KV, v->name) == UINT32_MAX) {
             /* the kv-type pass chose the cache's storage; one slot per sequence */
             uint64_t bytes = (uint64_t)elems(v, w->o, ZPLAN_DECODE) * (v->dtype == ZT_F16 ? 2u : 4u);
             if (n_seqs(w->o) > 1 && bytes % ZPLAN_SLOT_ALIGN)
@@ -306,7 +318,7 @@ static zstatus locate(lw *w, const zir_graph *g, const zcg_binding *b, zplan_bin
     else if (v->role == ZR_INPUT)
         buf = w->p->tokens_buffer;
     else if (c)
-        buf = find_buffer(w, ZPB_KV, c->name);
+        buf = find_buffer(w, zir_value_is_state(c) ? ZPB_STATE : ZPB_KV, c->name);
     else if (root(v) == g->logits)
         buf = w->p->logits_buffer;
     else if (w->off[root(v)->id] != UINT64_MAX) {

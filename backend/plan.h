@@ -9,7 +9,10 @@
  * (split so that none exceeds the device's maxMemoryAllocationSize); the
  * activation buffer is one arena whose regions the memory planner aliased by
  * liveness, sized for max_tokens; each KV cache is its own buffer, sized for
- * ctx; scratch buffers are zero-filled at load.
+ * ctx; each recurrent state (a delta-net layer's conv window and its
+ * delta-rule matrices) is its own buffer of constant size, kept per sequence
+ * like a KV cache; its kernels read it as zeros in a step at position 0, so
+ * a reset needs no device work. Scratch buffers are zero-filled at load.
  *
  * Schedules. A phase (prefill, decode) is a list of dispatches in order; a
  * dispatch flagged ZPLAN_BARRIER waits for all earlier ones (a global memory
@@ -27,7 +30,7 @@
 
 #define ZPLAN_MAGIC         "ZINCPLAN" /* 8 bytes */
 #define ZPLAN_VERSION_MAJOR 1
-#define ZPLAN_VERSION_MINOR 2  /* 1.1: the top-k candidates buffer; 1.2: sequence slots, the batch schedule */
+#define ZPLAN_VERSION_MINOR 2  /* 1.1: the top-k candidates buffer; 1.2: sequence slots, the batch schedule, recurrent state buffers */
 #define ZPLAN_MAX_BINDINGS  16 /* per dispatch, the step buffer included */
 
 typedef enum zplan_buf_kind {
@@ -39,6 +42,7 @@ typedef enum zplan_buf_kind {
     ZPB_LOGITS,      /* float logits [max_tokens][n_vocab] or [1][n_vocab] */
     ZPB_SCRATCH,     /* per-kernel scratch (partial sums, counters), zeroed at load */
     ZPB_TOPK,        /* the step's top candidates: {count, total, (id, logit bits) x ZPLAN_TOPK_CAP} */
+    ZPB_STATE,       /* one recurrent state (conv, delta-net) of a sequence, f32; zero at load (1.2) */
     ZPB_KIND_LIMIT
 } zplan_buf_kind;
 

@@ -415,8 +415,9 @@ static zstatus check_schedules(vctx *v) {
 }
 
 static const char *const kind_names[ZPB_KIND_LIMIT] = {
-    [ZPB_WEIGHTS] = "weights", [ZPB_ACT] = "act",       [ZPB_KV] = "kv",           [ZPB_STEP] = "step",
-    [ZPB_TOKENS] = "tokens",   [ZPB_LOGITS] = "logits", [ZPB_SCRATCH] = "scratch", [ZPB_TOPK] = "topk",
+    [ZPB_WEIGHTS] = "weights", [ZPB_ACT] = "act",       [ZPB_KV] = "kv",
+    [ZPB_STEP] = "step",       [ZPB_TOKENS] = "tokens", [ZPB_LOGITS] = "logits",
+    [ZPB_SCRATCH] = "scratch", [ZPB_TOPK] = "topk",     [ZPB_STATE] = "state",
 };
 
 static const char *kind_name(uint32_t k) {
@@ -432,6 +433,11 @@ static zstatus check_buffer(vctx *v, uint32_t i) {
     if (b->kind < ZPB_WEIGHTS || b->kind >= ZPB_KIND_LIMIT)
         return vfail(v, SEC_BUFFERS, i, "buffer %u '%s': unknown kind: expected %d..%d, found %u", i, nm,
                      ZPB_WEIGHTS, ZPB_KIND_LIMIT - 1, b->kind);
+    if (b->kind == ZPB_STATE && p->major == 1 && p->minor < 2)
+        return vfail(
+            v, SEC_BUFFERS, i,
+            "buffer %u '%s': kind state (a recurrent state): expected format 1.2 or newer, found 1.%u", i, nm,
+            p->minor);
     if (b->size == 0)
         return vfail(v, SEC_BUFFERS, i, "buffer %u '%s': size: expected at least 1 byte, found 0", i, nm);
     if (b->kind != ZPB_WEIGHTS && b->src_offset)
@@ -1079,13 +1085,16 @@ static void print_buffers(pctx *c) {
         cnt[p->buffers[i].kind]++;
         total += p->buffers[i].size;
     }
-    uint64_t other = total - sum[ZPB_WEIGHTS] - sum[ZPB_ACT] - sum[ZPB_KV];
-    fprintf(c->out,
-            "buffers:   %u, %.2f MiB: weights %.2f MiB in %u, activations %.2f MiB in %u, KV %.2f MiB in %u, "
-            "other %.2f MiB in %u\n",
-            p->n_buffers, mib(total), mib(sum[ZPB_WEIGHTS]), cnt[ZPB_WEIGHTS], mib(sum[ZPB_ACT]),
-            cnt[ZPB_ACT], mib(sum[ZPB_KV]), cnt[ZPB_KV], mib(other),
-            p->n_buffers - cnt[ZPB_WEIGHTS] - cnt[ZPB_ACT] - cnt[ZPB_KV]);
+    uint64_t other = total - sum[ZPB_WEIGHTS] - sum[ZPB_ACT] - sum[ZPB_KV] - sum[ZPB_STATE];
+    fprintf(
+        c->out,
+        "buffers:   %u, %.2f MiB: weights %.2f MiB in %u, activations %.2f MiB in %u, KV %.2f MiB in %u, ",
+        p->n_buffers, mib(total), mib(sum[ZPB_WEIGHTS]), cnt[ZPB_WEIGHTS], mib(sum[ZPB_ACT]), cnt[ZPB_ACT],
+        mib(sum[ZPB_KV]), cnt[ZPB_KV]);
+    /* Recurrent states (qwen35's delta-net layers) are per sequence, like the KV cache. */
+    if (cnt[ZPB_STATE]) fprintf(c->out, "state %.2f MiB in %u, ", mib(sum[ZPB_STATE]), cnt[ZPB_STATE]);
+    fprintf(c->out, "other %.2f MiB in %u\n", mib(other),
+            p->n_buffers - cnt[ZPB_WEIGHTS] - cnt[ZPB_ACT] - cnt[ZPB_KV] - cnt[ZPB_STATE]);
     fprintf(c->out, "  %5s  %-8s %12s  %s\n", "#", "kind", "size MiB", "name");
     for (uint32_t i = 0; i < p->n_buffers; i++) {
         const zplan_buffer *b = &p->buffers[i];

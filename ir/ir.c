@@ -149,6 +149,13 @@ int64_t zir_value_elems(const zir_value *v, const zir_step *s) {
     return n;
 }
 
+bool zir_value_is_state(const zir_value *v) {
+    if (v->role != ZR_KV) return false;
+    for (int i = 0; i < v->rank; i++)
+        if (v->shape[i] < 0) return false;
+    return true;
+}
+
 int zir_node_outputs(const zir_node *n, zir_value **out, int cap) {
     int m = 0;
     for (int i = 0; n->op == ZOP_KERNEL && i < n->n_body - 1; i++)

@@ -46,6 +46,7 @@ enum {
     ZF_FUSED = 1 << 5,
     ZF_GLU = 1 << 6,
     ZF_NO_GPU = 1 << 7,
+    ZF_SUM = 1 << 8, /* a + b: a residual or bias that a matmul's epilogue may absorb */
 };
 
 typedef enum zir_op {
@@ -273,6 +274,11 @@ static inline int64_t zdim_eval(zdim d, const zir_step *s) {
     return d == ZDIM_T ? s->T : d == ZDIM_P ? s->pos + s->T : d == ZDIM_C ? s->ctx : d;
 }
 int64_t zir_value_elems(const zir_value *v, const zir_step *s);
+
+/* A recurrent state (a delta-net layer's conv window or its delta-rule
+ * matrices): persistent like a KV cache, but of constant shape, with no
+ * dimension in C. The backend gives it a buffer of its own kind (ZPB_STATE). */
+bool zir_value_is_state(const zir_value *v);
 
 /* Checks every structural invariant: dependency order, arity, shapes,
  * roles, use counts, unique names. Passes run it after each step in tests. */

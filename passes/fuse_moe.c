@@ -28,9 +28,7 @@ static bool is_expert_sum(const zir_node *n, const zir_node *down) {
 }
 
 static bool is_residual_add(const zir_node *n, const zir_value *v) {
-    if (!n || n->op == ZOP_KERNEL || zpass_kind(n) != ZK_ELEMENTWISE || zpass_flag(n, ZF_GLU) ||
-        zpass_flag(n, ZF_POSITIONAL) || n->n_in != 2)
-        return false;
+    if (!n || n->op == ZOP_KERNEL || !zpass_flag(n, ZF_SUM) || n->n_in != 2) return false;
     const zir_value *other = n->in[0] == v ? n->in[1] : n->in[1] == v ? n->in[0] : NULL;
     return other && other->role == ZR_ACTIVATION && other->rank == 2 && other->dtype == ZT_F32 &&
            other->shape[1] == v->shape[1];

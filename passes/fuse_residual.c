@@ -32,9 +32,7 @@ static void record(const zir_graph *g, const zpass_opts *o, const zir_node *add,
 zstatus zpass_fuse_residual(zir_graph *g, const zpass_opts *o, zdiag *d) {
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         zir_node *add = g->nodes[i];
-        if (add->op == ZOP_KERNEL || zpass_kind(add) != ZK_ELEMENTWISE || zpass_flag(add, ZF_GLU) ||
-            zpass_flag(add, ZF_POSITIONAL) || add->n_in != 2)
-            continue;
+        if (add->op == ZOP_KERNEL || !zpass_flag(add, ZF_SUM) || add->n_in != 2) continue;
         int k = matmul_operand(g, add);
         if (k < 0) continue;
         zir_node *p = add->in[k]->producer;

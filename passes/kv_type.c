@@ -34,7 +34,8 @@ zstatus zpass_kv_type(zir_graph *g, const zpass_opts *o, zdiag *d) {
     ztype want = f16 ? ZT_F16 : ZT_F32;
     for (uint32_t i = 0; i < g->n_values; i++) {
         zir_value *v = g->values[i];
-        if (v->role != ZR_KV || v->dtype == want) continue;
+        /* recurrent states stay f32: their error would compound from step to step */
+        if (v->role != ZR_KV || zir_value_is_state(v) || v->dtype == want) continue;
         record(o, v, v->dtype, want);
         v->dtype = want;
     }

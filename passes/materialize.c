@@ -100,6 +100,17 @@ static void count_weights(const walk *w, const zir_node *b, int tile, zpass_mat_
     }
 }
 
+/* A recurrent op reads its state once at the start of a step and writes it
+ * once at the end (ssm_conv.glsl, delta_net.glsl): twice the state's f32
+ * bytes per step, whatever the step's length. */
+static void count_state(const walk *w, const zir_node *b, zpass_mat_traffic *t) {
+    if (zpass_kind(b) != ZK_RECURRENT) return;
+    zir_step s1 = {1, 0, 1};
+    for (int k = 0; k < b->n_in; k++)
+        if (b->in[k] && zir_value_is_state(b->in[k]))
+            t->state += 2.0 * 4.0 * (double)zir_value_elems(b->in[k], &s1) / (double)w->m->step_tokens;
+}
+
 static void count_node(walk *w, const zir_node *n) {
     zpass_mat_group *grp = group_of(w->m, n->layer, n->group);
     grp->t.dispatches++;
@@ -107,11 +118,13 @@ static void count_node(walk *w, const zir_node *n) {
     int tile = zpass_mat_tile(n, w->o);
     if (n->op != ZOP_KERNEL) {
         count_weights(w, n, tile, &grp->t);
+        count_state(w, n, &grp->t);
         return;
     }
     for (int i = 0; i < n->n_body; i++) {
         const zir_node *b = n->body[i];
         count_weights(w, b, tile, &group_of(w->m, b->layer, b->group)->t);
+        count_state(w, b, &group_of(w->m, b->layer, b->group)->t);
     }
 }
 
@@ -155,6 +168,7 @@ static void add_traffic(zpass_mat_traffic *a, const zpass_mat_traffic *b) {
     a->act += b->act;
     a->wide += b->wide;
     a->kv += b->kv;
+    a->state += b->state;
     a->weight += b->weight;
     a->scratch += b->scratch;
     a->crossings += b->crossings;
@@ -210,7 +224,7 @@ const zpass_mat_group *zpass_mat_group_find(const zpass_mat *m, int layer, zir_g
 }
 
 double zpass_mat_bytes(const zpass_mat_traffic *t) {
-    return t->act + t->kv + t->weight + t->scratch;
+    return t->act + t->kv + t->state + t->weight + t->scratch;
 }
 
 double zpass_mat_est_us(const zpass_mat *m, const zpass_mat_traffic *t, const ztarget *tg) {

@@ -329,6 +329,9 @@ static double m_wide(const zpass_mat *m, const zpass_mat_traffic *t, const ztarg
 static double m_kv(const zpass_mat *m, const zpass_mat_traffic *t, const ztarget *tg) {
     return (void)m, (void)tg, t->kv;
 }
+static double m_state(const zpass_mat *m, const zpass_mat_traffic *t, const ztarget *tg) {
+    return (void)m, (void)tg, t->state;
+}
 static double m_wall(const zpass_mat *m, const zpass_mat_traffic *t, const ztarget *tg) {
     return (void)m, (void)tg, t->weight + t->scratch;
 }
@@ -349,11 +352,13 @@ static double m_disp(const zpass_mat *m, const zpass_mat_traffic *t, const ztarg
 static const struct metric {
     const char *label, *key;
     metric_fn f;
-    char unit; /* 'b' bytes, 'n' number, 'u' microseconds */
+    char unit;   /* 'b' bytes, 'n' number, 'u' microseconds */
+    bool if_any; /* a text row only where some phase has it (the JSON key is always there) */
 } metrics[] = {
     {"activations (all crossings)", "activation_bytes_per_token", m_act, 'b'},
     {"  wide intermediates", "wide_bytes_per_token", m_wide, 'b'},
     {"KV cache (store + attention reads)", "kv_bytes_per_token", m_kv, 'b'},
+    {"recurrent state (read + write per step)", "state_bytes_per_token", m_state, 'b', true},
     {"weights incl. dequant scratch", "weight_total_bytes_per_token", m_wall, 'b'},
     {"  as stored", "weight_bytes_per_token", m_weight, 'b'},
     {"  staged dequant scratch", "scratch_bytes_per_token", m_scratch, 'b'},
@@ -370,6 +375,17 @@ static const char *metric_cell(zarena *a, const struct metric *k, double v) {
         return fmt(a, "%s", b);
     }
     return k->unit == 'u' ? fmt(a, "%.2f us", v) : fmt(a, v < 10 ? "%.3f" : "%.1f", v);
+}
+
+/* Whether metric k is nonzero in some phase, before or after fusion. */
+static bool any_phase_has(const rctx *c, const struct metric *k) {
+    for (int p = 0; p < ZPH_COUNT; p++) {
+        const zpass_rep_phase *P = &c->r->ph[p];
+        if (P->present && (k->f(&P->before, &P->before.total, c->r->target) != 0 ||
+                           k->f(&P->after, &P->after.total, c->r->target) != 0))
+            return true;
+    }
+    return false;
 }
 
 static void totals_table(const rctx *c, table *t) {
@@ -389,6 +405,7 @@ static void totals_table(const rctx *c, table *t) {
     for (int i = 0; i < N_METRICS; i++) {
         const char *cell[1 + 3 * ZPH_COUNT] = {metrics[i].label};
         int k = 1;
+        if (metrics[i].if_any && !any_phase_has(c, &metrics[i])) continue;
         for (int p = 0; p < ZPH_COUNT; p++) {
             const zpass_rep_phase *P = &c->r->ph[p];
             if (!P->present) continue;

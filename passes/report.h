@@ -51,6 +51,7 @@ typedef struct zpass_mat_traffic {
     double act;     /* every activation crossing, wide ones included */
     double wide;    /* wide intermediates only */
     double kv;      /* KV-cache writes and reads */
+    double state;   /* recurrent states (delta-net conv and matrices): read and written once per step */
     double weight;  /* weights as stored */
     double scratch; /* staged dequant copies: written and read back */
     int crossings;  /* activation crossings (writes + reads) */

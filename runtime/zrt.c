@@ -9,14 +9,16 @@
 
 #include "../frontend/gguf.h"
 
-/* A sequence: a KV cache and where it stands. The zrt's own sequence binds
- * the plan's KV buffers (slot 0 where the plan has sequence slots); each one
- * zrt_seq_new adds binds the next free slot of them, or copies of them where
- * the plan has one slot, and shares everything else (weights, activations,
- * step I/O): steps run one at a time, so sequences interleave step by step,
- * and a batch step runs one row of each of several slotted sequences. */
+/* A sequence: a KV cache (and the recurrent states of a hybrid model) and
+ * where it stands. The zrt's own sequence binds the plan's KV and state
+ * buffers (slot 0 of the KV buffers where the plan has sequence slots); each
+ * one zrt_seq_new adds binds the next free slot of them, or copies of its
+ * per-sequence buffers where the plan has one slot, and shares everything
+ * else (weights, activations, step I/O): steps run one at a time, so
+ * sequences interleave step by step, and a batch step runs one row of each
+ * of several slotted sequences. */
 struct zrt_seq {
-    zvk_buffer *kv; /* one per plan buffer, created for ZPB_KV only; NULL: the zrt's own or a slot */
+    zvk_buffer *kv; /* one per plan buffer, created for per_seq() kinds only; NULL: the zrt's own or a slot */
     uint32_t slot;  /* its KV slot (plans with n_seqs > 1) */
     bool has_slot;  /* it took slot (zrt_seq_new), to give back */
     VkDescriptorPool pool;
@@ -47,6 +49,13 @@ struct zrt {
 /* Bytes of one sequence's slot of KV buffer i. */
 static uint64_t slot_bytes(const zplan *p, uint32_t i) {
     return p->buffers[i].size / p->n_seqs;
+}
+
+/* Buffers each sequence has its own copy of: the KV caches and the
+ * recurrent states. A state's kernels read it as zeros in a step at
+ * position 0, so zrt_reset needs no device work for either. */
+static bool per_seq(uint32_t kind) {
+    return kind == ZPB_KV || kind == ZPB_STATE;
 }
 
 static bool host_visible(uint32_t kind) {
@@ -222,7 +231,7 @@ static zstatus fill_zero(zrt *r, zdiag *d) {
     zstatus s = zvk_cmd_begin(&r->dev, &c, d);
     for (uint32_t i = 0; !s && i < r->plan->n_buffers; i++) {
         uint32_t k = r->plan->buffers[i].kind;
-        if (k == ZPB_KV || k == ZPB_SCRATCH || k == ZPB_ACT)
+        if (per_seq(k) || k == ZPB_SCRATCH || k == ZPB_ACT)
             vkCmdFillBuffer(c.cb, r->bufs[i].buffer, 0, VK_WHOLE_SIZE, 0);
     }
     if (!s)
@@ -280,8 +289,8 @@ static zstatus create_sets(zrt *r, zrt_seq *q, zdiag *d) {
         zvk_binding b[ZPLAN_MAX_BINDINGS];
         for (uint32_t j = 0; j < dp->n_bindings; j++) {
             const zplan_binding *pb = &p->bindings[dp->first_binding + j];
-            bool kv = p->buffers[pb->buffer].kind == ZPB_KV, own = q->kv && kv;
-            uint64_t at = kv && !in_batch(p, i) ? q->slot * slot_bytes(p, pb->buffer) : 0;
+            bool kv = p->buffers[pb->buffer].kind == ZPB_KV, own = q->kv && per_seq(p->buffers[pb->buffer].kind);
+            uint64_t at = kv && !q->kv && !in_batch(p, i) ? q->slot * slot_bytes(p, pb->buffer) : 0;
             b[j] = (zvk_binding){own ? &q->kv[pb->buffer] : &r->bufs[pb->buffer], pb->offset + at, pb->range};
         }
         s = zvk_desc_set(&r->dev, q->pool, &r->pipes[dp->kernel], b, dp->n_bindings, &q->sets[i], d);
@@ -420,7 +429,7 @@ void zrt_reset(zrt *r) {
 static zstatus check_seq_memory(zrt *r, uint64_t *need, zdiag *d) {
     *need = 0;
     for (uint32_t i = 0; i < r->plan->n_buffers; i++)
-        if (r->plan->buffers[i].kind == ZPB_KV) *need += r->plan->buffers[i].size;
+        if (per_seq(r->plan->buffers[i].kind)) *need += r->plan->buffers[i].size;
     uint64_t avail = zvk_heap_free(&r->dev, r->dev.prof.vram_heap);
     if (*need > avail)
         return zdiag_set(d, ZE_NOMEM,
@@ -435,13 +444,13 @@ static zstatus create_seq_kv(zrt *r, zrt_seq *q, zdiag *d) {
     zvk_cmd c = {0};
     zstatus s = ZOK;
     for (uint32_t i = 0; !s && i < p->n_buffers; i++)
-        if (p->buffers[i].kind == ZPB_KV)
+        if (per_seq(p->buffers[i].kind))
             s = zvk_buffer_create(&r->dev, p->buffers[i].size, ZVK_MEM_DEVICE, zplan_str(p, p->buffers[i].name),
                                   &q->kv[i], d);
     if (!s) s = zvk_cmd_begin(&r->dev, &c, d);
     if (s) return s;
     for (uint32_t i = 0; i < p->n_buffers; i++)
-        if (p->buffers[i].kind == ZPB_KV) vkCmdFillBuffer(c.cb, q->kv[i].buffer, 0, VK_WHOLE_SIZE, 0);
+        if (per_seq(p->buffers[i].kind)) vkCmdFillBuffer(c.cb, q->kv[i].buffer, 0, VK_WHOLE_SIZE, 0);
     return zvk_cmd_run(&r->dev, &c, d);
 }
 

@@ -36,10 +36,14 @@ const zvk_pipeline_stats *zrt_kernel_stats(const zrt *r, uint32_t kernel);
 const gguf_file *zrt_gguf(const zrt *r); /* the weights' file, for its tokenizer metadata */
 const zvk_profile *zrt_device(const zrt *r);
 int64_t zrt_pos(const zrt *r);
-void zrt_reset(zrt *r); /* forget the KV cache: the next token is at position 0 */
+/* Forgets the KV cache and the recurrent states: the next token is at
+ * position 0, where the state kernels read their states as zeros. */
+void zrt_reset(zrt *r);
 
 /* Sequences: each has its own KV cache (its slot of the plan's KV buffers
- * where the plan has slots, zincc --parallel; else a copy of them) and position, and shares the weights and everything else, so that one
+ * where the plan has slots, zincc --parallel; else a copy of them), its
+ * recurrent states (copies of the plan's state buffers; plans with states
+ * have one slot) and position, and shares the weights and everything else, so that one
  * executor serves several conversations (zinc serve's slots): select one with
  * zrt_seq_use, then zrt_run/eval/pos/reset/top/last_logits act on it. Steps
  * run one at a time, so a sequence gives the same logits alone as
@@ -62,7 +66,8 @@ zstatus zrt_top(const zrt *r, zrt_sample_cand *top, size_t *n, zdiag *d);
 
 /* Runs one step like zrt_run, with a GPU timestamp after every dispatch, and
  * stores each dispatch's time (ns[0 .. schedule count)); the position does
- * not advance. For profiles, not for speed: timestamps serialize the work. */
+ * not advance, but a hybrid model's recurrent states do: reset afterwards.
+ * For profiles, not for speed: timestamps serialize the work. */
 zstatus zrt_profile(zrt *r, zplan_phase ph, const int32_t *tokens, int n, double *ns, zdiag *d);
 
 /* Advances n sequences (seqs[i] NULL: the zrt's own) by one token each,

@@ -56,7 +56,8 @@ static const char *const usage =
     "  --version              print zincc's version and the plan format it writes\n"
     "  --help                 this text\n"
     "\n"
-    "Supported architectures: qwen3, qwen2, llama. Weights: f32, f16, bf16, q8_0, q4_K, q5_K, q6_K.\n";
+    "Supported architectures: qwen3, qwen2, llama, qwen3moe, qwen35, qwen35moe. Weights: f32, f16, bf16,\n"
+    "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_K, q5_K, q6_K, iq4_xs.\n";
 
 typedef struct zincc_opts {
     const char *model, *target, *passes, *disabled, *print_after, *phase;

@@ -16,8 +16,10 @@
 // llvmpipe among them, lower fma to a multiply and an add). Each exact
 // product drops its whole turns exactly (x - round(x)), and only the small
 // fractional sum is rounded: ~1e-6 rad at any position below 2^24.
+// imrope (Qwen3.5) pairs like NeoX; MOVES (uint[NPAIR]) says which pairs
+// turn: for text the others see position 0, an angle of exactly 0.
 // Defines: D, NR, NPAIR (= NR/2), NEOX (0/1), WG, U1, U2, U3 (float[NPAIR]
-// initializers).
+// initializers), MOVES (imrope only).
 const float u1[NPAIR] = U1;
 const float u2[NPAIR] = U2;
 const float u3[NPAIR] = U3;
@@ -26,7 +28,14 @@ const float TWO_PI = 6.28318530717958648;
 
 float turns(precise float v) { return v - round(v); } // exact in [-0.5, 0.5] for |v| < 2^23
 
+#ifdef MOVES
+const uint moves[NPAIR] = MOVES;
+#endif
+
 void rope_cos_sin(uint pos, uint j, out float cs, out float sn) {
+#ifdef MOVES
+    if (moves[j] == 0u) pos = 0u;
+#endif
     precise float ph = float(pos & ~0xfffu), pl = float(pos & 0xfffu);
     precise float f = turns(ph * u1[j]) + turns(pl * u1[j]);
     f += turns(ph * u2[j]) + turns(pl * u2[j]) + turns(float(pos) * u3[j]);

@@ -35,6 +35,7 @@ static void make_model(zmk_arch arch, zmk_quant q, const char *name, fixture *x)
     zmk_defaults(&o);
     o.arch = arch, o.quant = q, o.layers = 2, o.hidden = 256, o.ff = 512, o.heads = 4, o.kv_heads = 2;
     o.head_dim = 64, o.vocab = 320, o.seed = 11;
+    o.full_attn = 2; /* qwen35: a delta-net layer, then a gated attention layer */
     zdiag d = {0};
     const char *path = tu_tmp(name);
     cr_assert_eq(zmk_write(&o, path, NULL, &d), ZOK, "%s", d.msg);
@@ -230,6 +231,66 @@ Test(e2e, qwen3moe_f32_fused) {
 Test(e2e, qwen3moe_f32_unfused) {
     double e = run_model(ZMK_QWEN3MOE, ZMK_F32, "llvmpipe", "shape,width", "e2e-moeu.gguf");
     cr_expect_leq(e, 2e-5, "qwen3moe f32 unfused: %.3g of the RMS from the interpreter", e);
+}
+
+/* qwen35 (a gated delta-net layer and a gated attention layer) and
+ * qwen35moe: the conv and delta-rule states carried across the prefill
+ * chunks of 5, 5 and 3 tokens (each longer than the conv's 3-row window)
+ * and across the 13 decode steps, after a reset in between; imrope, the
+ * sigmoid gate on the attention, the shared expert. The delta-net's ops are
+ * one kernel each with or without the fusion passes (the fused attention,
+ * MLP and matmul kernels have unfused runs of their own above), so only the
+ * default pipeline runs, to keep CI's time. */
+Test(e2e, qwen35_f32_fused) {
+    double e = run_model(ZMK_QWEN35, ZMK_F32, "llvmpipe", NULL, "e2e-q35f.gguf");
+    cr_expect_leq(e, 2e-5, "qwen35 f32: %.3g of the RMS from the interpreter", e);
+}
+Test(e2e, qwen35_q4_k_m_fused) {
+    run_model(ZMK_QWEN35, ZMK_Q4_K_M, "llvmpipe", NULL, "e2e-q35.gguf");
+}
+Test(e2e, qwen35moe_f32_fused) {
+    double e = run_model(ZMK_QWEN35MOE, ZMK_F32, "llvmpipe", NULL, "e2e-q35moef.gguf");
+    cr_expect_leq(e, 2e-5, "qwen35moe f32: %.3g of the RMS from the interpreter", e);
+}
+Test(e2e, qwen35moe_q4_k_m_fused) {
+    run_model(ZMK_QWEN35MOE, ZMK_Q4_K_M, "llvmpipe", NULL, "e2e-q35moe.gguf");
+}
+
+/* Two sequences of a qwen35 model interleaved step by step: each has its
+ * own conv and delta-rule states (and KV cache), so each gives the logits it
+ * gives alone. The zrt's own sequence prefills 6 tokens while the second
+ * decodes, then both decode in turn. */
+Test(e2e, qwen35_sequences_keep_their_own_states) {
+    fixture x = {0};
+    make_model(ZMK_QWEN35, ZMK_F32, "e2e-q35seq.gguf", &x);
+    enum { N = 9, CTX = 32 };
+    int V = x.ref->hp.n_vocab;
+    int32_t ta[N], tb[N];
+    float *wa = reference(&x, 21, ta, N, CTX), *wb = reference(&x, 22, tb, N, CTX);
+    float *ga = malloc(sizeof(float) * N * V), *gb = malloc(sizeof(float) * N * V);
+    for (int i = 0; i < N * V; i++)
+        ga[i] = gb[i] = NAN;
+    zdiag d = {0};
+    zrt *rt;
+    zrt_opts ro = {0};
+    cr_assert_eq(zrt_open_plan(compile(&x, "llvmpipe", NULL, 4, CTX), &ro, &rt, &d), ZOK, "%s", d.msg);
+    zrt_seq *b;
+    cr_assert_eq(zrt_seq_new(rt, &b, &d), ZOK, "%s", d.msg);
+    for (int t = 0; t < N; t++) {
+        zrt_seq_use(rt, b);
+        cr_assert_eq(zrt_run(rt, ZPLAN_DECODE, &tb[t], 1, gb + t * V, &d), ZOK, "%s", d.msg);
+        zrt_seq_use(rt, NULL);
+        int at = t < 2 ? 4 * t : t + 4, n = t == 0 ? 4 : t == 1 ? 2 : 1; /* a: 4 + 2 tokens, then 1 */
+        if (at < N)
+            cr_assert_eq(zrt_run(rt, n > 1 ? ZPLAN_PREFILL : ZPLAN_DECODE, ta + at, n, ga + at * V, &d), ZOK,
+                         "%s", d.msg);
+    }
+    compare(ga, wa, N, V, 1e-3, "sequence a");
+    compare(gb, wb, N, V, 1e-3, "sequence b");
+    zrt_seq_free(rt, b);
+    zrt_close(rt);
+    free(wa), free(wb), free(ga), free(gb);
+    drop(&x);
 }
 
 /* Sampling needs the last row only: without a logits buffer to fill, the

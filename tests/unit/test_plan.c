@@ -903,8 +903,12 @@ SEMANTIC(subgroup_not_power_of_two, ZE_INVALID, "subgroup size", p->subgroup_siz
 SEMANTIC(subgroup_required_but_zero, ZE_INVALID, "name a subgroup size", p->subgroup_size = 0)
 SEMANTIC(unknown_required_feature, ZE_UNSUPPORTED, "required device features unknown",
          p->required |= 1u << 31)
-SEMANTIC(unknown_buffer_kind, ZE_INVALID, "buffer 6 'cache_k.0': unknown kind: expected 1..8, found 9",
-         p->buffers[6].kind = 9)
+SEMANTIC(unknown_buffer_kind, ZE_INVALID, "buffer 6 'cache_k.0': unknown kind: expected 1..9, found 10",
+         p->buffers[6].kind = 10)
+SEMANTIC(state_buffer_before_1_2, ZE_INVALID,
+         "buffer 6 'cache_k.0': kind state (a recurrent state): expected format 1.2 or newer, found 1.1",
+         p->buffers[6].kind = ZPB_STATE;
+         p->minor = 1)
 SEMANTIC(zero_size_buffer, ZE_INVALID, "buffer 7 'scratch': size", p->buffers[7].size = 0)
 SEMANTIC(weights_outside_gguf, ZE_INVALID, "outside the GGUF", p->buffers[4].src_offset = p->gguf_size - 100)
 SEMANTIC(source_offset_of_non_weights, ZE_INVALID, "source offset of a kv buffer",

@@ -182,6 +182,43 @@ Test(materialize, views_alias_and_the_kv_cache_is_its_own_kind) {
     done(&x);
 }
 
+/* A qwen35 delta-net layer reads its conv state ([K-1, C] floats) and its
+ * delta-rule state ([Hv, D, D]) once per step and writes them once: per
+ * token that is all of it in decode and 1/T of it in a prefill step of T;
+ * a gated attention layer has none. The text report shows the row only for
+ * models with states. */
+Test(materialize, recurrent_state_once_per_step) {
+    zmk_opts o;
+    zmk_defaults(&o);
+    o.arch = ZMK_QWEN35, o.layers = 2, o.full_attn = 2, o.quant = ZMK_F32, o.vocab = 512;
+    zdiag d = {0};
+    const char *path = tu_tmp("q35-report.gguf");
+    cr_assert_eq(zmk_write(&o, path, NULL, &d), ZOK, "%s", d.msg);
+    double C = 2.0 * o.ssm_groups * o.ssm_state + (double)o.ssm_heads * o.ssm_state;
+    double state = 4.0 * ((o.ssm_conv - 1) * C + (double)o.ssm_heads * o.ssm_state * o.ssm_state);
+    for (int ph = 0; ph < ZPH_COUNT; ph++) {
+        fixture x = {0};
+        load(&x, path, NULL, (zpass_phase)ph);
+        analyse(&x);
+        double per = 2.0 * state / (double)x.m.step_tokens;
+        cr_expect_float_eq(grp(&x.m, 0, ZG_ATTN)->t.state, per, 1e-9, "%s: %g B, expected %g",
+                           zpass_phase_name((zpass_phase)ph), grp(&x.m, 0, ZG_ATTN)->t.state, per);
+        cr_expect_eq(grp(&x.m, 1, ZG_ATTN)->t.state, 0.0);
+        cr_expect_float_eq(x.m.total.state, per, 1e-9);
+        done(&x);
+    }
+    char *out = NULL;
+    int rc = tu_run(&out, ZINC_BINARY_DIR "/zincc %s --target h200 --report", path);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "recurrent state (read + write per step)"), "%s", out);
+    free(out);
+    rc = tu_run(&out, ZINC_BINARY_DIR "/zincc %s --target h200 --report",
+                make_model("m.gguf", 1, HID, FF, ZMK_Q4_K_M));
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(!strstr(out, "recurrent state"), "a model without states has no state row: %s", out);
+    free(out);
+}
+
 /* Decode reads every weight once per token; a staged quantized weight adds
  * its 2 B/weight copy, written and read back. */
 Test(materialize, weights_scratch_and_dispatches) {

@@ -1,0 +1,198 @@
+/* Kernels for the ops of a Qwen3.5 gated delta-net layer, one dispatch per
+ * op (no fusion yet):
+ *
+ *   unary      silu, sigmoid, softplus: a thread per element (unary.glsl)
+ *   l2_norm    a workgroup per row (l2_norm.glsl)
+ *   slice      a copy of a range of the last dimension (slice.glsl)
+ *   ssm_conv   the causal depthwise conv: a thread per channel walks the
+ *              step's tokens with the window in registers, then writes the
+ *              last K-1 rows back to the conv state (ssm_conv.glsl)
+ *   delta_net  the gated delta rule: a workgroup per value head, a thread
+ *              per row of the head's state matrix, token by token in one
+ *              dispatch; decode updates the state in place (delta_net.glsl)
+ *
+ * Both recurrent kernels read their state as zeros in a step at position 0
+ * (a new sequence), as the interpreter does, and store it at the end of
+ * every step. Prefill runs the delta rule token by token inside the
+ * dispatch: correct for any chunk, but serial in T (docs/architecture.md
+ * says what a chunked scan would change). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cg_build.h"
+
+enum {
+    EW_WG = 256,
+    NORM_WG = 64,
+    CONV_WG = 64,
+    CONV_MAX_K = 16,   /* taps: the window lives in registers */
+    DELTA_MAX_D = 256, /* head dimension: a workgroup's threads, a row in registers */
+    MAX_GRID_Y = 65535,
+};
+
+static zstatus refuse(const zir_node *n, const char *why, zdiag *d) {
+    return zdiag_set(d, ZE_UNSUPPORTED, "codegen: %s '%s': %s", zir_ops[n->op].name, n->out->name, why);
+}
+
+/* Elements per token of v when v is [T, constants...] (f32 in the IR). */
+static bool per_token(const zir_value *v, int64_t *per) {
+    if (v->rank < 1 || v->shape[0] != ZDIM_T || v->dtype != ZT_F32) return false;
+    int64_t e = 1;
+    for (int i = 1; i < v->rank; i++) {
+        if (v->shape[i] <= 0) return false;
+        e *= v->shape[i];
+    }
+    *per = e;
+    return e <= UINT32_MAX / MAX_GRID_Y;
+}
+
+/* The token on grid axis y, x-blocks of wg threads over per elements. */
+static void token_grid(zcg_kernel *k, int64_t per, int64_t wg) {
+    k->groups[0] = (zcg_affine){0, per, wg};
+    k->groups[1] = (zcg_affine){1, 0, 1};
+    k->groups[2] = (zcg_affine){0, 1, 1};
+}
+
+static void fixed_grid(zcg_kernel *k, int64_t x) {
+    k->groups[0] = (zcg_affine){0, x, 1};
+    k->groups[1] = k->groups[2] = (zcg_affine){0, 1, 1};
+}
+
+/* silu, sigmoid and softplus in the interpreter's (ggml's) float formulas. */
+static zstatus gen_unary(const zir_node *n, zcg_builder *b, zdiag *d) {
+    int64_t per, per_x;
+    if (!per_token(n->out, &per) || !per_token(n->in[0], &per_x) || per_x != per)
+        return refuse(n, "expected an input and output of shape [T, ...]", d);
+    static const char *const f[] = {[ZOP_SILU] = "silu(x)",
+                                    [ZOP_SIGMOID] = "(1.0 / (1.0 + exp(-(x))))",
+                                    [ZOP_SOFTPLUS] = "((x) > 20.0 ? (x) : log(1.0 + exp(x)))"};
+    zcg_bind(b, NULL, n->in[0], false, 0);
+    zcg_bind(b, NULL, n->out, true, 0);
+    zcg_def_i(b, "PER_T", per);
+    zcg_def_i(b, "WG", EW_WG);
+    zcg_def_s(b, "UNOP(x)", f[n->op]);
+    token_grid(b->k, per, EW_WG);
+    snprintf(b->k->name, sizeof b->k->name, "%s_n%lld", zir_ops[n->op].name, (long long)per);
+    static const char *const files[] = {"unary", NULL};
+    return zcg_build(b, files, n, d);
+}
+
+static zstatus gen_l2_norm(const zir_node *n, zcg_builder *b, zdiag *d) {
+    const zir_value *x = n->in[0];
+    int64_t per, len = x->rank ? x->shape[x->rank - 1] : 0;
+    if (!per_token(x, &per) || len <= 0) return refuse(n, "expected an input of shape [T, ...]", d);
+    zcg_bind(b, NULL, x, false, 0);
+    zcg_bind(b, NULL, n->out, true, 0);
+    zcg_def_i(b, "N", len);
+    zcg_def_i(b, "ROWS_PER_T", per / len);
+    zcg_def_i(b, "WG", NORM_WG);
+    zcg_def_s(b, "EPS", zarena_printf(b->a, "float(%.9g)", n->attr.eps));
+    b->k->groups[0] = (zcg_affine){0, per / len, 1};
+    b->k->groups[1] = (zcg_affine){1, 0, 1};
+    b->k->groups[2] = (zcg_affine){0, 1, 1};
+    snprintf(b->k->name, sizeof b->k->name, "l2_norm_n%lld_x%lld", (long long)len, (long long)(per / len));
+    static const char *const files[] = {"attn_reduce", "l2_norm", NULL};
+    return zcg_build(b, files, n, d);
+}
+
+static zstatus gen_slice(const zir_node *n, zcg_builder *b, zdiag *d) {
+    const zir_value *x = n->in[0];
+    int64_t per_x, per_y, len = n->attr.slice.len, off = n->attr.slice.off;
+    int64_t w = x->rank ? x->shape[x->rank - 1] : 0;
+    if (!per_token(x, &per_x) || !per_token(n->out, &per_y) || off < 0 || len < 1 || off + len > w)
+        return refuse(n, "expected a slice of the last dimension of a [T, ...] input", d);
+    zcg_bind(b, NULL, x, false, 0);
+    zcg_bind(b, NULL, n->out, true, 0);
+    zcg_def_i(b, "PER_X", per_x);
+    zcg_def_i(b, "PER_Y", per_y);
+    zcg_def_i(b, "N", w);
+    zcg_def_i(b, "OFF", off);
+    zcg_def_i(b, "LEN", len);
+    zcg_def_i(b, "WG", EW_WG);
+    token_grid(b->k, per_y, EW_WG);
+    snprintf(b->k->name, sizeof b->k->name, "slice_n%lld_o%lld_l%lld_x%lld", (long long)w, (long long)off,
+             (long long)len, (long long)(per_x / w));
+    static const char *const files[] = {"slice", NULL};
+    return zcg_build(b, files, n, d);
+}
+
+/* A recurrent state: f32 [dims...] of constant shape (the kv-type pass
+ * leaves states in f32). */
+static bool state_shape(const zir_value *s, int rank, int64_t d0, int64_t d1, int64_t d2) {
+    int64_t want[3] = {d0, d1, d2};
+    if (!zir_value_is_state(s) || s->dtype != ZT_F32 || s->rank != rank) return false;
+    for (int i = 0; i < rank; i++)
+        if (s->shape[i] != want[i]) return false;
+    return true;
+}
+
+static zstatus gen_ssm_conv(const zir_node *n, zcg_builder *b, zdiag *d) {
+    const zir_value *x = n->in[0], *w = n->in[1], *st = n->in[2];
+    int64_t per, C = x->rank == 2 ? x->shape[1] : 0, K = w->rank == 2 ? w->shape[1] : 0;
+    if (!per_token(x, &per) || x->rank != 2 || w->rank != 2 || w->shape[0] != C)
+        return refuse(n, "expected x [T, C] and taps [C, K]", d);
+    if (K < 2 || K > CONV_MAX_K) return refuse(n, "expected 2 to 16 taps", d);
+    if (w->dtype != ZT_F32 || w->nbytes < (uint64_t)(C * K * 4))
+        return zdiag_set(d, ZE_UNSUPPORTED, "codegen: ssm_conv '%s': taps '%s' are %s: expected f32",
+                         n->out->name, w->name, ztype_name(w->dtype));
+    if (!state_shape(st, 2, K - 1, C, 0)) return refuse(n, "expected an f32 conv state [K-1, C]", d);
+    zcg_bind(b, "B_X", x, false, 0);
+    zcg_bind(b, "B_W", w, false, 0);
+    zcg_bind(b, "B_S", st, true, 0);
+    zcg_bind(b, "B_Y", n->out, true, 0);
+    zcg_def_i(b, "C", C);
+    zcg_def_i(b, "K", K);
+    zcg_def_i(b, "WG", CONV_WG);
+    b->k->groups[0] = (zcg_affine){0, C, CONV_WG};
+    b->k->groups[1] = b->k->groups[2] = (zcg_affine){0, 1, 1};
+    snprintf(b->k->name, sizeof b->k->name, "ssm_conv_c%lld_k%lld", (long long)C, (long long)K);
+    static const char *const files[] = {"ssm_conv", NULL};
+    return zcg_build(b, files, n, d);
+}
+
+static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
+    const zir_value *q = n->in[0], *k = n->in[1], *v = n->in[2], *g = n->in[3], *beta = n->in[4];
+    const zir_value *st = n->in[5];
+    int64_t per;
+    bool ok = q->rank == 3 && per_token(q, &per) && v->rank == 3 && per_token(v, &per);
+    int64_t Hk = ok ? q->shape[1] : 0, D = ok ? q->shape[2] : 0, Hv = ok ? v->shape[1] : 0;
+    ok =
+        ok && k->rank == 3 && per_token(k, &per) && k->shape[1] == Hk && k->shape[2] == D && v->shape[2] == D;
+    ok = ok && g->rank == 2 && per_token(g, &per) && per == Hv && beta->rank == 2 && per_token(beta, &per) &&
+         per == Hv && Hv % Hk == 0;
+    if (!ok) return refuse(n, "expected q, k [T, Hk, D], v [T, Hv, D] and gates [T, Hv]", d);
+    if (D < 1 || D > DELTA_MAX_D) return refuse(n, "expected a head dimension of at most 256", d);
+    if (!state_shape(st, 3, Hv, D, D)) return refuse(n, "expected an f32 state [Hv, D, D]", d);
+    zcg_bind(b, "B_Q", q, false, 0);
+    zcg_bind(b, "B_K", k, false, 0);
+    zcg_bind(b, "B_V", v, false, 0);
+    zcg_bind(b, "B_G", g, false, 0);
+    zcg_bind(b, "B_BETA", beta, false, 0);
+    zcg_bind(b, "B_S", st, true, 0);
+    zcg_bind(b, "B_Y", n->out, true, 0);
+    zcg_def_i(b, "D", D);
+    zcg_def_i(b, "HK", Hk);
+    zcg_def_i(b, "HV", Hv);
+    zcg_def_s(b, "SCALE", zarena_printf(b->a, "float(%.9g)", n->attr.scale));
+    fixed_grid(b->k, Hv);
+    snprintf(b->k->name, sizeof b->k->name, "delta_net_hk%lld_hv%lld_d%lld", (long long)Hk, (long long)Hv,
+             (long long)D);
+    static const char *const files[] = {"delta_net", NULL};
+    return zcg_build(b, files, n, d);
+}
+
+zstatus zcg_recurrent(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
+                      zdiag *d) {
+    memset(out, 0, sizeof *out);
+    zcg_builder b = {.g = g, .a = a, .o = o, .k = out};
+    switch (n->op) {
+    case ZOP_SILU:
+    case ZOP_SIGMOID:
+    case ZOP_SOFTPLUS: return gen_unary(n, &b, d);
+    case ZOP_L2_NORM: return gen_l2_norm(n, &b, d);
+    case ZOP_SLICE: return gen_slice(n, &b, d);
+    case ZOP_SSM_CONV: return gen_ssm_conv(n, &b, d);
+    case ZOP_DELTA_NET: return gen_delta_net(n, &b, d);
+    default: return refuse(n, "not a delta-net op", d);
+    }
+}
