@@ -2,15 +2,16 @@
 // units (cooperative matrix, 16x16x16 fp16 products, fp32 sums).
 //
 // A workgroup owns BM tokens x BN weight rows and walks K in steps of BK.
-// Each step stages the x tile (normalized on the way in when HAS_NORM) and
-// the weight tile, dequantized from its ggml blocks, in shared memory as
-// fp16: a decoded weight never goes back to VRAM. The next step's x and
+// Each step stages the x tile (normalized as it is staged when HAS_NORM)
+// and the weight tile, dequantized from its ggml blocks, in shared memory
+// as fp16: a decoded weight never goes back to VRAM. The next step's x and
 // weight blocks are fetched into registers while the matrix units work on
-// this one; Q4_K blocks travel raw (header and 32 quant bytes, three 16-byte
-// loads) and are decoded as they are staged, other types are decoded on
-// fetch and held as packed halves. A thread stages whole 32-element chunks
-// of a row. SGM x SGN subgroups each own (BM / SGM) tokens x (BN / SGN) rows
-// of the tile, FM x FW fragments of 16 x 16.
+// this one, and nothing uses them before the next stage, so the products
+// do not wait for them; Q4_K blocks travel raw (the header and the quant
+// bytes, 16-byte loads) and are decoded as they are staged, other types
+// are decoded on fetch and held as packed halves. A thread stages WCH-
+// element chunks of a row. SGM x SGN subgroups each own (BM / SGM) tokens
+// x (BN / SGN) rows of the tile, FM x FW fragments of 16 x 16.
 //
 // With GLU (gate W0, up W1; y = silu(gate) * up) the tile's rows are BN/2
 // gate rows then the same BN/2 up rows; each subgroup holds the gate and
@@ -164,17 +165,12 @@ void fetch(uint m0, uint n0, uint k0, uint T) {
     uint tid = STAGER_ID;
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
         uint i = tid + r * uint(PT);
-        uint m = i / uint(BK / 8), t = m0 + m, kk = k0 + (i % uint(BK / 8)) * 8u;
+        uint t = m0 + i / uint(BK / 8), kk = k0 + (i % uint(BK / 8)) * 8u;
         [[unroll]] for (uint h = 0u; h < 2u; h++) {
             vec4 v = vec4(0.0);
-            if (i < uint(XV) && t < T) {
-                uint k4 = kk + 4u * h;
-                v = vec4(xin4[(t * uint(K) + k4) >> 2u]);
-#if HAS_NORM
-                v = v * sc_s[m] * vec4(DQ1(WQ_NW, NW_TYPE, k4), DQ1(WQ_NW, NW_TYPE, k4 + 1u),
-                                       DQ1(WQ_NW, NW_TYPE, k4 + 2u), DQ1(WQ_NW, NW_TYPE, k4 + 3u));
-#endif
-            }
+            // raw: nothing here waits for the load (the norm is applied as
+            // the step is staged), so the products run while it flies
+            if (i < uint(XV) && t < T) v = vec4(xin4[(t * uint(K) + kk + 4u * h) >> 2u]);
             xr[r][h] = v;
         }
     }
@@ -218,13 +214,23 @@ void stage_q4_K(uvec4 r[NWV], uint o) {
     }
 }
 
-void stage(uint buf) {
+// Stages the step at k0 (fetched earlier into the registers) into buffer buf.
+void stage(uint buf, uint k0) {
     uint tid = STAGER_ID;
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
         uint i = tid + r * uint(PT);
-        if (i < uint(XV))
-            xs8[buf * uint(XS_LEN) + (i / uint(BK / 8)) * uint(BKP8) + i % uint(BK / 8)] =
-                uvec4(pack4(xr[r][0]), pack4(xr[r][1]));
+        if (i >= uint(XV)) continue;
+        uint m = i / uint(BK / 8);
+        vec4 v0 = xr[r][0], v1 = xr[r][1];
+#if HAS_NORM
+        uint k8 = k0 + (i % uint(BK / 8)) * 8u;
+        float sc = sc_s[m];
+        v0 = v0 * sc * vec4(DQ1(WQ_NW, NW_TYPE, k8), DQ1(WQ_NW, NW_TYPE, k8 + 1u), DQ1(WQ_NW, NW_TYPE, k8 + 2u),
+                            DQ1(WQ_NW, NW_TYPE, k8 + 3u));
+        v1 = v1 * sc * vec4(DQ1(WQ_NW, NW_TYPE, k8 + 4u), DQ1(WQ_NW, NW_TYPE, k8 + 5u),
+                            DQ1(WQ_NW, NW_TYPE, k8 + 6u), DQ1(WQ_NW, NW_TYPE, k8 + 7u));
+#endif
+        xs8[buf * uint(XS_LEN) + m * uint(BKP8) + i % uint(BK / 8)] = uvec4(pack4(v0), pack4(v1));
     }
     [[unroll]] for (uint r = 0u; r < uint(WPT); r++) {
         uint i = tid + r * uint(PT);
@@ -289,7 +295,7 @@ void main() {
     bool producer = sg >= uint(NSG);
     if (producer) {
         fetch(m0, n0, 0u, T);
-        stage(0u);
+        stage(0u, 0u);
         if (uint(BK) < uint(K)) fetch(m0, n0, uint(BK), T);
     }
     barrier();
@@ -298,7 +304,7 @@ void main() {
         if (!producer) {
             mma_step(acc, cur, sm, sn);
         } else if (k0 + uint(BK) < uint(K)) {
-            stage(cur ^ 1u);
+            stage(cur ^ 1u, k0 + uint(BK));
             if (k0 + uint(2 * BK) < uint(K)) fetch(m0, n0, k0 + uint(2 * BK), T);
         }
         barrier();
@@ -306,13 +312,13 @@ void main() {
 #else
     fetch(m0, n0, 0u, T);
 #if CM_PIPE == 2
-    stage(0u);
+    stage(0u, 0u);
     barrier();
 #endif
     for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
 #if CM_PIPE == 0
         barrier(); // the previous step's fragments are loaded
-        stage(0u);
+        stage(0u, k0);
         barrier();
         if (k0 + uint(BK) < uint(K)) fetch(m0, n0, k0 + uint(BK), T);
         mma_step(acc, 0u, sm, sn);
@@ -323,7 +329,7 @@ void main() {
             barrier();
             fetch(m0, n0, k0, T);
         }
-        stage(0u);
+        stage(0u, k0);
         barrier();
         mma_step(acc, 0u, sm, sn);
 #else
@@ -333,7 +339,7 @@ void main() {
         bool more = k0 + uint(BK) < uint(K);
         if (more) fetch(m0, n0, k0 + uint(BK), T);
         mma_step(acc, cur, sm, sn);
-        if (more) stage(cur ^ 1u);
+        if (more) stage(cur ^ 1u, k0 + uint(BK));
         barrier();
 #endif
     }
