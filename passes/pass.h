@@ -32,6 +32,7 @@ typedef struct ztarget {
     int prefill_tile;      /* default tokens per prefill workgroup tile */
     double fuse_threshold; /* default: bytes per token per layer a fusion must save */
     bool coopmat;          /* cooperative matrix available */
+    bool int_dot;          /* packed 4x8-bit integer dot products (shaderIntegerDotProduct) */
     int act_bytes;         /* bytes per element of activations kept in VRAM (2: fp16) */
     /* Decode streams the weights once per token; how fast depends on the
      * kernel's shape, so each family has its measured fraction of

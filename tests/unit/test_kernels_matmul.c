@@ -136,6 +136,7 @@ static ztarget device_target(const kh_ctx *k, const char *name) {
     /* Without matrix units (llvmpipe) the matmuls mm-f16 marked for the
      * target run on the scalar GEMM, which rounds its operands the same way. */
     r.coopmat = r.coopmat && (k->dev.prof.coopmat_nv || k->dev.prof.coopmat_khr);
+    r.int_dot = r.int_dot && k->dev.prof.int_dot;
     return r;
 }
 
