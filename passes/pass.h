@@ -75,6 +75,11 @@ typedef enum zpass_kv { ZKV_TARGET, ZKV_F32, ZKV_F16 } zpass_kv;
 /* Prefill matmul operands (the mm-f16 pass): the target's choice (fp16
  * where it has matrix units), or --matmul's. */
 typedef enum zpass_mm { ZMM_TARGET, ZMM_F32, ZMM_F16 } zpass_mm;
+/* Decode GEMVs over q4_K with x quantized to int8 and integer dot products
+ * (the mm-f16 pass, attr.gemv_q8), where the target has them: as
+ * $ZINC_GEMV_IDOT says (1 on; default off until measured on the H200), or
+ * forced either way. */
+typedef enum zpass_idot { ZIDOT_KNOB, ZIDOT_OFF, ZIDOT_ON } zpass_idot;
 
 typedef struct zpass_opts {
     const ztarget *target;
@@ -88,7 +93,12 @@ typedef struct zpass_opts {
     zpass_report *report; /* decisions are appended here (may be NULL) */
     zpass_kv kv_type;     /* KV-cache storage (the kv-type pass) */
     zpass_mm mm_type;     /* prefill matmul operands (the mm-f16 pass) */
+    zpass_idot gemv_idot; /* decode GEMV x in int8 (the mm-f16 pass) */
 } zpass_opts;
+
+/* Shared memory the integer-dot GEMV stages x in, for K columns and wg
+ * threads: int8 x, a float per 16 and per 32 elements, the norm's slots. */
+#define ZPASS_IDOT_SMEM(K, wg) ((K) + 4 * ((K) / 16) + 4 * ((K) / 32) + 4 * (wg))
 
 typedef zstatus (*zpass_fn)(zir_graph *g, const zpass_opts *o, zdiag *d);
 
