@@ -372,7 +372,7 @@ static bool gemv_x_shared(const zcg_builder *b, const zcg_gemv *g, int64_t K, in
 }
 
 /* Whether the kernel's matmuls quantize x to int8 (attr.gemv_q8, the mm-f16
- * pass): all of them or none, and only where the q4_K layout (GMODE 12) and
+ * pass): all of them or none, and only where the q4_K or q6_K layout (GMODE 12, 14) and
  * the target's integer dot products are there to honour it; what the pass
  * marked and the kernel cannot compute is an internal error. */
 static zstatus gemv_idot(const zcg_builder *b, const zir_node *n, const mm_match *m, int mode, bool *idot,
@@ -384,10 +384,12 @@ static zstatus gemv_idot(const zcg_builder *b, const zir_node *n, const mm_match
     if (!same)
         return zdiag_set(d, ZE_INTERNAL, "codegen: '%s': some of its matmuls have int8 x, some not",
                          n->out->name);
-    if (*idot && (mode != 12 || !b->o->target->int_dot))
-        return zdiag_set(d, ZE_INTERNAL,
-                         "codegen: '%s': int8 x needs q4_K weights and integer dot products (%s)",
-                         n->out->name, mode != 12 ? "weights of another type" : "the target has none");
+    bool kquant = mode == 12 || mode == 14;
+    if (*idot && (!kquant || !b->o->target->int_dot))
+        return zdiag_set(
+            d, ZE_INTERNAL,
+            "codegen: '%s': int8 x needs all q4_K or all q6_K weights and integer dot products (%s)",
+            n->out->name, !kquant ? "weights of other types" : "the target has none");
     return ZOK;
 }
 

@@ -14,7 +14,8 @@
  * units; zincc --matmul f32|f16 overrides it.
  *
  * Decode: where the target has packed integer dot products and
- * ZINC_GEMV_IDOT=1 (o->gemv_idot), the GEMVs whose weights are all q4_K mark
+ * ZINC_GEMV_IDOT=1 (o->gemv_idot), the GEMVs whose weights are all q4_K (or
+ * all q6_K) mark
  * their matmuls attr.gemv_q8: x quantized to int8 per 32 elements (q8_1),
  * each four weights one integer dot product. On the H200 decode is bound by
  * the GEMVs' arithmetic, not their bytes (docs/performance.md); this is off
@@ -40,17 +41,20 @@ static void record(const zpass_opts *o, const zir_node *n) {
 }
 
 /* The decode GEMV templates (cg_matmul.c's gen_gemv) whose matmuls are all
- * q4_K with x fitting the target's shared memory as int8. */
+ * q4_K or all q6_K (one group layout), with x fitting the target's shared
+ * memory as int8. */
 static bool idot_gemv(const zir_node *n, const ztarget *t) {
     bool kernel = n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU ||
                                           n->kp.tmpl == ZKT_MATMUL_ROWS);
     if (n->op != ZOP_MATMUL && !kernel) return false;
     int k = 0;
+    ztype ty = ZT_F32;
     for (int i = 0; i < (kernel ? n->n_body : 1); i++) {
         const zir_node *m = kernel ? n->body[i] : n;
         if (m->op != ZOP_MATMUL) continue;
         const zir_value *w = m->in[1];
-        if (w->dtype != ZT_Q4_K || w->rank != 2 ||
+        if (k == 0) ty = w->dtype;
+        if (w->dtype != ty || (ty != ZT_Q4_K && ty != ZT_Q6_K) || w->rank != 2 ||
             ZPASS_IDOT_SMEM(w->shape[1], 1024) > (int64_t)t->smem_bytes)
             return false;
         k++;
@@ -79,7 +83,7 @@ static void record_q8(const zpass_opts *o, const zir_node *n) {
                           .fused = false,
                           .chosen = n->op == ZOP_KERNEL ? n->kp.tmpl : ZKT_NONE};
     snprintf(x->reason, sizeof x->reason,
-             "GEMV x quantized to int8 per 32 (q8_1), q4_K products as packed integer dot products (%s)",
+             "GEMV x quantized to int8 per 32 (q8_1), k-quant products as packed integer dot products (%s)",
              o->gemv_idot == ZIDOT_ON ? "forced" : "ZINC_GEMV_IDOT=1");
 }
 

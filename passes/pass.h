@@ -97,8 +97,9 @@ typedef struct zpass_opts {
 } zpass_opts;
 
 /* Shared memory the integer-dot GEMV stages x in, for K columns and wg
- * threads: int8 x, a float per 16 and per 32 elements, the norm's slots. */
-#define ZPASS_IDOT_SMEM(K, wg) ((K) + 4 * ((K) / 16) + 4 * ((K) / 32) + 4 * (wg))
+ * threads: int8 x, a run sum per 8 elements (q6_K; q4_K needs half), a d
+ * per 32, the norm's slots. */
+#define ZPASS_IDOT_SMEM(K, wg) ((K) + 4 * ((K) / 8) + 4 * ((K) / 32) + 4 * (wg))
 
 typedef zstatus (*zpass_fn)(zir_graph *g, const zpass_opts *o, zdiag *d);
 

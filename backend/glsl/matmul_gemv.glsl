@@ -114,10 +114,16 @@ void x8_normed(uint xo, uint k0, out float v[8], inout float ss, inout float sum
 }
 
 #if IDOT
-// x of a 32-element block as int8 (16 per uvec4, in element order), d*sum(q)
-// of each 16-element run (a group's run), and d of each block.
+// x as int8 in element order (GMODE 12: 16 per uvec4, a q4_K run; 14: 8
+// per uvec2, a q6_K run), the sum of each run's q (12: times d, as a float;
+// 14: the integer, which meets the weights' -32), and d of each block.
+#if GMODE == 12
 shared uvec4 sq[K / 16];
 shared float sqs[K / 16];
+#else
+shared uvec2 sq[K / 8];
+shared int sqi[K / 8];
+#endif
 shared float sqd[K / 32];
 float x_norm_scale; // 1 / rms of the token's x (HAS_NORM), in every invocation
 
@@ -136,20 +142,27 @@ void stage_x(uint t) {
         [[unroll]] for (uint e = 0u; e < 32u; e++) amax = max(amax, abs(v[e]));
         float d = amax * Q8_INV127, id = d > 0.0 ? 1.0 / d : 0.0;
         uint w[8];
-        int s0 = 0, s1 = 0;
+        int s[4] = int[4](0, 0, 0, 0); // per 8 elements
         [[unroll]] for (uint k = 0u; k < 8u; k++) {
             uint pk = 0u;
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 int q = clamp(int(roundEven(v[4u * k + j] * id)), -127, 127);
-                if (k < 4u) s0 += q; else s1 += q;
+                s[k >> 1u] += q;
                 pk |= uint(q & 0xff) << (8u * j);
             }
             w[k] = pk;
         }
+#if GMODE == 12
         sq[2u * r] = uvec4(w[0], w[1], w[2], w[3]);
         sq[2u * r + 1u] = uvec4(w[4], w[5], w[6], w[7]);
-        sqs[2u * r] = d * float(s0);
-        sqs[2u * r + 1u] = d * float(s1);
+        sqs[2u * r] = d * float(s[0] + s[1]);
+        sqs[2u * r + 1u] = d * float(s[2] + s[3]);
+#else
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            sq[4u * r + j] = uvec2(w[2u * j], w[2u * j + 1u]);
+            sqi[4u * r + j] = s[j];
+        }
+#endif
         sqd[r] = d;
     }
 #if HAS_NORM
@@ -159,6 +172,7 @@ void stage_x(uint t) {
 #endif
 }
 
+#if GMODE == 12
 // A group's x: its two runs' int8 (q0: sub-block 2p, q1: 2p+1) and
 // ds = (d of run 0's block, d of run 1's, d*sum(q) of run 0, of run 1).
 struct XG {
@@ -174,6 +188,25 @@ XG load_group_q8(uint g) {
     x.ds = vec4(sqd[blk], sqd[blk + 1u], sqs[u], sqs[u + 2u]);
     return x;
 }
+#else
+// A group's x: its four runs' int8, each run's sum(q) and its block's d.
+struct XG {
+    uvec2 q[4];
+    ivec4 qs;
+    vec4 dx;
+};
+
+XG load_group_q8(uint g) {
+    XG x;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        uint k0 = run_start(g, k);
+        x.q[k] = sq[k0 >> 3u];
+        x.qs[k] = sqi[k0 >> 3u];
+        x.dx[k] = sqd[k0 >> 5u];
+    }
+    return x;
+}
+#endif
 #elif X_SHARED
 // x staged once per workgroup in shared memory (X_SHARED, when K fits):
 // read from VRAM in 16-byte loads by consecutive invocations, multiplied
@@ -331,6 +364,32 @@ float dot_group(const uint which, uint rowb, uint row, uint g, float xv[GE], flo
     }
     return d * acc;
 }
+
+#if IDOT
+// The same over int8 x: the 6-bit values of four bytes in one word (0..63,
+// so positive as signed bytes), one zdot4 per four weights, and the -32 as
+// -32 * sum(q) of the run, all in integers.
+float dot_group_q8(const uint which, uint rowb, uint row, uint g, XG x) {
+    uint b = g >> 3u, h = (g >> 2u) & 1u, l0 = 8u * (g & 3u);
+    uint off = row * rowb + b * 210u;
+    uvec2 qa = wu64(which, off + 64u * h + l0), qb = wu64(which, off + 64u * h + 32u + l0);
+    uvec2 qh = wu64(which, off + 128u + 32u * h + l0), sc = wu64_back(which, off + 192u + 8u * h);
+    float d = wf16(which, off + 208u), acc = 0.0;
+    uint sl = l0 >> 4u;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        uvec2 ql = (k & 1u) != 0u ? qb : qa;
+        uint nsh = (k >> 1u) * 4u, sbyte = sl + 2u * k;
+        int is = -32 * x.qs[k];
+        [[unroll]] for (uint w = 0u; w < 2u; w++) {
+            uint v = ((ql[w] >> nsh) & 0x0f0f0f0fu) | (((qh[w] >> (2u * k)) & 0x03030303u) << 4u);
+            is = zdot4(v, x.q[k][w], is);
+        }
+        int s8 = bitfieldExtract(int(sc[sbyte >> 2u]), int(8u * (sbyte & 3u)), 8);
+        acc += float(s8) * x.dx[k] * float(is);
+    }
+    return d * acc;
+}
+#endif
 #endif
 
 // acc += x . row over group g, for weight `which` of type ty.

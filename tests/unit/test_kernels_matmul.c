@@ -446,14 +446,14 @@ Test(kernels_matmul, iq4_xs, .timeout = 300) {
 Test(kernels_matmul, q6_K, .timeout = 300) {
     check_model(&MODELS[12], false, TOL_F32);
 }
-/* Decode GEMVs with int8 x (attr.gemv_q8, GMODE 12 with IDOT): every weight
- * q4_K (attn_output's rows of 288 fall back to q8_0 and stay float), for
- * both targets, against the interpreter quantizing x the same way. */
-Test(kernels_matmul, q4_K_int8_x, .timeout = 300) {
-    static const mspec m = {"q4_K", ZMK_LLAMA, ZMK_F32, ZT_Q4_K};
+/* Decode GEMVs with int8 x (attr.gemv_q8, GMODE 12 or 14 with IDOT): every
+ * weight of one k-quant type (attn_output's rows of 288 fall back to q8_0
+ * and stay float), for both targets, against the interpreter quantizing x
+ * the same way. */
+static void check_int8_x(const mspec *m) {
     kh_ctx *k = open_device();
     cr_assert(k->dev.prof.int_dot, "%s: no shaderIntegerDotProduct", k->dev.prof.name);
-    gguf_file *f = open_model(&m);
+    gguf_file *f = open_model(m);
     bool seen[F_COUNT] = {0};
     worst w[MAX_KINDS] = {0};
     int n_q8 = 0;
@@ -463,7 +463,7 @@ Test(kernels_matmul, q4_K_int8_x, .timeout = 300) {
         for (uint32_t i = 0; i < g->n_nodes; i++)
             n_q8 += gemv_q8(g->nodes[i]);
         char what[96];
-        snprintf(what, sizeof what, "q4_K int8 x %s/decode", TARGETS[ti]);
+        snprintf(what, sizeof what, "%s int8 x %s/decode", m->label, TARGETS[ti]);
         run_ctx r = {k, g, {&t, ZPH_DECODE, 1, false}, ztarget_find(TARGETS[ti]), what, TOL_F32, seen, w};
         run_graph(&r, ZPH_DECODE);
         zir_graph_free(g);
@@ -477,10 +477,66 @@ Test(kernels_matmul, q4_K_int8_x, .timeout = 300) {
     cr_expect(plain && gate_up, "the int8-x GEMV ran %s, %s", plain ? "alone" : "never alone",
               gate_up ? "as gate+up" : "never as gate+up");
     for (int i = 0; i < MAX_KINDS && w[i].kind[0]; i++)
-        cr_log_info("q4_K int8 x: %-12s max error %.3g of the output RMS over %d checks", w[i].kind, w[i].err,
-                    w[i].n);
+        cr_log_info("%s int8 x: %-12s max error %.3g of the output RMS over %d checks", m->label, w[i].kind,
+                    w[i].err, w[i].n);
     gguf_close(f);
     kh_close(k);
+}
+
+Test(kernels_matmul, q4_K_int8_x, .timeout = 300) {
+    static const mspec m = {"q4_K", ZMK_LLAMA, ZMK_F32, ZT_Q4_K};
+    check_int8_x(&m);
+}
+/* The mark needs the target's integer dot products, decode, the knob (or the
+ * option) and GEMVs of one k-quant type; codegen refuses a mark it cannot
+ * honour. No device needed. */
+Test(kernels_matmul, int8_x_only_where_asked) {
+    static const mspec m = {"q4_K_ask", ZMK_LLAMA, ZMK_F32, ZT_Q4_K};
+    gguf_file *f = open_model(&m);
+    static const struct {
+        const char *target;
+        zpass_phase ph;
+        zpass_idot idot;
+        const char *env;
+        bool want;
+    } cases[] = {
+        {"llvmpipe", ZPH_DECODE, ZIDOT_ON, NULL, true},  {"h200", ZPH_DECODE, ZIDOT_KNOB, "1", true},
+        {"h200", ZPH_DECODE, ZIDOT_KNOB, NULL, false},   {"h200", ZPH_DECODE, ZIDOT_KNOB, "0", false},
+        {"h200", ZPH_DECODE, ZIDOT_OFF, "1", false},     {"generic", ZPH_DECODE, ZIDOT_ON, "1", false},
+        {"llvmpipe", ZPH_PREFILL, ZIDOT_ON, "1", false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (cases[c].env)
+            setenv("ZINC_GEMV_IDOT", cases[c].env, 1);
+        else
+            unsetenv("ZINC_GEMV_IDOT");
+        zir_graph *g = compile_idot(f, ztarget_find(cases[c].target), cases[c].ph, cases[c].idot);
+        int n = 0;
+        for (uint32_t i = 0; i < g->n_nodes; i++)
+            n += gemv_q8(g->nodes[i]);
+        cr_expect_eq(n > 0, cases[c].want, "case %zu (%s): %d GEMVs with int8 x", c, cases[c].target, n);
+        /* a mark the target cannot honour is an internal error, not a wrong kernel */
+        ztarget no = *ztarget_find(cases[c].target);
+        no.int_dot = false;
+        zcg_opts o = {&no, cases[c].ph, 1, false};
+        zarena *a = zarena_new();
+        for (uint32_t i = 0; n && i < g->n_nodes; i++) {
+            if (!gemv_q8(g->nodes[i])) continue;
+            zcg_kernel kn;
+            zdiag d = {0};
+            cr_expect_eq(zcg_node(g, g->nodes[i], &o, a, &kn, &d), ZE_INTERNAL);
+            cr_expect(strstr(d.msg, "integer dot products"), "%s", d.msg);
+        }
+        zarena_free(a);
+        zir_graph_free(g);
+    }
+    unsetenv("ZINC_GEMV_IDOT");
+    gguf_close(f);
+}
+
+Test(kernels_matmul, q6_K_int8_x, .timeout = 300) {
+    static const mspec m = {"q6_K_i8", ZMK_QWEN3, ZMK_F32, ZT_Q6_K};
+    check_int8_x(&m);
 }
 
 Test(kernels_matmul, q4_k_m_f16_activations, .timeout = 300) {
