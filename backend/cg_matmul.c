@@ -365,8 +365,31 @@ static zcg_gemv gemv_layout(const zcg_builder *b, int64_t N) {
  * not fit 48 KiB and reads x from L1. */
 static bool gemv_x_shared(const zcg_builder *b, const zcg_gemv *g, int64_t K, int mode, int wg) {
     if (g->x_shared) return g->x_shared > 0;
-    int64_t runlen = mode == 12 ? 16 : 8, budget = b->o->target->smem_bytes > 0 ? b->o->target->smem_bytes : 16384;
+    int64_t runlen = mode == 12 ? 16 : 8,
+            budget = b->o->target->smem_bytes > 0 ? b->o->target->smem_bytes : 16384;
     return K % runlen == 0 && 4 * (K + K / runlen + wg) <= budget;
+}
+
+/* Whether the kernel's matmuls quantize x to int8 (attr.gemv_q8, the mm-f16
+ * pass): all of them or none, and only where the q4_K or q6_K layout (GMODE 12, 14) and
+ * the target's integer dot products are there to honour it; what the pass
+ * marked and the kernel cannot compute is an internal error. */
+static zstatus gemv_idot(const zcg_builder *b, const zir_node *n, const mm_match *m, int mode, bool *idot,
+                         zdiag *d) {
+    *idot = m->first->attr.gemv_q8;
+    bool same = (!m->glu || m->up->attr.gemv_q8 == *idot);
+    for (int i = 0; i < m->n_seg; i++)
+        same = same && m->seg[i]->attr.gemv_q8 == *idot;
+    if (!same)
+        return zdiag_set(d, ZE_INTERNAL, "codegen: '%s': some of its matmuls have int8 x, some not",
+                         n->out->name);
+    bool kquant = mode == 12 || mode == 14;
+    if (*idot && (!kquant || !b->o->target->int_dot))
+        return zdiag_set(
+            d, ZE_INTERNAL,
+            "codegen: '%s': int8 x needs all q4_K or all q6_K weights and integer dot products (%s)",
+            n->out->name, !kquant ? "weights of other types" : "the target has none");
+    return ZOK;
 }
 
 /* matmul_rows: each segment starts a workgroup of its own (WG_SEG<s>, the
@@ -400,9 +423,24 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, zcg_builder *b, zd
     zcg_def_i(b, "RS", g.rs);
     zcg_def_i(b, "ROWS_WG", g.nsg * g.rs);
     int mode = gemv_mode(m);
-    bool xsh = gemv_x_shared(b, &g, m->K, mode, g.nsg * sg);
+    bool idot;
+    s = gemv_idot(b, n, m, mode, &idot, d);
+    if (s) return s;
+    /* the int8 x is always staged: a quarter of the floats' bytes */
+    bool xsh = idot || gemv_x_shared(b, &g, m->K, mode, g.nsg * sg);
+    if (idot && ZPASS_IDOT_SMEM(m->K, g.nsg * sg) > (int64_t)b->o->target->smem_bytes)
+        return zdiag_set(
+            d, ZE_UNSUPPORTED,
+            "codegen: '%s': int8 x of %lld elements: %lld bytes of shared memory, the target has %u",
+            n->out->name, (long long)m->K, (long long)ZPASS_IDOT_SMEM(m->K, g.nsg * sg),
+            b->o->target->smem_bytes);
     zcg_def_i(b, "GMODE", mode);
     zcg_def_i(b, "X_SHARED", xsh);
+    if (idot) {
+        zcg_def_i(b, "IDOT", 1);
+        zcg_def_f(b, "Q8_INV127", ZIR_Q8_INV127);
+        b->k->int_dot = true;
+    }
     /* the bits of a 16-byte unit's index that pick its bank group, XORed
      * with those that tell apart the lanes reading together (see the shader) */
     zcg_def_i(b, "SWZ_SHIFT", mode == 12 ? 4 : 5);
@@ -415,10 +453,15 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, zcg_builder *b, zd
                                                   : zarena_printf(b->a, "_r%du%dg%d", g.rs, g.unroll, g.nsg);
     if (g.restrict_w) lay = zarena_printf(b->a, "%s_nc", lay);
     if (xsh) lay = zarena_printf(b->a, "%s_xs", lay); /* the tuner's key stays the name without it */
+    if (idot) lay = zarena_printf(b->a, "%s_idot", lay);
     mm_name(b, "gemv", m, lay);
-    static const char *const files[] = {"dequant", "matmul_io", "matmul_gemv", NULL};
-    static const char *const files_reduce[] = {"dequant", "matmul_io", "attn_reduce", "matmul_gemv", NULL};
-    return zcg_build(b, xsh && m->norm ? files_reduce : files, n, d);
+    /* attn_reduce for the staged norm, idot for the int8 x */
+    const char *files[6] = {"dequant", "matmul_io"};
+    int nf = 2;
+    if (xsh && m->norm) files[nf++] = "attn_reduce";
+    if (idot) files[nf++] = "idot";
+    files[nf++] = "matmul_gemv";
+    return zcg_build(b, files, n, d);
 }
 
 /* The x tile, the weight tile (padded strides) and the norm scales. */
@@ -523,7 +566,7 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout
                            zdiag *d) {
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    const int64_t v[] = {c->bm,   c->bn, c->bk, c->sgm, c->sgn, CM_SG, (c->sgm * c->sgn + c->sgp) * CM_SG,
+    const int64_t v[] = {c->bm,   c->bn,  c->bk, c->sgm, c->sgn, CM_SG, (c->sgm * c->sgn + c->sgp) * CM_SG,
                          c->pipe, c->sgp, c->wch};
     const char *const names[] = {"BM", "BN", "BK", "SGM", "SGN", "SG", "WG", "CM_PIPE", "SGP", "WCH"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
@@ -532,9 +575,9 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout
     b->k->groups[1] = per_token(1, c->bm);
     b->k->groups[2] = konst(1, 1);
     static const char *const pipes[] = {"", "d", "b", "p"};
-    mm_name(b, "gemm", m,
-            zarena_printf(b->a, "_cm%dx%dk%d%s%s", c->bm, c->bn, c->bk, pipes[c->pipe],
-                          c->wch == 16 ? "h" : ""));
+    mm_name(
+        b, "gemm", m,
+        zarena_printf(b->a, "_cm%dx%dk%d%s%s", c->bm, c->bn, c->bk, pipes[c->pipe], c->wch == 16 ? "h" : ""));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_cm", NULL};
     return zcg_build(b, files, n, d);
 }

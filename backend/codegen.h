@@ -77,6 +77,7 @@ typedef struct zcg_kernel {
     int n_bind;
     zcg_binding bind[ZCG_MAX_BIND];
     zcg_affine groups[3];
+    bool int_dot; /* calls the zdot4 markers (glsl/idot.glsl): compile with zvk_glsl_opts.int_dot */
 } zcg_kernel;
 
 /* The kernel for top-level node n. Unsupported nodes are ZE_UNSUPPORTED

@@ -254,7 +254,7 @@ static zstatus intern_kernel(lw *w, const zcg_kernel *k, uint32_t *index) {
             *index = i;
             return ZOK;
         }
-    zvk_glsl_opts go = {.name = k->name, .optimize = true};
+    zvk_glsl_opts go = {.name = k->name, .optimize = true, .int_dot = k->int_dot};
     zvk_spirv spv;
     zstatus s = zvk_glsl_compile(w->tmp, k->glsl, strlen(k->glsl), &go, &spv, w->d);
     if (s) {
@@ -271,6 +271,7 @@ static zstatus intern_kernel(lw *w, const zcg_kernel *k, uint32_t *index) {
     memcpy(p->spirv + p->n_spirv_words, spv.words, spv.n_words * 4);
     /* Written in the NV form; the executor rewrites it for KHR-only devices. */
     if (zspv_uses_coopmat_nv(spv.words, spv.n_words)) p->required |= ZPLAN_NEED_COOPMAT_NV | ZPLAN_NEED_FP16;
+    if (k->int_dot) p->required |= ZPLAN_NEED_INT_DOT;
     p->kernels[p->n_kernels] = (zplan_kernel){.name = add_string(w, k->name),
                                               .code = p->n_spirv_words,
                                               .n_words = (uint32_t)spv.n_words,

@@ -1,6 +1,8 @@
 /* libshaderc wrapper: GLSL compute source + defines -> SPIR-V words. */
 #include "shaderc.h"
 
+#include "spv_idot.h"
+
 #include <shaderc/shaderc.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,8 +59,9 @@ static shaderc_compile_options_t make_options(const zvk_glsl_opts *o) {
     if (!op) return NULL;
     set_target(op, o->target);
     shaderc_compile_options_set_source_language(op, shaderc_source_language_glsl);
-    shaderc_compile_options_set_optimization_level(op, o->optimize ? shaderc_optimization_level_performance
-                                                                   : shaderc_optimization_level_zero);
+    bool opt = o->optimize && !o->int_dot;
+    shaderc_compile_options_set_optimization_level(op, opt ? shaderc_optimization_level_performance
+                                                           : shaderc_optimization_level_zero);
     if (o->debug_info) shaderc_compile_options_set_generate_debug_info(op);
     for (uint32_t i = 0; i < o->n_defines; i++) {
         const char *v = o->defines[i].value ? o->defines[i].value : "";
@@ -79,6 +82,24 @@ static zstatus take_words(zarena *a, shaderc_compilation_result_t r, const char 
         return zdiag_set(d, ZE_NOMEM, "shaderc: %s: out of host memory for %zu bytes", name, bytes);
     memcpy(out->words, shaderc_result_get_bytes(r), bytes);
     out->n_words = bytes / 4;
+    return ZOK;
+}
+
+/* The markers of an int_dot module to SPV_KHR_integer_dot_product. */
+static zstatus rewrite_int_dot(zarena *a, const char *name, zvk_spirv *out, zdiag *d) {
+    uint32_t *w;
+    size_t n;
+    int k;
+    zstatus s = zspv_int_dot(out->words, out->n_words, a, &w, &n, &k, d);
+    if (s) {
+        zdiag_prefix(d, "shaderc: %s", name);
+        return s;
+    }
+    if (!k)
+        return zdiag_set(d, ZE_INTERNAL,
+                         "shaderc: %s: compiled for integer dot products but calls no zdot4 marker", name);
+    out->words = w;
+    out->n_words = n;
     return ZOK;
 }
 
@@ -122,7 +143,7 @@ zstatus zvk_glsl_compile(zarena *a, const char *src, size_t len, const zvk_glsl_
     }
     shaderc_compile_options_release(op);
     shaderc_compiler_release(c);
-    return s;
+    return s == ZOK && o->int_dot ? rewrite_int_dot(a, name, out, d) : s;
 }
 
 /* ------------------------------------------------------------------ probe */

@@ -34,6 +34,11 @@ typedef struct zvk_glsl_opts {
     zvk_target target;
     bool optimize;   /* shaderc's performance passes (spirv-opt) */
     bool debug_info; /* keep names and lines in the SPIR-V */
+    /* The source calls the integer dot-product markers (glsl/idot.glsl):
+     * compile without spirv-opt (its inliner would dissolve them; the
+     * driver optimizes anyway) and rewrite them (spv_idot.h). A module
+     * with no marker left to rewrite is ZE_INTERNAL. */
+    bool int_dot;
 } zvk_glsl_opts;
 
 typedef struct zvk_spirv {

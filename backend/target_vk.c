@@ -18,6 +18,7 @@ void zvk_target_from_profile(const zvk_profile *p, ztarget *t, char *name_buf, s
     if (p->subgroup_size) t->subgroup = (int)p->subgroup_size;
     if (p->max_shared_memory) t->smem_bytes = p->max_shared_memory;
     t->coopmat = p->coopmat_khr || p->coopmat_nv;
+    t->int_dot = p->int_dot;
 }
 
 zstatus zvk_target_from_device(const char *request, ztarget *t, zvk_profile *prof, char *name_buf, size_t n,

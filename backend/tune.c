@@ -122,7 +122,7 @@ static zstatus record(zvk_device *dev, const zcg_kernel *k, const zvk_pipeline *
 static zstatus time_kernel(zvk_device *dev, const zcg_kernel *k, const bench *b, int reps, double *us,
                            int64_t *regs, zdiag *d) {
     zarena *a = zarena_new();
-    zvk_glsl_opts go = {.name = k->name, .optimize = true};
+    zvk_glsl_opts go = {.name = k->name, .optimize = true, .int_dot = k->int_dot};
     zvk_spirv spv = {0};
     zvk_pipeline p = {0};
     VkDescriptorPool pool = VK_NULL_HANDLE;

@@ -148,21 +148,37 @@ static void round_f16(float *v, int64_t n) {
         v[i] = zf16_to_f32(zf32_to_f16(v[i]));
 }
 
+void zir_quantize_q8(float *x, int64_t n) {
+    for (int64_t b = 0; b + 32 <= n; b += 32) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[b + i]));
+        float d = amax * ZIR_Q8_INV127, id = d > 0 ? 1.0f / d : 0.0f;
+        for (int i = 0; i < 32; i++) {
+            float q = nearbyintf(x[b + i] * id); /* the default rounding: to nearest, ties to even */
+            x[b + i] = fminf(fmaxf(q, -127.0f), 127.0f) * d;
+        }
+    }
+}
+
 /* With attr.mm_f16 both operands are rounded to fp16 first; a product of
  * two halves is exact in fp32, so only the order of the sums differs from
- * the matrix units'. */
+ * the matrix units'. With attr.gemv_q8 each token's x is quantized as the
+ * integer-dot GEMV quantizes it. */
 static zstatus op_matmul(ctx *c) {
     const zir_value *w = c->n->in[1];
     int64_t T = dim(c, c->n->out, 0), N = w->shape[0], K = w->shape[1];
-    bool f16 = c->n->attr.mm_f16;
+    bool f16 = c->n->attr.mm_f16, q8 = c->n->attr.gemv_q8;
     float *xh = NULL;
-    if (f16) {
+    if (f16 || q8) {
         if (!(xh = malloc(sizeof(float) * (size_t)(T * K))))
             return zdiag_set(c->d, ZE_NOMEM, "interpreter: out of memory for '%s'", c->n->out->name);
         memcpy(xh, c->in[0], sizeof(float) * (size_t)(T * K));
-        round_f16(xh, T * K);
+        if (f16) round_f16(xh, T * K);
+        for (int64_t t = 0; q8 && t < T; t++)
+            zir_quantize_q8(xh + t * K, K);
     }
-    const float *x = f16 ? xh : c->in[0];
+    const float *x = xh ? xh : c->in[0];
     for (int64_t r = 0; r < N; r++) {
         zstatus s = zir_weight_row(w, r, c->it->row, c->d);
         if (s) {

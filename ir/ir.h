@@ -129,8 +129,20 @@ typedef struct zir_attrs {
      * matrix units compute them (the mm-f16 pass; the interpreter rounds
      * the same way). */
     bool mm_f16;
+    /* matmul in a decode GEMV: x quantized per 32 elements to int8 as
+     * llama.cpp's q8_1 (zir_quantize_q8), the products integer dot
+     * products (the mm-f16 pass, ZINC_GEMV_IDOT=1 where the target has
+     * them; the interpreter quantizes the same way). */
+    bool gemv_q8;
     int topk; /* moe_topk: experts used per token */
 } zir_attrs;
+
+/* x[0..n) (n a multiple of 32) quantized in place as attr.gemv_q8 says, and
+ * dequantized back: per 32-element block d = amax * ZIR_Q8_INV127, q =
+ * clamp(roundeven(x / d), -127, 127) computed as x * (1 / d), x = q * d.
+ * The GEMV kernel (glsl/matmul_gemv.glsl, IDOT) does the same arithmetic. */
+#define ZIR_Q8_INV127 (1.0f / 127.0f)
+void zir_quantize_q8(float *x, int64_t n);
 
 /* The group of a node, for reports: which part of a layer it belongs to. */
 typedef enum zir_group { ZG_NONE, ZG_EMBED, ZG_ATTN, ZG_MLP, ZG_OUTPUT, ZG_COUNT } zir_group;

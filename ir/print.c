@@ -51,6 +51,7 @@ static void print_attrs(const zir_node *n, FILE *out) {
     case ZOP_MOE_TOPK: fprintf(out, " {topk=%d}", a->topk); break;
     case ZOP_MATMUL:
         if (a->mm_f16) fprintf(out, " {f16 operands}");
+        if (a->gemv_q8) fprintf(out, " {q8 x}");
         break;
     default: break;
     }

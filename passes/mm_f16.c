@@ -11,8 +11,18 @@
  * Marked: top-level matmuls and those of [norm] matmul [add] and gate+up
  * kernels in prefill. Decode (GEMVs, bound by bytes) and the whole-MLP
  * kernel keep fp32 operands. The default is f16 on targets with matrix
- * units; zincc --matmul f32|f16 overrides it. */
+ * units; zincc --matmul f32|f16 overrides it.
+ *
+ * Decode: where the target has packed integer dot products and
+ * ZINC_GEMV_IDOT=1 (o->gemv_idot), the GEMVs whose weights are all q4_K (or
+ * all q6_K) mark
+ * their matmuls attr.gemv_q8: x quantized to int8 per 32 elements (q8_1),
+ * each four weights one integer dot product. On the H200 decode is bound by
+ * the GEMVs' arithmetic, not their bytes (docs/performance.md); this is off
+ * by default until measured there. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "match.h"
 
@@ -27,8 +37,60 @@ static void record(const zpass_opts *o, const zir_node *n) {
                           .fused = false,
                           .chosen = n->op == ZOP_KERNEL ? n->kp.tmpl : ZKT_NONE};
     snprintf(x->reason, sizeof x->reason, "matmul operands in fp16, sums in fp32 (%s)",
-             o->mm_type != ZMM_TARGET ? "--matmul"
-                                      : "the target's matrix units");
+             o->mm_type != ZMM_TARGET ? "--matmul" : "the target's matrix units");
+}
+
+/* The decode GEMV templates (cg_matmul.c's gen_gemv) whose matmuls are all
+ * q4_K or all q6_K (one group layout), with x fitting the target's shared
+ * memory as int8. */
+static bool idot_gemv(const zir_node *n, const ztarget *t) {
+    bool kernel = n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU ||
+                                          n->kp.tmpl == ZKT_MATMUL_ROWS);
+    if (n->op != ZOP_MATMUL && !kernel) return false;
+    int k = 0;
+    ztype ty = ZT_F32;
+    for (int i = 0; i < (kernel ? n->n_body : 1); i++) {
+        const zir_node *m = kernel ? n->body[i] : n;
+        if (m->op != ZOP_MATMUL) continue;
+        const zir_value *w = m->in[1];
+        if (k == 0) ty = w->dtype;
+        if (w->dtype != ty || (ty != ZT_Q4_K && ty != ZT_Q6_K) || w->rank != 2 ||
+            ZPASS_IDOT_SMEM(w->shape[1], 1024) > (int64_t)t->smem_bytes)
+            return false;
+        k++;
+    }
+    return k > 0;
+}
+
+static int mark_q8(zir_node *n) {
+    if (n->op == ZOP_MATMUL) {
+        n->attr.gemv_q8 = true;
+        return 1;
+    }
+    for (int i = 0; i < n->n_body; i++)
+        if (n->body[i]->op == ZOP_MATMUL) n->body[i]->attr.gemv_q8 = true;
+    return 1;
+}
+
+static void record_q8(const zpass_opts *o, const zir_node *n) {
+    zpass_decision *x = zpass_report_add(o->report);
+    if (!x) return;
+    *x = (zpass_decision){.layer = n->layer,
+                          .group = n->group,
+                          .phase = o->phase,
+                          .what = n->out->name,
+                          .width = n->out->width,
+                          .fused = false,
+                          .chosen = n->op == ZOP_KERNEL ? n->kp.tmpl : ZKT_NONE};
+    snprintf(x->reason, sizeof x->reason,
+             "GEMV x quantized to int8 per 32 (q8_1), k-quant products as packed integer dot products (%s)",
+             o->gemv_idot == ZIDOT_ON ? "forced" : "ZINC_GEMV_IDOT=1");
+}
+
+static bool idot_wanted(const zpass_opts *o) {
+    if (o->gemv_idot == ZIDOT_OFF || !o->target->int_dot) return false;
+    const char *e = getenv("ZINC_GEMV_IDOT");
+    return o->gemv_idot == ZIDOT_ON || (e && !strcmp(e, "1"));
 }
 
 static int mark(zir_node *n) {
@@ -49,6 +111,12 @@ static int mark(zir_node *n) {
 zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
     if (o->mm_type != ZMM_TARGET && o->mm_type != ZMM_F32 && o->mm_type != ZMM_F16)
         return zdiag_set(d, ZE_INVALID, "mm-f16: matmul type %d: expected f32 or f16", (int)o->mm_type);
+    if ((unsigned)o->gemv_idot > ZIDOT_ON)
+        return zdiag_set(d, ZE_INVALID, "mm-f16: GEMV int-dot choice %d: expected knob, off or on",
+                         (int)o->gemv_idot);
+    if (o->phase == ZPH_DECODE && idot_wanted(o))
+        for (uint32_t i = 0; i < g->n_nodes; i++)
+            if (idot_gemv(g->nodes[i], o->target) && mark_q8(g->nodes[i])) record_q8(o, g->nodes[i]);
     bool f16 = o->mm_type == ZMM_TARGET ? o->target->coopmat : o->mm_type == ZMM_F16;
     if (!f16 || o->phase != ZPH_PREFILL) return ZOK;
     for (uint32_t i = 0; i < g->n_nodes; i++)

@@ -32,6 +32,7 @@ typedef struct ztarget {
     int prefill_tile;      /* default tokens per prefill workgroup tile */
     double fuse_threshold; /* default: bytes per token per layer a fusion must save */
     bool coopmat;          /* cooperative matrix available */
+    bool int_dot;          /* packed 4x8-bit integer dot products (shaderIntegerDotProduct) */
     int act_bytes;         /* bytes per element of activations kept in VRAM (2: fp16) */
     /* Decode streams the weights once per token; how fast depends on the
      * kernel's shape, so each family has its measured fraction of
@@ -74,6 +75,11 @@ typedef enum zpass_kv { ZKV_TARGET, ZKV_F32, ZKV_F16 } zpass_kv;
 /* Prefill matmul operands (the mm-f16 pass): the target's choice (fp16
  * where it has matrix units), or --matmul's. */
 typedef enum zpass_mm { ZMM_TARGET, ZMM_F32, ZMM_F16 } zpass_mm;
+/* Decode GEMVs over q4_K with x quantized to int8 and integer dot products
+ * (the mm-f16 pass, attr.gemv_q8), where the target has them: as
+ * $ZINC_GEMV_IDOT says (1 on; default off until measured on the H200), or
+ * forced either way. */
+typedef enum zpass_idot { ZIDOT_KNOB, ZIDOT_OFF, ZIDOT_ON } zpass_idot;
 
 typedef struct zpass_opts {
     const ztarget *target;
@@ -87,7 +93,13 @@ typedef struct zpass_opts {
     zpass_report *report; /* decisions are appended here (may be NULL) */
     zpass_kv kv_type;     /* KV-cache storage (the kv-type pass) */
     zpass_mm mm_type;     /* prefill matmul operands (the mm-f16 pass) */
+    zpass_idot gemv_idot; /* decode GEMV x in int8 (the mm-f16 pass) */
 } zpass_opts;
+
+/* Shared memory the integer-dot GEMV stages x in, for K columns and wg
+ * threads: int8 x, a run sum per 8 elements (q6_K; q4_K needs half), a d
+ * per 32, the norm's slots. */
+#define ZPASS_IDOT_SMEM(K, wg) ((K) + 4 * ((K) / 8) + 4 * ((K) / 32) + 4 * (wg))
 
 typedef zstatus (*zpass_fn)(zir_graph *g, const zpass_opts *o, zdiag *d);
 

@@ -18,6 +18,7 @@ static const ztarget targets[] = {
      .prefill_tile = 16,
      .fuse_threshold = 256,
      .coopmat = false,
+     .int_dot = true, /* functional, not accelerated: it lets CI run the int-dot kernels */
      .act_bytes = 4,
      .gemv_eff = 1,
      .mlp_split_eff = 1},
@@ -33,6 +34,7 @@ static const ztarget targets[] = {
      .prefill_tile = 64,
      .fuse_threshold = 1024,
      .coopmat = true,
+     .int_dot = true, /* DP4A */
      .act_bytes = 2,
      /* zinc bench --profile, Qwen3-8B shape decode (docs/performance.md):
       * the split MLP streamed 85-98 MB a layer in 133-152 us (~650 GB/s),

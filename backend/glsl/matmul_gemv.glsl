@@ -25,6 +25,16 @@
 // (together they cover the row) and the scale multiplies the finished dot
 // product, (x . (w * nw)) * s.
 //
+// IDOT (with GMODE 12 and X_SHARED; the matmul's attr.gemv_q8): x is
+// quantized once per workgroup as llama.cpp's q8_1, per 32-element block
+// d = amax/127 and q = round(x/d) to the nearest even, and each group's
+// products are packed 4x8-bit integer dot products (zdot4, glsl/idot.glsl):
+// the 4-bit quants of four bytes masked into one word meet four int8 x in
+// one instruction, where the float path spends about three per weight.
+// The group's sums are then d_w*sc*d_x*isum - dmin*m*(d_x*sum(q)). The
+// interpreter quantizes the same way (ir/interp.c), so the kernel is still
+// checked element by element.
+//
 // Defines: WG (threads), RS (rows per subgroup), ROWS_WG (rows per workgroup), GMODE, X_SHARED (with
 // SWZ_SHIFT, SWZ_MASK: x staged in shared memory), GLU (W1 is the up
 // projection: y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB;
@@ -35,6 +45,9 @@ layout(local_size_x = WG) in;
 
 #ifndef UNROLL
 #define UNROLL 1u
+#endif
+#ifndef IDOT
+#define IDOT 0
 #endif
 
 #if GMODE == 12
@@ -100,7 +113,101 @@ void x8_normed(uint xo, uint k0, out float v[8], inout float ss, inout float sum
     }
 }
 
-#if X_SHARED
+#if IDOT
+// x as int8 in element order (GMODE 12: 16 per uvec4, a q4_K run; 14: 8
+// per uvec2, a q6_K run), the sum of each run's q (12: times d, as a float;
+// 14: the integer, which meets the weights' -32), and d of each block.
+#if GMODE == 12
+shared uvec4 sq[K / 16];
+shared float sqs[K / 16];
+#else
+shared uvec2 sq[K / 8];
+shared int sqi[K / 8];
+#endif
+shared float sqd[K / 32];
+float x_norm_scale; // 1 / rms of the token's x (HAS_NORM), in every invocation
+
+// Every invocation calls it (it holds barriers). One invocation per block:
+// x times the norm weight, its amax, then the quantized values packed.
+void stage_x(uint t) {
+    uint tid = gl_LocalInvocationID.x;
+    float ss = 0.0;
+    for (uint r = tid; r < uint(K) / 32u; r += WG) {
+        float v[32], unused = 0.0, amax = 0.0;
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            float v8[8];
+            x8_normed(t * uint(K), 32u * r + 8u * c, v8, ss, unused);
+            [[unroll]] for (uint e = 0u; e < 8u; e++) v[8u * c + e] = v8[e];
+        }
+        [[unroll]] for (uint e = 0u; e < 32u; e++) amax = max(amax, abs(v[e]));
+        float d = amax * Q8_INV127, id = d > 0.0 ? 1.0 / d : 0.0;
+        uint w[8];
+        int s[4] = int[4](0, 0, 0, 0); // per 8 elements
+        [[unroll]] for (uint k = 0u; k < 8u; k++) {
+            uint pk = 0u;
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                int q = clamp(int(roundEven(v[4u * k + j] * id)), -127, 127);
+                s[k >> 1u] += q;
+                pk |= uint(q & 0xff) << (8u * j);
+            }
+            w[k] = pk;
+        }
+#if GMODE == 12
+        sq[2u * r] = uvec4(w[0], w[1], w[2], w[3]);
+        sq[2u * r + 1u] = uvec4(w[4], w[5], w[6], w[7]);
+        sqs[2u * r] = d * float(s[0] + s[1]);
+        sqs[2u * r + 1u] = d * float(s[2] + s[3]);
+#else
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            sq[4u * r + j] = uvec2(w[2u * j], w[2u * j + 1u]);
+            sqi[4u * r + j] = s[j];
+        }
+#endif
+        sqd[r] = d;
+    }
+#if HAS_NORM
+    x_norm_scale = inversesqrt(wg_sum(ss) / float(K) + NORM_EPS); // attn_reduce.glsl; its barriers publish sq
+#else
+    barrier();
+#endif
+}
+
+#if GMODE == 12
+// A group's x: its two runs' int8 (q0: sub-block 2p, q1: 2p+1) and
+// ds = (d of run 0's block, d of run 1's, d*sum(q) of run 0, of run 1).
+struct XG {
+    uvec4 q0, q1;
+    vec4 ds;
+};
+
+XG load_group_q8(uint g) {
+    uint k0 = run_start(g, 0u), u = k0 >> 4u, blk = k0 >> 5u;
+    XG x;
+    x.q0 = sq[u];
+    x.q1 = sq[u + 2u];
+    x.ds = vec4(sqd[blk], sqd[blk + 1u], sqs[u], sqs[u + 2u]);
+    return x;
+}
+#else
+// A group's x: its four runs' int8, each run's sum(q) and its block's d.
+struct XG {
+    uvec2 q[4];
+    ivec4 qs;
+    vec4 dx;
+};
+
+XG load_group_q8(uint g) {
+    XG x;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        uint k0 = run_start(g, k);
+        x.q[k] = sq[k0 >> 3u];
+        x.qs[k] = sqi[k0 >> 3u];
+        x.dx[k] = sqd[k0 >> 5u];
+    }
+    return x;
+}
+#endif
+#elif X_SHARED
 // x staged once per workgroup in shared memory (X_SHARED, when K fits):
 // read from VRAM in 16-byte loads by consecutive invocations, multiplied
 // by the norm weight and by the prescale of the weight field it meets
@@ -195,6 +302,25 @@ float dot_group(const uint which, uint rowb, uint row, uint g, float xv[GE], flo
         }
     return dm.x * (sc0 * s0 + sc1 * s1) - dm.y * (m0 * xs[0] + m1 * xs[1]);
 }
+
+#if IDOT
+// The same over int8 x: one zdot4 per four weights of each run.
+float dot_group_q8(const uint which, uint rowb, uint row, uint g, XG x) {
+    uint b = g >> 3u, p = (g >> 1u) & 3u, q = g & 1u;
+    uint qb = (row * rowb + b * 144u) >> 4u;
+    uvec4 hd = wquad(which, qb), qs = wquad(which, qb + 1u + 2u * p + q);
+    vec2 dm = unpackHalf2x16(hd.x);
+    float sc0, m0, sc1, m1;
+    k4_scale_min(hd.y, hd.z, hd.w, 2u * p, sc0, m0);
+    k4_scale_min(hd.y, hd.z, hd.w, 2u * p + 1u, sc1, m1);
+    int i0 = 0, i1 = 0;
+    [[unroll]] for (uint w = 0u; w < 4u; w++) {
+        i0 = zdot4(qs[w] & 0x0f0f0f0fu, x.q0[w], i0);
+        i1 = zdot4((qs[w] >> 4u) & 0x0f0f0f0fu, x.q1[w], i1);
+    }
+    return dm.x * (sc0 * x.ds.x * float(i0) + sc1 * x.ds.y * float(i1)) - dm.y * (m0 * x.ds.z + m1 * x.ds.w);
+}
+#endif
 #elif GMODE == 14
 // Eight bytes at an even offset: three words, the shift chosen without a
 // branch (neighbouring lanes' blocks alternate between the two cases).
@@ -238,6 +364,32 @@ float dot_group(const uint which, uint rowb, uint row, uint g, float xv[GE], flo
     }
     return d * acc;
 }
+
+#if IDOT
+// The same over int8 x: the 6-bit values of four bytes in one word (0..63,
+// so positive as signed bytes), one zdot4 per four weights, and the -32 as
+// -32 * sum(q) of the run, all in integers.
+float dot_group_q8(const uint which, uint rowb, uint row, uint g, XG x) {
+    uint b = g >> 3u, h = (g >> 2u) & 1u, l0 = 8u * (g & 3u);
+    uint off = row * rowb + b * 210u;
+    uvec2 qa = wu64(which, off + 64u * h + l0), qb = wu64(which, off + 64u * h + 32u + l0);
+    uvec2 qh = wu64(which, off + 128u + 32u * h + l0), sc = wu64_back(which, off + 192u + 8u * h);
+    float d = wf16(which, off + 208u), acc = 0.0;
+    uint sl = l0 >> 4u;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        uvec2 ql = (k & 1u) != 0u ? qb : qa;
+        uint nsh = (k >> 1u) * 4u, sbyte = sl + 2u * k;
+        int is = -32 * x.qs[k];
+        [[unroll]] for (uint w = 0u; w < 2u; w++) {
+            uint v = ((ql[w] >> nsh) & 0x0f0f0f0fu) | (((qh[w] >> (2u * k)) & 0x03030303u) << 4u);
+            is = zdot4(v, x.q[k][w], is);
+        }
+        int s8 = bitfieldExtract(int(sc[sbyte >> 2u]), int(8u * (sbyte & 3u)), 8);
+        acc += float(s8) * x.dx[k] * float(is);
+    }
+    return d * acc;
+}
+#endif
 #endif
 
 // acc += x . row over group g, for weight `which` of type ty.
@@ -248,6 +400,8 @@ float dot_group(const uint which, uint rowb, uint row, uint g, float xv[GE], flo
         DQ8(which, ty, rowb, row, 8u * (g), wv_);                                                          \
         [[unroll]] for (uint e_ = 0u; e_ < 8u; e_++) acc += xv[e_] * wv_[e_];                              \
     }
+#elif IDOT
+#define ROW_DOT(which, ty, rowb, row, g, xv, xs, acc) acc += dot_group_q8(which, rowb, row, g, xv)
 #else
 #define ROW_DOT(which, ty, rowb, row, g, xv, xs, acc) acc += dot_group(which, rowb, row, g, xv, xs)
 #endif
@@ -297,8 +451,13 @@ float a0[RS], a1[RS];
 uint rows[RS];
 
 void group(uint xo, uint g, inout float ss, const uint seg) {
+#if IDOT
+    XG xv = load_group_q8(g);
+    float xs[NRUN]; // unused
+#else
     float xv[GE], xs[NRUN];
     load_group(xo, g, xv, xs, ss);
+#endif
     [[unroll]] for (uint r = 0u; r < RS; r++) {
 #if SEGS
         if (seg == 0u) {

@@ -42,7 +42,7 @@ static zstatus compile_cached(const zcg_kernel *kn, zvk_spirv *out, zdiag *d) {
     kh_spv *e = zarena_alloc(spv_arena, sizeof *e);
     const char *src = zarena_strdup(spv_arena, kn->glsl);
     if (!e || !src) return zdiag_set(d, ZE_NOMEM, "out of memory");
-    zvk_glsl_opts go = {.name = kn->name, .optimize = true};
+    zvk_glsl_opts go = {.name = kn->name, .optimize = true, .int_dot = kn->int_dot};
     zstatus s = zvk_glsl_compile(spv_arena, kn->glsl, strlen(kn->glsl), &go, &e->spv, d);
     if (s) return s;
     e->glsl = src;

@@ -118,13 +118,20 @@ static gguf_file *open_model(const mspec *m) {
     return f;
 }
 
-static zir_graph *compile(const gguf_file *f, const ztarget *t, zpass_phase ph) {
+static zir_graph *compile_idot(const gguf_file *f, const ztarget *t, zpass_phase ph, zpass_idot idot) {
     zir_graph *g = NULL;
     zdiag d = {0};
     cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
     zpass_opts po = kh_pass_opts(t, ph);
+    po.gemv_idot = idot;
     cr_assert_eq(zpass_run_pipeline(g, zpass_default_pipeline(), NULL, &po, &d), ZOK, "%s", d.msg);
     return g;
+}
+
+/* The default pipeline, the int8-x GEMVs off whatever ZINC_GEMV_IDOT says
+ * (kernels_matmul/q4_K_int8_x turns them on). */
+static zir_graph *compile(const gguf_file *f, const ztarget *t, zpass_phase ph) {
+    return compile_idot(f, t, ph, ZIDOT_OFF);
 }
 
 /* A target profile limited to what the test device really has. */
@@ -136,6 +143,7 @@ static ztarget device_target(const kh_ctx *k, const char *name) {
     /* Without matrix units (llvmpipe) the matmuls mm-f16 marked for the
      * target run on the scalar GEMM, which rounds its operands the same way. */
     r.coopmat = r.coopmat && (k->dev.prof.coopmat_nv || k->dev.prof.coopmat_khr);
+    r.int_dot = r.int_dot && k->dev.prof.int_dot;
     return r;
 }
 
@@ -203,7 +211,8 @@ static void note(worst *w, const char *kname, double err) {
     bool seen[F_COUNT] = {0};
     census(kname, seen);
     char kind[32];
-    snprintf(kind, sizeof kind, "%.*s%s", (int)strcspn(kname, "_"), kname, seen[F_GATE_UP] ? "_gateup" : "");
+    snprintf(kind, sizeof kind, "%.*s%s%s", (int)strcspn(kname, "_"), kname, seen[F_GATE_UP] ? "_gateup" : "",
+             strstr(kname, "_idot") ? "_idot" : "");
     if (seen[F_MLP_TILE] || seen[F_MLP_SPLIT])
         snprintf(kind, sizeof kind, "mlp_%s", seen[F_MLP_TILE] ? "tile" : "split");
     int i = 0;
@@ -241,6 +250,14 @@ static bool mm_f16(const zir_node *n) {
     if (n->op == ZOP_MATMUL) return n->attr.mm_f16;
     for (int i = 0; i < n->n_body; i++)
         if (n->body[i]->op == ZOP_MATMUL && n->body[i]->attr.mm_f16) return true;
+    return false;
+}
+
+/* Matmuls with int8 x (attr.gemv_q8). */
+static bool gemv_q8(const zir_node *n) {
+    if (n->op == ZOP_MATMUL) return n->attr.gemv_q8;
+    for (int i = 0; i < n->n_body; i++)
+        if (n->body[i]->op == ZOP_MATMUL && n->body[i]->attr.gemv_q8) return true;
     return false;
 }
 
@@ -429,6 +446,99 @@ Test(kernels_matmul, iq4_xs, .timeout = 300) {
 Test(kernels_matmul, q6_K, .timeout = 300) {
     check_model(&MODELS[12], false, TOL_F32);
 }
+/* Decode GEMVs with int8 x (attr.gemv_q8, GMODE 12 or 14 with IDOT): every
+ * weight of one k-quant type (attn_output's rows of 288 fall back to q8_0
+ * and stay float), for both targets, against the interpreter quantizing x
+ * the same way. */
+static void check_int8_x(const mspec *m) {
+    kh_ctx *k = open_device();
+    cr_assert(k->dev.prof.int_dot, "%s: no shaderIntegerDotProduct", k->dev.prof.name);
+    gguf_file *f = open_model(m);
+    bool seen[F_COUNT] = {0};
+    worst w[MAX_KINDS] = {0};
+    int n_q8 = 0;
+    for (int ti = 0; ti < 2; ti++) {
+        ztarget t = device_target(k, TARGETS[ti]);
+        zir_graph *g = compile_idot(f, ztarget_find(TARGETS[ti]), ZPH_DECODE, ZIDOT_ON);
+        for (uint32_t i = 0; i < g->n_nodes; i++)
+            n_q8 += gemv_q8(g->nodes[i]);
+        char what[96];
+        snprintf(what, sizeof what, "%s int8 x %s/decode", m->label, TARGETS[ti]);
+        run_ctx r = {k, g, {&t, ZPH_DECODE, 1, false}, ztarget_find(TARGETS[ti]), what, TOL_F32, seen, w};
+        run_graph(&r, ZPH_DECODE);
+        zir_graph_free(g);
+    }
+    cr_expect_gt(n_q8, 0, "no matmul was given int8 x");
+    bool plain = false, gate_up = false;
+    for (int i = 0; i < MAX_KINDS && w[i].kind[0]; i++) {
+        plain |= !strcmp(w[i].kind, "gemv_idot");
+        gate_up |= !strcmp(w[i].kind, "gemv_gateup_idot");
+    }
+    cr_expect(plain && gate_up, "the int8-x GEMV ran %s, %s", plain ? "alone" : "never alone",
+              gate_up ? "as gate+up" : "never as gate+up");
+    for (int i = 0; i < MAX_KINDS && w[i].kind[0]; i++)
+        cr_log_info("%s int8 x: %-12s max error %.3g of the output RMS over %d checks", m->label, w[i].kind,
+                    w[i].err, w[i].n);
+    gguf_close(f);
+    kh_close(k);
+}
+
+Test(kernels_matmul, q4_K_int8_x, .timeout = 300) {
+    static const mspec m = {"q4_K", ZMK_LLAMA, ZMK_F32, ZT_Q4_K};
+    check_int8_x(&m);
+}
+/* The mark needs the target's integer dot products, decode, the knob (or the
+ * option) and GEMVs of one k-quant type; codegen refuses a mark it cannot
+ * honour. No device needed. */
+Test(kernels_matmul, int8_x_only_where_asked) {
+    static const mspec m = {"q4_K_ask", ZMK_LLAMA, ZMK_F32, ZT_Q4_K};
+    gguf_file *f = open_model(&m);
+    static const struct {
+        const char *target;
+        zpass_phase ph;
+        zpass_idot idot;
+        const char *env;
+        bool want;
+    } cases[] = {
+        {"llvmpipe", ZPH_DECODE, ZIDOT_ON, NULL, true},  {"h200", ZPH_DECODE, ZIDOT_KNOB, "1", true},
+        {"h200", ZPH_DECODE, ZIDOT_KNOB, NULL, false},   {"h200", ZPH_DECODE, ZIDOT_KNOB, "0", false},
+        {"h200", ZPH_DECODE, ZIDOT_OFF, "1", false},     {"generic", ZPH_DECODE, ZIDOT_ON, "1", false},
+        {"llvmpipe", ZPH_PREFILL, ZIDOT_ON, "1", false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (cases[c].env)
+            setenv("ZINC_GEMV_IDOT", cases[c].env, 1);
+        else
+            unsetenv("ZINC_GEMV_IDOT");
+        zir_graph *g = compile_idot(f, ztarget_find(cases[c].target), cases[c].ph, cases[c].idot);
+        int n = 0;
+        for (uint32_t i = 0; i < g->n_nodes; i++)
+            n += gemv_q8(g->nodes[i]);
+        cr_expect_eq(n > 0, cases[c].want, "case %zu (%s): %d GEMVs with int8 x", c, cases[c].target, n);
+        /* a mark the target cannot honour is an internal error, not a wrong kernel */
+        ztarget no = *ztarget_find(cases[c].target);
+        no.int_dot = false;
+        zcg_opts o = {&no, cases[c].ph, 1, false};
+        zarena *a = zarena_new();
+        for (uint32_t i = 0; n && i < g->n_nodes; i++) {
+            if (!gemv_q8(g->nodes[i])) continue;
+            zcg_kernel kn;
+            zdiag d = {0};
+            cr_expect_eq(zcg_node(g, g->nodes[i], &o, a, &kn, &d), ZE_INTERNAL);
+            cr_expect(strstr(d.msg, "integer dot products"), "%s", d.msg);
+        }
+        zarena_free(a);
+        zir_graph_free(g);
+    }
+    unsetenv("ZINC_GEMV_IDOT");
+    gguf_close(f);
+}
+
+Test(kernels_matmul, q6_K_int8_x, .timeout = 300) {
+    static const mspec m = {"q6_K_i8", ZMK_QWEN3, ZMK_F32, ZT_Q6_K};
+    check_int8_x(&m);
+}
+
 Test(kernels_matmul, q4_k_m_f16_activations, .timeout = 300) {
     check_model(&MODELS[M_Q4_K_M], true, TOL_F16);
 }
