@@ -26,9 +26,12 @@ static const char *const usage_head =
     "  --host ADDR          address to listen on (default 127.0.0.1: this machine only)\n"
     "  --port N             port (default 8080; 0: any free one, printed at start)\n"
     "  -np, --parallel N    slots: requests generating at once, each with its own KV cache (default 4);\n"
-    "                       a GGUF is compiled with zincc --parallel N, so that one batch step\n"
-    "                       decodes every generating slot (a plan compiled without it decodes them\n"
-    "                       one at a time)\n"
+    "                       they decode one at a time, each step the fast single-sequence decode\n"
+    "  --batch              decode every generating slot in one batch step instead: a GGUF is\n"
+    "                       compiled with zincc --parallel N (a plan must have been). Same tokens\n"
+    "                       alone or batched; today slower than one at a time for a few slots (on an\n"
+    "                       H200, the 8B: 1 stream 34 tok/s, 8 streams 243 in all, against 214 for\n"
+    "                       one stream without it; docs/performance.md, run 22)\n"
     "  --ctx-per-slot N     positions per slot, prompt and reply (default: the plan's context;\n"
     "                       with a GGUF the plan is compiled for it)\n"
     "  --api-key KEY        require 'Authorization: Bearer KEY' (default: $ZINC_API_KEY, else none)\n"
@@ -46,6 +49,7 @@ typedef struct serve_opts {
     model_opts m;
     const char *host, *api_key, *alias, *tmpl;
     int64_t port, parallel, queue, timeout, max_body, max_conn;
+    bool batch; /* --batch: one batch step for every generating slot */
     bool verbose;
 } serve_opts;
 
@@ -96,6 +100,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
             o->tmpl = v;
         else if (!strcmp(argv[i], "--verbose"))
             o->verbose = true;
+        else if (!strcmp(argv[i], "--batch"))
+            o->batch = true;
         else {
             int g = model_parse_arg(&o->m, argc, argv, &i, &d);
             if (g < 0) return cli_usage_error("zinc serve", "%s", d.msg);
@@ -105,7 +111,9 @@ static int parse(int argc, char **argv, serve_opts *o) {
         if (miss) return cli_usage_error("zinc serve", "%s needs a value", argv[i]);
     }
     if (o->api_key && !*o->api_key) return cli_usage_error("zinc serve", "--api-key needs a non-empty key");
-    o->m.parallel = o->parallel; /* a GGUF compiles with zincc --parallel N: batched decode */
+    /* --batch: a GGUF compiles with zincc --parallel N, and the slots decode in
+     * one batch step; without it, one at a time with the decode schedule */
+    o->m.parallel = o->batch ? o->parallel : 0;
     return o->m.path ? 0 : cli_usage_error("zinc serve", "no model given (a MODEL.gguf or a PLAN.zplan)");
 }
 
@@ -148,25 +156,27 @@ static zstatus load(loader *l) {
     if (!s) s = zrt_tok_load(zrt_gguf(l->r), &h->tok, d);
     if (!s) s = zrt_chat_for_gguf(zrt_gguf(l->r), l->o->tmpl, &h->fmt, d);
     if (s) return s;
-    int rows = zrt_batch_rows(l->r);
+    int rows = l->o->batch ? zrt_batch_rows(l->r) : 0;
     if (rows && rows < l->o->parallel)
         return zdiag_set(d, ZE_INVALID,
                          "--parallel %lld: the plan's batch schedule takes at most %d sequences: expected "
                          "--parallel <= %d, or a plan compiled with zincc --parallel %lld",
                          (long long)l->o->parallel, rows, rows, (long long)l->o->parallel);
-    if (!rows && l->o->parallel > 1)
-        fprintf(stderr,
-                "zinc serve: note: the plan has no batch decode schedule: the %lld slots decode one at a time "
-                "(compile it with zincc --parallel %lld to batch them)\n",
-                (long long)l->o->parallel, (long long)l->o->parallel);
+    if (l->o->batch && !zrt_batch_rows(l->r))
+        return zdiag_set(d, ZE_INVALID,
+                         "--batch: the plan has no batch decode schedule: expected a plan compiled with "
+                         "zincc --parallel %lld, or serve without --batch (the slots then decode one at a time)",
+                         (long long)l->o->parallel);
     h->n_vocab = zrt_plan(l->r)->n_vocab;
     h->ctx = model_ctx(&l->o->m, l->r);
-    srv_opts so = {.parallel = (int)l->o->parallel, .ctx = h->ctx, .queue_max = (int)l->o->queue};
+    srv_opts so = {.parallel = (int)l->o->parallel, .ctx = h->ctx, .queue_max = (int)l->o->queue,
+                   .batch = l->o->batch};
     srv *sv;
     if ((s = srv_open(l->r, h->tok, &so, &sv, d))) return s;
     __atomic_store_n(&h->s, sv, __ATOMIC_RELEASE);
-    fprintf(stderr, "zinc serve: %s on %s, %d slots of %u positions, %s template: ready\n", h->model,
-            zrt_device(l->r)->name, h->parallel, h->ctx, zrt_chat_name(h->fmt));
+    fprintf(stderr, "zinc serve: %s on %s, %d slots of %u positions (%s), %s template: ready\n", h->model,
+            zrt_device(l->r)->name, h->parallel, h->ctx, l->o->batch ? "batched" : "one at a time",
+            zrt_chat_name(h->fmt));
     return ZOK;
 }
 

@@ -113,6 +113,7 @@ typedef struct srv_opts {
     int parallel;  /* slots: sequences generating at once */
     uint32_t ctx;  /* positions per slot (prompt + reply), at most the plan's */
     int queue_max; /* requests waiting for a slot before 503 */
+    bool batch;    /* decode every generating slot in one batch step (the plan has the schedule) */
 } srv_opts;
 
 /* Opens n slots on r (one zrt sequence each) and starts the scheduler

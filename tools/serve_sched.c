@@ -371,7 +371,7 @@ zstatus srv_open(zrt *r, const zrt_tok *tok, const srv_opts *o, srv **out, zdiag
     s->q_tail = &s->queue;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
-    s->batched = zrt_batch_rows(r) >= o->parallel;
+    s->batched = o->batch && zrt_batch_rows(r) >= o->parallel;
     s->slots = calloc((size_t)o->parallel, sizeof *s->slots);
     s->logits = malloc(sizeof(float) * zrt_plan(r)->n_vocab * (size_t)(s->batched ? o->parallel : 1));
     zstatus st = s->slots && s->logits ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");

@@ -63,15 +63,18 @@ static char *read_log(const server *s) {
 }
 
 /* Starts zinc serve on a free port with the extra flags and waits until it
- * is ready (it prints the port first, then "ready"). */
-static server start(const char *flags) {
+ * is ready (it prints the port first, then "ready"). start() serves with
+ * --batch (every generating slot in one batch step), start_mode(flags,
+ * false) without it (the slots decode one at a time). */
+static server start_mode(const char *flags, bool batch) {
     server s = {0};
     static int n;
     char name[32];
     snprintf(name, sizeof name, "serve-%d.log", n++);
     snprintf(s.log, sizeof s.log, "%s", tu_tmp(name));
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "exec " ZINC " serve %s --port 0 %s 2>%s", plan(), flags, s.log);
+    snprintf(cmd, sizeof cmd, "exec " ZINC " serve %s --port 0 %s%s 2>%s", plan(), batch ? "--batch " : "", flags,
+             s.log);
     s.pid = fork();
     cr_assert(s.pid >= 0);
     if (s.pid == 0) {
@@ -93,6 +96,8 @@ static server start(const char *flags) {
     cr_assert_fail("zinc serve did not become ready");
     return s;
 }
+
+static server start(const char *flags) { return start_mode(flags, true); }
 
 /* Stops the server with SIGTERM: it must exit 0, with no sanitizer report. */
 static void stop(server *s) {
@@ -357,9 +362,10 @@ static void *call_thread(void *arg) {
 
 /* Greedy and seeded requests give the same text alone as while three other
  * requests run in the other slots (their prompts prefilled in chunks
- * between this one's decode steps). */
-Test(serve, same_tokens_alone_and_interleaved, .timeout = 300) {
-    server s = start("--parallel 4");
+ * between this one's decode steps): in batch steps (--batch) and one slot
+ * at a time. */
+static void alone_and_interleaved(bool batch) {
+    server s = start_mode("--parallel 4", batch);
     const char *bodies[4] = {
         "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about rivers.\"}],\"max_tokens\":24,"
         "\"temperature\":0}",
@@ -393,6 +399,10 @@ Test(serve, same_tokens_alone_and_interleaved, .timeout = 300) {
         free(alone[i]);
     stop(&s);
 }
+
+Test(serve, same_tokens_alone_and_interleaved_batched, .timeout = 300) { alone_and_interleaved(true); }
+
+Test(serve, same_tokens_alone_and_interleaved_one_at_a_time, .timeout = 300) { alone_and_interleaved(false); }
 
 /* ---- stop strings ---------------------------------------------------------- */
 
