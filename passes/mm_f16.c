@@ -26,7 +26,8 @@
 
 #include "match.h"
 
-static void record(const zpass_opts *o, const zir_node *n) {
+/* The report's line for a node this pass marked. */
+static void record(const zpass_opts *o, const zir_node *n, const char *reason) {
     zpass_decision *x = zpass_report_add(o->report);
     if (!x) return;
     *x = (zpass_decision){.layer = n->layer,
@@ -36,8 +37,7 @@ static void record(const zpass_opts *o, const zir_node *n) {
                           .width = n->out->width,
                           .fused = false,
                           .chosen = n->op == ZOP_KERNEL ? n->kp.tmpl : ZKT_NONE};
-    snprintf(x->reason, sizeof x->reason, "matmul operands in fp16, sums in fp32 (%s)",
-             o->mm_type != ZMM_TARGET ? "--matmul" : "the target's matrix units");
+    snprintf(x->reason, sizeof x->reason, "%s", reason);
 }
 
 /* The decode GEMV templates (cg_matmul.c's gen_gemv) whose matmuls are all
@@ -72,20 +72,6 @@ static int mark_q8(zir_node *n) {
     return 1;
 }
 
-static void record_q8(const zpass_opts *o, const zir_node *n) {
-    zpass_decision *x = zpass_report_add(o->report);
-    if (!x) return;
-    *x = (zpass_decision){.layer = n->layer,
-                          .group = n->group,
-                          .phase = o->phase,
-                          .what = n->out->name,
-                          .width = n->out->width,
-                          .fused = false,
-                          .chosen = n->op == ZOP_KERNEL ? n->kp.tmpl : ZKT_NONE};
-    snprintf(x->reason, sizeof x->reason,
-             "GEMV x quantized to int8 per 32 (q8_1), k-quant products as packed integer dot products (%s)",
-             o->gemv_idot == ZIDOT_ON ? "forced" : "ZINC_GEMV_IDOT=1");
-}
 
 static bool idot_wanted(const zpass_opts *o) {
     if (o->gemv_idot == ZIDOT_OFF || !o->target->int_dot) return false;
@@ -116,10 +102,18 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
                          (int)o->gemv_idot);
     if (o->phase == ZPH_DECODE && idot_wanted(o))
         for (uint32_t i = 0; i < g->n_nodes; i++)
-            if (idot_gemv(g->nodes[i], o->target) && mark_q8(g->nodes[i])) record_q8(o, g->nodes[i]);
+            if (idot_gemv(g->nodes[i], o->target) && mark_q8(g->nodes[i]))
+                record(o, g->nodes[i],
+                       o->gemv_idot == ZIDOT_ON ? "GEMV x quantized to int8 per 32 (q8_1), k-quant products as "
+                                                  "packed integer dot products (forced)"
+                                                : "GEMV x quantized to int8 per 32 (q8_1), k-quant products as "
+                                                  "packed integer dot products (ZINC_GEMV_IDOT=1)");
     bool f16 = o->mm_type == ZMM_TARGET ? o->target->coopmat : o->mm_type == ZMM_F16;
     if (!f16 || o->phase != ZPH_PREFILL) return ZOK;
     for (uint32_t i = 0; i < g->n_nodes; i++)
-        if (mark(g->nodes[i])) record(o, g->nodes[i]);
+        if (mark(g->nodes[i]))
+            record(o, g->nodes[i],
+                   o->mm_type != ZMM_TARGET ? "matmul operands in fp16, sums in fp32 (--matmul)"
+                                            : "matmul operands in fp16, sums in fp32 (the target's matrix units)");
     return ZOK;
 }
