@@ -4,7 +4,7 @@
 # BUILD_DIR holds the zinc and zincc programs; OUT_DIR gets one folder per
 # harness: gguf/ and frontend/ (tiny models from zinc mkmodel, every
 # architecture and weight type; frontend/ also model recipes), plan/ (zincc
-# -o plans of two of them), tokenizer/ (texts and id lists behind the
+# -o plans of four: plain, with sequence slots, with recurrent states), tokenizer/ (texts and id lists behind the
 # harness's control byte), and serve/ (request bodies of zinc serve's
 # endpoints behind fuzz_serve's endpoint byte).
 set -euo pipefail
@@ -35,11 +35,19 @@ for i in $(seq 0 15); do
     printf "$bytes" >"$out/frontend/recipe-$i"
 done
 
-# Plans for a named profile, so that no Vulkan device is needed.
-for m in qwen3-q8_0 llama-f16; do
-    "$build/zincc" "$tmp/$m.gguf" -o "$out/plan/$m.zplan" --target llvmpipe --ctx 16 --chunk 4 >/dev/null 2>"$tmp/log" ||
-        { cat "$tmp/log" >&2; exit 1; }
-done
+# Plans for a named profile, so that no Vulkan device is needed: two plain
+# ones, one with sequence slots and a batch schedule (--parallel), one with
+# recurrent state buffers (qwen35).
+"$build/zinc" mkmodel --arch qwen35 --layers 2 --hidden 32 --ff 64 --heads 2 --kv-heads 1 --head-dim 16 \
+    --vocab 270 --full-attn-interval 2 --quant q8_0 --seed 1 -o "$tmp/qwen35-q8_0.gguf" 2>/dev/null
+plan() { # model name, extra zincc flags
+    "$build/zincc" "$tmp/$1.gguf" -o "$out/plan/$2.zplan" --target llvmpipe --ctx 16 --chunk 4 ${3:-} \
+        >/dev/null 2>"$tmp/log" || { cat "$tmp/log" >&2; exit 1; }
+}
+plan qwen3-q8_0 qwen3-q8_0
+plan llama-f16 llama-f16
+plan qwen3-q8_0 qwen3-q8_0-parallel2 "--parallel 2"
+plan qwen35-q8_0 qwen35-q8_0
 
 # Tokenizer seeds: control byte (see fuzz_tokenizer.c), then the payload.
 n=0
