@@ -339,30 +339,47 @@ uvec2 wu64_back(const uint which, uint off) {
     return odd ? uvec2((a >> 16u) | (b << 16u), (b >> 16u) | (c << 16u)) : uvec2(b, c);
 }
 
-float dot_group(const uint which, uint rowb, uint row, uint g, float xv[GE], float xs[NRUN]) {
+// Group g of a q6_K row (32 elements of one half of a block): the 8 bytes of
+// each of its two ql runs, its 8 qh bytes, the half's 8 scales, d, and the
+// first scale's index within them.
+struct Q6G {
+    uvec2 qa, qb, qh, sc;
+    float d;
+    uint sl;
+};
+Q6G q6_group(const uint which, uint rowb, uint row, uint g) {
     uint b = g >> 3u, h = (g >> 2u) & 1u, l0 = 8u * (g & 3u);
     uint off = row * rowb + b * 210u;
-    uvec2 qa = wu64(which, off + 64u * h + l0), qb = wu64(which, off + 64u * h + 32u + l0);
-    uvec2 qh = wu64(which, off + 128u + 32u * h + l0), sc = wu64_back(which, off + 192u + 8u * h);
-    float d = wf16(which, off + 208u), acc = 0.0;
-    uint sl = l0 >> 4u;
+    Q6G q;
+    q.qa = wu64(which, off + 64u * h + l0);
+    q.qb = wu64(which, off + 64u * h + 32u + l0);
+    q.qh = wu64(which, off + 128u + 32u * h + l0);
+    q.sc = wu64_back(which, off + 192u + 8u * h);
+    q.d = wf16(which, off + 208u);
+    q.sl = l0 >> 4u;
+    return q;
+}
+
+float dot_group(const uint which, uint rowb, uint row, uint g, float xv[GE], float xs[NRUN]) {
+    Q6G q = q6_group(which, rowb, row, g);
+    float acc = 0.0;
     [[unroll]] for (uint k = 0u; k < 4u; k++) {
-        uvec2 ql = (k & 1u) != 0u ? qb : qa;
-        uint nsh = (k >> 1u) * 4u, sbyte = sl + 2u * k;
+        uvec2 ql = (k & 1u) != 0u ? q.qb : q.qa;
+        uint nsh = (k >> 1u) * 4u, sbyte = q.sl + 2u * k;
         float s = 0.0;
         [[unroll]] for (uint w = 0u; w < 2u; w++)
             [[unroll]] for (uint h = 0u; h < 2u; h++) {
                 // the 6-bit values of bytes 2h, 2h+1 at bits 0 and 8 of one word
                 uint lo = (ql[w] >> (16u * h + nsh)) & 0x0f0fu;
-                uint hi = (qh[w] >> (16u * h + 2u * k)) & 0x0303u;
+                uint hi = (q.qh[w] >> (16u * h + 2u * k)) & 0x0303u;
                 uint v = lo | (hi << 4u);
                 [[unroll]] for (uint j = 0u; j < 2u; j++)
                     s += wfield(v, 0x3fu << (8u * j)) * xv[8u * k + 4u * w + 2u * h + j];
             }
-        int s8 = bitfieldExtract(int(sc[sbyte >> 2u]), int(8u * (sbyte & 3u)), 8);
+        int s8 = bitfieldExtract(int(q.sc[sbyte >> 2u]), int(8u * (sbyte & 3u)), 8);
         acc += float(s8) * (s - 32.0 * xs[k]);
     }
-    return d * acc;
+    return q.d * acc;
 }
 
 #if IDOT
@@ -370,24 +387,20 @@ float dot_group(const uint which, uint rowb, uint row, uint g, float xv[GE], flo
 // so positive as signed bytes), one zdot4 per four weights, and the -32 as
 // -32 * sum(q) of the run, all in integers.
 float dot_group_q8(const uint which, uint rowb, uint row, uint g, XG x) {
-    uint b = g >> 3u, h = (g >> 2u) & 1u, l0 = 8u * (g & 3u);
-    uint off = row * rowb + b * 210u;
-    uvec2 qa = wu64(which, off + 64u * h + l0), qb = wu64(which, off + 64u * h + 32u + l0);
-    uvec2 qh = wu64(which, off + 128u + 32u * h + l0), sc = wu64_back(which, off + 192u + 8u * h);
-    float d = wf16(which, off + 208u), acc = 0.0;
-    uint sl = l0 >> 4u;
+    Q6G q = q6_group(which, rowb, row, g);
+    float acc = 0.0;
     [[unroll]] for (uint k = 0u; k < 4u; k++) {
-        uvec2 ql = (k & 1u) != 0u ? qb : qa;
-        uint nsh = (k >> 1u) * 4u, sbyte = sl + 2u * k;
+        uvec2 ql = (k & 1u) != 0u ? q.qb : q.qa;
+        uint nsh = (k >> 1u) * 4u, sbyte = q.sl + 2u * k;
         int is = -32 * x.qs[k];
         [[unroll]] for (uint w = 0u; w < 2u; w++) {
-            uint v = ((ql[w] >> nsh) & 0x0f0f0f0fu) | (((qh[w] >> (2u * k)) & 0x03030303u) << 4u);
+            uint v = ((ql[w] >> nsh) & 0x0f0f0f0fu) | (((q.qh[w] >> (2u * k)) & 0x03030303u) << 4u);
             is = zdot4(v, x.q[k][w], is);
         }
-        int s8 = bitfieldExtract(int(sc[sbyte >> 2u]), int(8u * (sbyte & 3u)), 8);
+        int s8 = bitfieldExtract(int(q.sc[sbyte >> 2u]), int(8u * (sbyte & 3u)), 8);
         acc += float(s8) * x.dx[k] * float(is);
     }
-    return d * acc;
+    return q.d * acc;
 }
 #endif
 #endif
