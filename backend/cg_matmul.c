@@ -508,6 +508,7 @@ typedef struct cm_layout {
                  3: 2 with sgp producer subgroups that stage while the others multiply */
     int sgp;  /* producer subgroups (pipe 3) */
     int wch;  /* a staging thread's chunk of a weight row: 16 or 32 elements */
+    int ablate; /* ZINC_CM_ABLATE (matmul_cm.glsl): 0, or a measurement with wrong results */
 } cm_layout;
 
 /* The x and weight tiles (padded rows of fp16) and the norm scales; the
@@ -543,8 +544,9 @@ static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits
     c.pipe = (int)zcg_knob("ZINC_CM_PIPE", 0, 3, 0);
     c.wch = zcg_knob("ZINC_CM_WCH", 16, 32, 16) == 32 ? 32 : 16;
     c.sgp = c.pipe == 3 ? (int)zcg_knob("ZINC_CM_SGP", 1, 16, 4) : 0;
+    c.ablate = c.pipe == 0 ? (int)zcg_knob("ZINC_CM_ABLATE", 0, 2, 0) : 0;
     const char *e = getenv("ZINC_CM_LAYOUT");
-    cm_layout w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch};
+    cm_layout w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch, .ablate = c.ablate};
     if (e && sscanf(e, "%d,%d,%d,%d,%d", &w.bm, &w.bn, &w.bk, &w.sgm, &w.sgn) == 5 && w.bm > 0 && w.bn > 0 &&
         w.bk > 0 && w.sgm > 0 && w.sgn > 0 && w.bm % (16 * w.sgm) == 0 && w.bn % (16 * w.sgn) == 0 &&
         w.bk % 32 == 0 && (w.sgm * w.sgn + w.sgp) * CM_SG <= 1024)
@@ -567,8 +569,8 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
     const int64_t v[] = {c->bm,   c->bn,  c->bk, c->sgm, c->sgn, CM_SG, (c->sgm * c->sgn + c->sgp) * CM_SG,
-                         c->pipe, c->sgp, c->wch};
-    const char *const names[] = {"BM", "BN", "BK", "SGM", "SGN", "SG", "WG", "CM_PIPE", "SGP", "WCH"};
+                         c->pipe, c->sgp, c->wch, c->ablate};
+    const char *const names[] = {"BM", "BN", "BK", "SGM", "SGN", "SG", "WG", "CM_PIPE", "SGP", "WCH", "CM_ABLATE"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
     b->k->groups[0] = konst(m->N, m->glu ? c->bn / 2 : c->bn);
@@ -577,7 +579,8 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout
     static const char *const pipes[] = {"", "d", "b", "p"};
     mm_name(
         b, "gemm", m,
-        zarena_printf(b->a, "_cm%dx%dk%d%s%s", c->bm, c->bn, c->bk, pipes[c->pipe], c->wch == 16 ? "h" : ""));
+        zarena_printf(b->a, "_cm%dx%dk%d%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe], c->wch == 16 ? "h" : "",
+                      c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate) : ""));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_cm", NULL};
     return zcg_build(b, files, n, d);
 }

@@ -19,6 +19,9 @@ void zvk_target_from_profile(const zvk_profile *p, ztarget *t, char *name_buf, s
     if (p->max_shared_memory) t->smem_bytes = p->max_shared_memory;
     t->coopmat = p->coopmat_khr || p->coopmat_nv;
     t->int_dot = p->int_dot;
+    /* the profile's measured choice holds where the device says its packed
+     * dot products are accelerated */
+    t->gemv_int8 = t->gemv_int8 && p->int_dot && p->int_dot_accel;
 }
 
 zstatus zvk_target_from_device(const char *request, ztarget *t, zvk_profile *prof, char *name_buf, size_t n,

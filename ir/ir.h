@@ -131,8 +131,8 @@ typedef struct zir_attrs {
     bool mm_f16;
     /* matmul in a decode GEMV: x quantized per 32 elements to int8 as
      * llama.cpp's q8_1 (zir_quantize_q8), the products integer dot
-     * products (the mm-f16 pass, ZINC_GEMV_IDOT=1 where the target has
-     * them; the interpreter quantizes the same way). */
+     * products (the mm-f16 pass: the target's choice or zincc --gemv-x;
+     * the interpreter quantizes the same way). */
     bool gemv_q8;
     int topk; /* moe_topk: experts used per token */
 } zir_attrs;

@@ -13,13 +13,13 @@
  * kernel keep fp32 operands. The default is f16 on targets with matrix
  * units; zincc --matmul f32|f16 overrides it.
  *
- * Decode: where the target has packed integer dot products and
- * ZINC_GEMV_IDOT=1 (o->gemv_idot), the GEMVs whose weights are all q4_K (or
- * all q6_K) mark
+ * Decode: where the target's packed integer dot products are accelerated
+ * and its GEMVs bound by their arithmetic (ztarget.gemv_int8, measured), or
+ * as --gemv-x says, the GEMVs whose weights are all q4_K (or all q6_K) mark
  * their matmuls attr.gemv_q8: x quantized to int8 per 32 elements (q8_1),
- * each four weights one integer dot product. On the H200 decode is bound by
- * the GEMVs' arithmetic, not their bytes (docs/performance.md); this is off
- * by default until measured there. */
+ * each four weights one integer dot product, as llama.cpp rounds its
+ * activations for quantized weights. On the H200 that made the 2-layer
+ * 8B-wide decode step 18 % faster (run 23, docs/performance.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,9 +74,8 @@ static int mark_q8(zir_node *n) {
 
 
 static bool idot_wanted(const zpass_opts *o) {
-    if (o->gemv_idot == ZIDOT_OFF || !o->target->int_dot) return false;
-    const char *e = getenv("ZINC_GEMV_IDOT");
-    return o->gemv_idot == ZIDOT_ON || (e && !strcmp(e, "1"));
+    if (!o->target->int_dot) return false;
+    return o->gemv_idot == ZIDOT_TARGET ? o->target->gemv_int8 : o->gemv_idot == ZIDOT_ON;
 }
 
 static int mark(zir_node *n) {
@@ -98,16 +97,29 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
     if (o->mm_type != ZMM_TARGET && o->mm_type != ZMM_F32 && o->mm_type != ZMM_F16)
         return zdiag_set(d, ZE_INVALID, "mm-f16: matmul type %d: expected f32 or f16", (int)o->mm_type);
     if ((unsigned)o->gemv_idot > ZIDOT_ON)
-        return zdiag_set(d, ZE_INVALID, "mm-f16: GEMV int-dot choice %d: expected knob, off or on",
+        return zdiag_set(d, ZE_INVALID, "mm-f16: GEMV int-dot choice %d: expected target, off or on",
                          (int)o->gemv_idot);
-    if (o->phase == ZPH_DECODE && idot_wanted(o))
-        for (uint32_t i = 0; i < g->n_nodes; i++)
-            if (idot_gemv(g->nodes[i], o->target) && mark_q8(g->nodes[i]))
-                record(o, g->nodes[i],
-                       o->gemv_idot == ZIDOT_ON ? "GEMV x quantized to int8 per 32 (q8_1), k-quant products as "
-                                                  "packed integer dot products (forced)"
-                                                : "GEMV x quantized to int8 per 32 (q8_1), k-quant products as "
-                                                  "packed integer dot products (ZINC_GEMV_IDOT=1)");
+    if (o->phase == ZPH_DECODE && idot_wanted(o)) {
+        int marked = 0, gemvs = 0;
+        for (uint32_t i = 0; i < g->n_nodes; i++) {
+            zir_node *n = g->nodes[i];
+            gemvs += n->op == ZOP_MATMUL || (n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL ||
+                                                                    n->kp.tmpl == ZKT_GATE_UP_SWIGLU ||
+                                                                    n->kp.tmpl == ZKT_MATMUL_ROWS));
+            if (idot_gemv(n, o->target)) marked += mark_q8(n);
+        }
+        /* one line for the model, under the output group: the rows of the
+         * layers stay the fusions' */
+        zpass_decision *x = marked ? zpass_report_add(o->report) : NULL;
+        if (x) {
+            *x = (zpass_decision){.layer = -1, .group = ZG_OUTPUT, .phase = o->phase, .what = "gemv x", .width = 1};
+            snprintf(x->reason, sizeof x->reason,
+                     "%d of %d GEMVs take x quantized to int8 per 32 (q8_1), k-quant products as packed integer "
+                     "dot products (%s)%s",
+                     marked, gemvs, o->gemv_idot == ZIDOT_ON ? "--gemv-x int8" : "the target's, faster there",
+                     marked < gemvs ? "; the others (weights of mixed or other types) keep fp32 x" : "");
+        }
+    }
     bool f16 = o->mm_type == ZMM_TARGET ? o->target->coopmat : o->mm_type == ZMM_F16;
     if (!f16 || o->phase != ZPH_PREFILL) return ZOK;
     for (uint32_t i = 0; i < g->n_nodes; i++)

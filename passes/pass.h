@@ -33,6 +33,10 @@ typedef struct ztarget {
     double fuse_threshold; /* default: bytes per token per layer a fusion must save */
     bool coopmat;          /* cooperative matrix available */
     bool int_dot;          /* packed 4x8-bit integer dot products (shaderIntegerDotProduct) */
+    /* Decode GEMVs take int8 x by default (the mm-f16 pass, attr.gemv_q8):
+     * the packed dot products are accelerated and the GEMVs were measured
+     * bound by their arithmetic there, not their bytes (docs/performance.md). */
+    bool gemv_int8;
     int act_bytes;         /* bytes per element of activations kept in VRAM (2: fp16) */
     /* Decode streams the weights once per token; how fast depends on the
      * kernel's shape, so each family has its measured fraction of
@@ -75,11 +79,11 @@ typedef enum zpass_kv { ZKV_TARGET, ZKV_F32, ZKV_F16 } zpass_kv;
 /* Prefill matmul operands (the mm-f16 pass): the target's choice (fp16
  * where it has matrix units), or --matmul's. */
 typedef enum zpass_mm { ZMM_TARGET, ZMM_F32, ZMM_F16 } zpass_mm;
-/* Decode GEMVs over q4_K with x quantized to int8 and integer dot products
- * (the mm-f16 pass, attr.gemv_q8), where the target has them: as
- * $ZINC_GEMV_IDOT says (1 on; default off until measured on the H200), or
- * forced either way. */
-typedef enum zpass_idot { ZIDOT_KNOB, ZIDOT_OFF, ZIDOT_ON } zpass_idot;
+/* Decode GEMVs over q4_K and q6_K with x quantized to int8 and integer dot
+ * products (the mm-f16 pass, attr.gemv_q8): the target's choice
+ * (ztarget.gemv_int8), or --gemv-x's (on where the target has integer dot
+ * products at all). */
+typedef enum zpass_idot { ZIDOT_TARGET, ZIDOT_OFF, ZIDOT_ON } zpass_idot;
 
 typedef struct zpass_opts {
     const ztarget *target;

@@ -35,6 +35,9 @@ static const ztarget targets[] = {
      .fuse_threshold = 1024,
      .coopmat = true,
      .int_dot = true, /* DP4A */
+     /* run 23: the 2-layer 8B-wide decode step 600.6 -> 491.1 us, gate+up
+      * GEMV 90.0 -> 57.3 us (docs/performance.md) */
+     .gemv_int8 = true,
      .act_bytes = 2,
      /* zinc bench --profile, Qwen3-8B shape decode (docs/performance.md):
       * the split MLP streamed 85-98 MB a layer in 133-152 us (~650 GB/s),

@@ -7,11 +7,13 @@
 #include "../frontend/arch.h"
 #include "../ir/fileio.h"
 #include "../ir/interp.h"
+#include "../passes/pass.h"
 #include "cli.h"
 
 static const char *const usage =
     "usage: zinc ref MODEL.gguf --tokens 1,2,3 [--logits-out FILE] [--mode prefill|decode] [--ctx N] [--top "
     "K]\n"
+    "                [--target NAME]\n"
     "\n"
     "Runs the CPU reference interpreter (fp32, weights dequantized) over the given\n"
     "token ids with teacher forcing: the logits of every input position are computed.\n"
@@ -21,10 +23,13 @@ static const char *const usage =
     "  --mode prefill     one step over all tokens (default)\n"
     "  --mode decode      one token per step through the KV cache; must agree with prefill to rounding\n"
     "  --ctx N            KV-cache capacity (default: the number of tokens)\n"
-    "  --top K            print the K most likely next tokens after each position (default 0)\n";
+    "  --top K            print the K most likely next tokens after each position (default 0)\n"
+    "  --target NAME      interpret the graph as zincc compiles it for this profile (llvmpipe, h200,\n"
+    "                     rdna4, generic): its fusions and its roundings (fp16 KV cache, fp16 prefill\n"
+    "                     matmul operands, int8 decode GEMV x), the reference for that plan's logits\n";
 
 typedef struct ref_opts {
-    const char *model, *out, *mode;
+    const char *model, *out, *mode, *target;
     int32_t *tokens;
     int n_tokens;
     int64_t ctx, top;
@@ -50,6 +55,10 @@ static int parse(int argc, char **argv, ref_opts *o) {
         } else if (cli_opt(argc, argv, &i, "--ctx", &v, &miss)) {
             if (miss || !cli_parse_i64(v, 1, 1 << 24, &o->ctx))
                 return cli_usage_error("zinc ref", "--ctx expects a number of positions");
+        } else if (cli_opt(argc, argv, &i, "--target", &v, &miss)) {
+            if (miss || !ztarget_find(v))
+                return cli_usage_error("zinc ref", "--target expects one of %s", ztarget_names());
+            o->target = v;
         } else if (cli_opt(argc, argv, &i, "--top", &v, &miss)) {
             if (miss || !cli_parse_i64(v, 0, 100, &o->top))
                 return cli_usage_error("zinc ref", "--top expects 0..100");
@@ -83,6 +92,20 @@ static void print_top(const float *row, int vocab, int pos, int k) {
     printf("\n");
 }
 
+/* --target: the phase's default pipeline for the profile, as zincc runs it. */
+static zstatus compile_like(const ref_opts *o, zir_graph *g, zdiag *d) {
+    const ztarget *t = ztarget_find(o->target);
+    bool decode = o->mode && !strcmp(o->mode, "decode");
+    zpass_opts po = {.target = t,
+                     .phase = decode ? ZPH_DECODE : ZPH_PREFILL,
+                     .token_tile = t->prefill_tile,
+                     .ctx = o->ctx,
+                     .fuse_threshold = t->fuse_threshold};
+    zstatus s = zpass_run_pipeline(g, zpass_default_pipeline(), NULL, &po, d);
+    if (s) zdiag_prefix(d, "--target %s", o->target);
+    return s;
+}
+
 static zstatus run(const ref_opts *o, const zir_graph *g, float *logits, zdiag *d) {
     zir_interp *it;
     zstatus s = zir_interp_new(g, o->ctx, &it, d);
@@ -108,6 +131,7 @@ int cmd_ref(int argc, char **argv) {
     float *logits = NULL;
     zstatus s = gguf_open(o.model, &f, &d);
     if (!s) s = zir_build_from_gguf(f, &g, &d);
+    if (!s && o.target) s = compile_like(&o, g, &d);
     if (!s && !(logits = malloc(sizeof(float) * (size_t)o.n_tokens * (size_t)g->hp.n_vocab)))
         s = zdiag_set(&d, ZE_NOMEM, "out of memory for %d x %d logits", o.n_tokens, g->hp.n_vocab);
     if (!s) s = run(&o, g, logits, &d);

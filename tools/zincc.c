@@ -33,6 +33,9 @@ static const char *const usage =
     "-ctk/-ctv\n"
     "  --matmul f16|f32       prefill matmul operands (default: f16 where the target has matrix units,\n"
     "                         which multiply fp16 and sum fp32; f32 keeps fp32 math on the scalar units)\n"
+    "  --gemv-x int8|f32      decode GEMV activations (default: int8 where the target's packed integer dot\n"
+    "                         products are fast, as on the H200: x rounded to 8 bits per 32, as llama.cpp\n"
+    "                         rounds them; f32 keeps fp32 math)\n"
     "  --tune                 with -o and --target device: time each decode GEMV's layouts on the device\n"
     "                         and compile the fastest (a table on stderr; docs/performance.md)\n"
     "  --dump-ir              print the tensor IR as built from the GGUF, before any pass, and stop\n"
@@ -68,6 +71,7 @@ typedef struct zincc_opts {
     int64_t tile, ctx, chunk, parallel;
     zpass_kv kv_type;
     zpass_mm mm_type;
+    zpass_idot gemv_x;
 } zincc_opts;
 
 static int parse_value(int argc, char **argv, int *i, zincc_opts *o, bool *matched) {
@@ -109,6 +113,10 @@ static int parse_value(int argc, char **argv, int *i, zincc_opts *o, bool *match
         if (!miss && strcmp(v, "f16") && strcmp(v, "f32"))
             return cli_usage_error("zincc", "--matmul expects f16 or f32, not '%s'", v);
         if (!miss) o->mm_type = strcmp(v, "f16") ? ZMM_F32 : ZMM_F16;
+    } else if (cli_opt(argc, argv, i, "--gemv-x", &v, &miss)) {
+        if (!miss && strcmp(v, "int8") && strcmp(v, "f32"))
+            return cli_usage_error("zincc", "--gemv-x expects int8 or f32, not '%s'", v);
+        if (!miss) o->gemv_x = strcmp(v, "int8") ? ZIDOT_OFF : ZIDOT_ON;
     } else if (cli_opt(argc, argv, i, "--device", &v, &miss)) {
         o->device = v;
     } else if (cli_opt(argc, argv, i, "--chunk", &v, &miss)) {
@@ -286,7 +294,8 @@ static zpass_opts phase_opts(const zincc_opts *z, const ztarget *t, int ph, zpas
                         .print_to = quiet ? stderr : stdout,
                         .report = rep,
                         .kv_type = z->kv_type,
-                        .mm_type = z->mm_type};
+                        .mm_type = z->mm_type,
+                        .gemv_idot = z->gemv_x};
 }
 
 /* The target: a named profile, or the live device (the default with -o). */

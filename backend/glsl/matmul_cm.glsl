@@ -40,6 +40,11 @@
 // Q4_K sub-block, two 16-byte loads; the default, 5 % faster a prefill
 // step in run 19) or 32 (a whole sub-block, three loads, half the threads).
 //
+// CM_ABLATE (ZINC_CM_ABLATE, a measurement, never a plan's default: its
+// results are wrong on purpose): 1 leaves out the products (what the loads
+// and staging cost alone), 2 the loads and staging after the first step
+// (what the fragment loads and products cost alone).
+//
 // Defines: BM, BN, BK (multiples of 16), SGM, SGN, SG (subgroup size),
 // WG = (SGM * SGN + SGP) * SG, SGP (0 unless CM_PIPE 3), WCH, GLU, CM_PIPE,
 // W*_TYPE/W*_ROWB.
@@ -79,6 +84,9 @@ layout(local_size_x = WG) in;
 #endif
 #ifndef SGP
 #define SGP 0
+#endif
+#ifndef CM_ABLATE
+#define CM_ABLATE 0
 #endif
 #if CM_PIPE >= 2
 #define NBUF 2 /* shared tiles double-buffered: one barrier a step */
@@ -318,10 +326,18 @@ void main() {
     for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
 #if CM_PIPE == 0
         barrier(); // the previous step's fragments are loaded
+#if CM_ABLATE != 2
         stage(0u, k0);
+#else
+        if (k0 == 0u) stage(0u, k0);
+#endif
         barrier();
+#if CM_ABLATE != 2
         if (k0 + uint(BK) < uint(K)) fetch(m0, n0, k0 + uint(BK), T);
+#endif
+#if CM_ABLATE != 1
         mma_step(acc, 0u, sm, sn);
+#endif
 #elif CM_PIPE == 1
         // Direct: this step's loads are waited for at once; other
         // workgroups on the SM hide the latency (fewer live registers).

@@ -85,6 +85,17 @@ check_model() { # check_model NAME QUANT [direct|twin-only] -- MKMODEL-ARGS...
             "$cmpf32" "$work/z-$mode.f32" "$work/l-$mode.f32" --vocab 1024 --rms-tol "${TOL[$q]}" --tie "${TIE[$q]}" \
                 --label "$name $mode zinc-vs-llama.cpp" && passed=$((passed + 1)) || failed=$((failed + 1))
         fi
+        # decode as an H200 plan computes it: x rounded to int8 for the GEMVs
+        # (--gemv-x's default there), within llama.cpp's own rounding of x
+        if [ "$direct" = direct ] && [ "$mode" = decode ] && [ "$q" = q4_k_m ]; then
+            if "$zinc" ref "$m" --tokens "$ids" --logits-out "$work/z8.f32" --mode decode --target h200 \
+                >/dev/null 2>"$work/z.log"; then
+                "$cmpf32" "$work/z8.f32" "$work/l-decode.f32" --vocab 1024 --rms-tol "${TOL[$q]}" --tie "${TIE[$q]}" \
+                    --label "$name decode int8-x-as-h200-vs-llama.cpp" && passed=$((passed + 1)) || failed=$((failed + 1))
+            else
+                result FAIL "$name zinc ref --target h200 decode" "$(tail -n 1 "$work/z.log")"
+            fi
+        fi
         [ -n "$twin" ] || continue
         if ! "$harness" "$twin" eval --tokens "$ids" --logits-out "$work/t-$mode.f32" --mode "$mode" 2>"$work/h.log"; then
             result FAIL "$name llama.cpp eval f32 twin $mode" "$(tail -n 1 "$work/h.log")"; continue
