@@ -456,10 +456,11 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, zcg_builder *b, zd
     if (idot) lay = zarena_printf(b->a, "%s_idot", lay);
     mm_name(b, "gemv", m, lay);
     /* attn_reduce for the staged norm, idot for the int8 x */
-    const char *files[6] = {"dequant", "matmul_io"};
+    const char *files[7] = {"dequant", "matmul_io"};
     int nf = 2;
     if (xsh && m->norm) files[nf++] = "attn_reduce";
     if (idot) files[nf++] = "idot";
+    files[nf++] = "gemv_groups";
     files[nf++] = "matmul_gemv";
     return zcg_build(b, files, n, d);
 }
