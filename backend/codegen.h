@@ -68,6 +68,8 @@ typedef struct zcg_opts {
     const zcg_tuning *tuning;  /* measured layouts, or NULL */
     const zcg_gemv *force_gemv; /* the layout of every GEMV (the tuner's candidates), or NULL */
     bool batch; /* the batch schedule: row t is a token of sequence slot rows[t].y at position rows[t].x */
+    int gemv_rows; /* > 0: matmuls outside decode are multi-row GEMVs of this many token rows a
+                      workgroup (the batch schedule, zcost_batch_gemv); 0: GEMMs */
 } zcg_opts;
 
 typedef struct zcg_kernel {
