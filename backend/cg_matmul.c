@@ -477,7 +477,8 @@ static zstatus gen_gemvn(const zir_node *n, const mm_match *m, zcg_builder *b, z
     if (e && sscanf(e, "%d,%d", &er, &en) == 2 && er >= 1 && er <= 8 && en >= 1 && en * sg <= 1024)
         rs = er, nsg = en;
     if (b->o->gemv_rows > 16)
-        return zdiag_set(d, ZE_INVALID, "codegen: '%s': a multi-row GEMV of %d token rows: expected at most 16",
+        return zdiag_set(d, ZE_INVALID,
+                         "codegen: '%s': a multi-row GEMV of %d token rows: expected at most 16",
                          n->out->name, b->o->gemv_rows);
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;

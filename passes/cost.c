@@ -217,10 +217,11 @@ int zcost_batch_gemv(int64_t rows, char *why, size_t whysz) {
     int pick = rows >= 1 && rows <= ZCOST_GEMVN_ROWS && !(e && !strcmp(e, "0")) ? (int)rows : 0;
     if (!why) return pick;
     if (pick)
-        snprintf(why, whysz,
-                 "multi-row GEMV, %d rows a workgroup: %lld rows <= %d, the weights read once a step as decode "
-                 "streams them",
-                 pick, (long long)rows, ZCOST_GEMVN_ROWS);
+        snprintf(
+            why, whysz,
+            "multi-row GEMV, %d rows a workgroup: %lld rows <= %d, the weights read once a step as decode "
+            "streams them",
+            pick, (long long)rows, ZCOST_GEMVN_ROWS);
     else
         snprintf(why, whysz, "GEMM tiles: %lld rows %s", (long long)rows,
                  rows > ZCOST_GEMVN_ROWS ? "outgrow the multi-row GEMV's registers"

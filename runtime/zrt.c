@@ -687,7 +687,8 @@ static zstatus timed_run(zrt *r, zplan_phase ph, int n, double *ns, zdiag *d) {
     zvk_timer tm = {0};
     zvk_cmd c = {0};
     double *t = calloc(sc->count + 1, sizeof *t);
-    zstatus s = t ? zvk_timer_create(&r->dev, sc->count + 1, &tm, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
+    zstatus s =
+        t ? zvk_timer_create(&r->dev, sc->count + 1, &tm, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
     if (!s) s = record(r, ph, n, &c, &tm, d);
     if (!s) s = zvk_cmd_submit_wait(&r->dev, &c, d);
     if (!s) s = zvk_timer_read(&r->dev, &tm, t, d);

@@ -181,8 +181,8 @@ static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns,
 
 /* A batch step of each --parallel N: the zrt's own sequence after depth
  * tokens, the others wherever the tests left them (the step does not move them). */
-static zstatus profile_batches(zrt *r, const bench_opts *o, zrt_seq *const *seqs, const int32_t *tok, double *ns,
-                               FILE *to, zdiag *d) {
+static zstatus profile_batches(zrt *r, const bench_opts *o, zrt_seq *const *seqs, const int32_t *tok,
+                               double *ns, FILE *to, zdiag *d) {
     zstatus s = ZOK;
     for (int j = 0; j < o->npar && !s; j++) {
         s = zrt_profile_batch(r, seqs, tok, o->par[j], ns, d);

@@ -564,7 +564,8 @@ static void check_gemvn(const mspec *m, int rows, bool act_f16, double tol) {
     zpass_opts po = kh_pass_opts(ztarget_find("h200"), ZPH_PREFILL);
     cr_assert_eq(zpass_run_pipeline(g, NULL, "mm-f16", &po, &d), ZOK, "%s", d.msg);
     char what[96];
-    snprintf(what, sizeof what, "%s h200/batch, %d rows a workgroup%s", m->label, rows, act_f16 ? " f16" : "");
+    snprintf(what, sizeof what, "%s h200/batch, %d rows a workgroup%s", m->label, rows,
+             act_f16 ? " f16" : "");
     run_ctx r = {k, g, {&t, ZPH_PREFILL, 16, act_f16}, ztarget_find("h200"), what, tol, seen, w};
     r.o.gemv_rows = rows;
     static const int64_t T[] = {1, 3, 16};
@@ -576,7 +577,8 @@ static void check_gemvn(const mspec *m, int rows, bool act_f16, double tol) {
     if (m->arch == ZMK_QWEN2) cr_expect(seen[F_BIAS], "%s: no kernel exercised the bias epilogue", what);
     cr_expect(!seen[F_GEMM], "%s: a matmul ran as a GEMM", what);
     for (int i = 0; i < MAX_KINDS && w[i].kind[0]; i++) {
-        cr_expect(!strncmp(w[i].kind, "gemvn", 5) || !strcmp(w[i].kind, "embed"), "%s: ran %s", what, w[i].kind);
+        cr_expect(!strncmp(w[i].kind, "gemvn", 5) || !strcmp(w[i].kind, "embed"), "%s: ran %s", what,
+                  w[i].kind);
         cr_log_info("%s: %-12s max error %.3g of the output RMS over %d checks", what, w[i].kind, w[i].err,
                     w[i].n);
     }
