@@ -4,6 +4,7 @@
  *
  *   embed          ZOP_EMBED: dequantized rows of the table at token ids
  *   matmul_gemv    decode: a subgroup per output row, weights read once
+ *   matmul_gemvn   a batch step's few rows: weights read once for them all
  *   matmul_gemm    prefill: token x row tiles staged in shared memory
  *   mlp            the whole MLP, intermediate on chip (split or tiled)
  *
@@ -456,11 +457,40 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, zcg_builder *b, zd
     if (idot) lay = zarena_printf(b->a, "%s_idot", lay);
     mm_name(b, "gemv", m, lay);
     /* attn_reduce for the staged norm, idot for the int8 x */
-    const char *files[6] = {"dequant", "matmul_io"};
+    const char *files[7] = {"dequant", "matmul_io"};
     int nf = 2;
     if (xsh && m->norm) files[nf++] = "attn_reduce";
     if (idot) files[nf++] = "idot";
+    files[nf++] = "gemv_groups";
     files[nf++] = "matmul_gemv";
+    return zcg_build(b, files, n, d);
+}
+
+/* A batch step's rows (o->gemv_rows, the cost model's choice): NTOK token
+ * rows a workgroup, each weight group dequantized once for all of them.
+ * Each lane holds its rows' dequantized groups and NTOK sums per row, so
+ * RS is 2 rows a subgroup, 1 with gate+up (two matrices' groups), and four
+ * subgroups. ZINC_GEMVN_LAYOUT=rs,nsg replaces it, to measure others. */
+static zstatus gen_gemvn(const zir_node *n, const mm_match *m, zcg_builder *b, zdiag *d) {
+    int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32, rs = m->glu ? 1 : 2, nsg = 4, er, en;
+    const char *e = getenv("ZINC_GEMVN_LAYOUT");
+    if (e && sscanf(e, "%d,%d", &er, &en) == 2 && er >= 1 && er <= 8 && en >= 1 && en * sg <= 1024)
+        rs = er, nsg = en;
+    if (b->o->gemv_rows > 16)
+        return zdiag_set(d, ZE_INVALID,
+                         "codegen: '%s': a multi-row GEMV of %d token rows: expected at most 16",
+                         n->out->name, b->o->gemv_rows);
+    zstatus s = mm_bindings(b, n, m, d);
+    if (s) return s;
+    const int64_t v[] = {b->o->gemv_rows, nsg * sg, rs, nsg * rs, gemv_mode(m)};
+    const char *const names[] = {"NTOK", "WG", "RS", "ROWS_WG", "GMODE"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        zcg_def_i(b, names[i], v[i]);
+    b->k->groups[0] = konst(m->N, nsg * rs);
+    b->k->groups[1] = per_token(1, b->o->gemv_rows);
+    b->k->groups[2] = konst(1, 1);
+    mm_name(b, "gemvn", m, zarena_printf(b->a, "_t%d_r%dg%d", b->o->gemv_rows, rs, nsg));
+    static const char *const files[] = {"dequant", "matmul_io", "gemv_groups", "matmul_gemvn", NULL};
     return zcg_build(b, files, n, d);
 }
 
@@ -678,6 +708,7 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     if (s) return s;
     if (m.down) return gen_mlp(n, &m, &b, d);
     if (o->phase == ZPH_DECODE || m.n_seg) return gen_gemv(n, &m, &b, d);
+    if (o->gemv_rows > 0) return gen_gemvn(n, &m, &b, d);
     cm_layout c = cm_default(&b, &m, prefill_logits(&b, n));
     return use_coopmat(&b, &m, &c) ? gen_gemm_cm(n, &m, &c, &b, d) : gen_gemm(n, &m, &b, d);
 }

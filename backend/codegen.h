@@ -63,11 +63,13 @@ typedef struct zcg_tuning {
 typedef struct zcg_opts {
     const ztarget *target;
     zpass_phase phase;
-    int64_t max_tokens; /* most tokens in one step (prefill chunk; batch: rows) */
-    bool act_f16;       /* activations stored as float16 (needs 16-bit storage) */
-    const zcg_tuning *tuning;  /* measured layouts, or NULL */
+    int64_t max_tokens;         /* most tokens in one step (prefill chunk; batch: rows) */
+    bool act_f16;               /* activations stored as float16 (needs 16-bit storage) */
+    const zcg_tuning *tuning;   /* measured layouts, or NULL */
     const zcg_gemv *force_gemv; /* the layout of every GEMV (the tuner's candidates), or NULL */
-    bool batch; /* the batch schedule: row t is a token of sequence slot rows[t].y at position rows[t].x */
+    bool batch;    /* the batch schedule: row t is a token of sequence slot rows[t].y at position rows[t].x */
+    int gemv_rows; /* > 0: matmuls outside decode are multi-row GEMVs of this many token rows a
+                      workgroup (the batch schedule, zcost_batch_gemv); 0: GEMMs */
 } zcg_opts;
 
 typedef struct zcg_kernel {

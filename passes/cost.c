@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { PREFILL_STEP = 512, MLP_BLOCK = 64, KV_BLOCK = 32 };
@@ -201,6 +202,31 @@ void zcost_price_rows(const zpass_opts *o, const zcost_rows *r, zcost_option opt
                  reads, reads > 1 ? "s" : "");
         finish(o, &opt[i]);
     }
+}
+
+/* A batch step's rows are tokens of as many sequences: the GEMMs' tiles of
+ * 16-64 tokens stay mostly empty, and on the H200 they streamed an 8B's
+ * weights at ~170 GB/s for a handful of rows (docs/performance.md, run
+ * 22), where the decode GEMVs stream 1.1-2 TB/s. The multi-row GEMV reads
+ * each weight group once for all the rows, with a sum per row and weight
+ * row in registers: up to ZCOST_GEMVN_ROWS rows it takes all of a step in
+ * one workgroup row; beyond, the sums outgrow the registers and the GEMMs'
+ * tiles fill. ZINC_BATCH_GEMV=0 keeps the GEMMs, to measure the difference. */
+int zcost_batch_gemv(int64_t rows, char *why, size_t whysz) {
+    const char *e = getenv("ZINC_BATCH_GEMV");
+    int pick = rows >= 1 && rows <= ZCOST_GEMVN_ROWS && !(e && !strcmp(e, "0")) ? (int)rows : 0;
+    if (!why) return pick;
+    if (pick)
+        snprintf(
+            why, whysz,
+            "multi-row GEMV, %d rows a workgroup: %lld rows <= %d, the weights read once a step as decode "
+            "streams them",
+            pick, (long long)rows, ZCOST_GEMVN_ROWS);
+    else
+        snprintf(why, whysz, "GEMM tiles: %lld rows %s", (long long)rows,
+                 rows > ZCOST_GEMVN_ROWS ? "outgrow the multi-row GEMV's registers"
+                                         : "(ZINC_BATCH_GEMV=0 keeps the GEMMs)");
+    return pick;
 }
 
 zpass_decision *zcost_record(const zpass_opts *o, const zir_node *at, const zir_value *v,

@@ -74,6 +74,12 @@ typedef struct zcost_rows {
  * x and the norm weight read once, one dispatch. */
 void zcost_price_rows(const zpass_opts *o, const zcost_rows *r, zcost_option opt[ZCOST_ROWS_OPTIONS]);
 
+/* The batch schedule's matmuls (zincc --parallel N, at most N rows a step):
+ * the token rows of a multi-row GEMV workgroup (backend/glsl/matmul_gemvn.glsl),
+ * or 0 for the GEMMs. Fills why (if not NULL) with the reason. */
+enum { ZCOST_GEMVN_ROWS = 16 };
+int zcost_batch_gemv(int64_t rows, char *why, size_t whysz);
+
 /* Index of the option to take: the cheapest feasible one, unless it saves
  * less than the threshold over opt[0]. Fills why with the arithmetic. */
 int zcost_choose(const zpass_opts *o, const zcost_option *opt, int n, char *why, size_t whysz);

@@ -598,10 +598,9 @@ static zstatus check_batch(const zrt *r, zrt_seq *const *seqs, const int32_t *to
     return ZOK;
 }
 
-zstatus zrt_run_batch(zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n, float *logits, zdiag *d) {
+/* A batch step's rows: each row's (position, slot), and the tokens. */
+static void write_batch_step(zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n) {
     const zplan *p = r->plan;
-    zstatus s = check_batch(r, seqs, tokens, n, d);
-    if (s) return s;
     uint32_t *step = r->bufs[p->step_buffer].map;
     step[0] = (uint32_t)n, step[1] = 0, step[2] = p->ctx, step[3] = 0;
     for (int i = 0; i < n; i++) {
@@ -610,6 +609,13 @@ zstatus zrt_run_batch(zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n
         step[5 + 2 * i] = q->slot;
     }
     memcpy(r->bufs[p->tokens_buffer].map, tokens, sizeof *tokens * (size_t)n);
+}
+
+zstatus zrt_run_batch(zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n, float *logits, zdiag *d) {
+    const zplan *p = r->plan;
+    zstatus s = check_batch(r, seqs, tokens, n, d);
+    if (s) return s;
+    write_batch_step(r, seqs, tokens, n);
     if (!r->batch_recorded[n]) { /* the batch dispatches bind every slot: the zrt's own sets */
         zrt_seq *was = r->cur;
         r->cur = &r->main;
@@ -674,17 +680,15 @@ zstatus zrt_top(const zrt *r, zrt_sample_cand *top, size_t *n, zdiag *d) {
     return ZOK;
 }
 
-zstatus zrt_profile(zrt *r, zplan_phase ph, const int32_t *tokens, int n, double *ns, zdiag *d) {
+/* Schedule ph's dispatches for a step of n rows (the step buffer written),
+ * with a timestamp after each: ns[i] the time of dispatch i. */
+static zstatus timed_run(zrt *r, zplan_phase ph, int n, double *ns, zdiag *d) {
     const zplan_schedule *sc = &r->plan->sched[ph];
-    zstatus s = check_step(r, ph, tokens, n, d);
-    if (s) return s;
-    if (!r->dev.prof.timestamps)
-        return zdiag_set(d, ZE_UNSUPPORTED, "device '%s' has no timestamps", r->dev.prof.name);
-    write_step(r, tokens, n, false);
     zvk_timer tm = {0};
     zvk_cmd c = {0};
     double *t = calloc(sc->count + 1, sizeof *t);
-    s = t ? zvk_timer_create(&r->dev, sc->count + 1, &tm, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
+    zstatus s =
+        t ? zvk_timer_create(&r->dev, sc->count + 1, &tm, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
     if (!s) s = record(r, ph, n, &c, &tm, d);
     if (!s) s = zvk_cmd_submit_wait(&r->dev, &c, d);
     if (!s) s = zvk_timer_read(&r->dev, &tm, t, d);
@@ -693,6 +697,28 @@ zstatus zrt_profile(zrt *r, zplan_phase ph, const int32_t *tokens, int n, double
     zvk_cmd_release(&r->dev, &c);
     zvk_timer_destroy(&r->dev, &tm);
     free(t);
+    return s;
+}
+
+zstatus zrt_profile(zrt *r, zplan_phase ph, const int32_t *tokens, int n, double *ns, zdiag *d) {
+    zstatus s = check_step(r, ph, tokens, n, d);
+    if (s) return s;
+    if (!r->dev.prof.timestamps)
+        return zdiag_set(d, ZE_UNSUPPORTED, "device '%s' has no timestamps", r->dev.prof.name);
+    write_step(r, tokens, n, false);
+    return timed_run(r, ph, n, ns, d);
+}
+
+zstatus zrt_profile_batch(zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n, double *ns, zdiag *d) {
+    zstatus s = check_batch(r, seqs, tokens, n, d);
+    if (s) return s;
+    if (!r->dev.prof.timestamps)
+        return zdiag_set(d, ZE_UNSUPPORTED, "device '%s' has no timestamps", r->dev.prof.name);
+    write_batch_step(r, seqs, tokens, n);
+    zrt_seq *was = r->cur; /* the batch dispatches bind every slot: the zrt's own sets */
+    r->cur = &r->main;
+    s = timed_run(r, ZPLAN_BATCH, n, ns, d);
+    r->cur = was;
     return s;
 }
 

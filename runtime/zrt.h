@@ -78,6 +78,9 @@ zstatus zrt_profile(zrt *r, zplan_phase ph, const int32_t *tokens, int n, double
  * as among others. logits (may be NULL) receives [n][n_vocab]; afterwards
  * zrt_last_logits on sequence i reads row i, and zrt_top has no candidates. */
 zstatus zrt_run_batch(zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n, float *logits, zdiag *d);
+/* Runs one batch step like zrt_run_batch, timed like zrt_profile: no
+ * sequence advances, and no logits are read back. */
+zstatus zrt_profile_batch(zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n, double *ns, zdiag *d);
 /* The rows a batch step takes: 0 where the plan has no batch schedule. */
 int zrt_batch_rows(const zrt *r);
 

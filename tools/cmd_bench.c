@@ -36,10 +36,10 @@ static const char *const usage =
     "  -o FORMAT    md (a table), json (llama-bench's fields: n_prompt, n_gen, n_depth, avg_ts,\n"
     "               stddev_ts, samples_ts; t/s to 6 decimals, null when not finite) or csv\n"
     "               (default md)\n"
-    "  --profile    also time every dispatch of one prefill step and one decode step on the\n"
-    "               GPU (timestamps), at each depth, and print each kernel's share of the\n"
-    "               phase; with -o json or csv the profile goes to stderr, so that stdout\n"
-    "               stays one document\n"
+    "  --profile    also time every dispatch of one prefill step and one decode step (and a\n"
+    "               batch step of each --parallel N) on the GPU (timestamps), at each depth,\n"
+    "               and print each kernel's share of the step; with -o json or csv the\n"
+    "               profile goes to stderr, so that stdout stays one document\n"
     "\n"
     "model:\n";
 
@@ -164,9 +164,9 @@ static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns,
         total += ns[i];
     }
     qsort(k, p->n_kernels, sizeof *k, by_time);
-    fprintf(to, "\n%s step of %d token%s: %u dispatches, %.1f us on the GPU (%.2f us per token)\n",
-            ph == ZPLAN_DECODE ? "decode" : "prefill", T, T == 1 ? "" : "s", sc->count, total / 1e3,
-            total / 1e3 / T);
+    static const char *const names[ZPLAN_BATCH + 1] = {"prefill", "decode", "batch"};
+    fprintf(to, "\n%s step of %d %s%s: %u dispatches, %.1f us on the GPU (%.2f us per token)\n", names[ph], T,
+            ph == ZPLAN_BATCH ? "row" : "token", T == 1 ? "" : "s", sc->count, total / 1e3, total / 1e3 / T);
     /* weights GB/s: the bound weights over the time, what a decode kernel
      * streams; regs: registers per invocation (+ spilled), from the driver */
     fprintf(to, "  %6s %6s %9s %8s %7s  %s\n", "share", "calls", "us", "wGB/s", "regs", "kernel");
@@ -179,15 +179,29 @@ static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns,
     free(k);
 }
 
-/* One prefill step and one decode step after depth tokens of context. */
-static zstatus profile(zrt *r, const bench_opts *o, const int32_t *tok, int64_t depth, FILE *to, zdiag *d) {
+/* A batch step of each --parallel N: the zrt's own sequence after depth
+ * tokens, the others wherever the tests left them (the step does not move them). */
+static zstatus profile_batches(zrt *r, const bench_opts *o, zrt_seq *const *seqs, const int32_t *tok,
+                               double *ns, FILE *to, zdiag *d) {
+    zstatus s = ZOK;
+    for (int j = 0; j < o->npar && !s; j++) {
+        s = zrt_profile_batch(r, seqs, tok, o->par[j], ns, d);
+        if (!s) print_profile(r, ZPLAN_BATCH, o->par[j], ns, to);
+    }
+    return s;
+}
+
+/* One prefill step and one decode step after depth tokens of context, and
+ * a batch step of each --parallel N. */
+static zstatus profile(zrt *r, const bench_opts *o, zrt_seq *const *seqs, const int32_t *tok, int64_t depth,
+                       FILE *to, zdiag *d) {
     const zplan *p = zrt_plan(r);
     int64_t want = max_of(o->p, o->np), room = p->ctx - depth - 1;
     want = want < room ? want : room;
     int T = (int)(want < p->sched[ZPLAN_PREFILL].max_tokens ? want : p->sched[ZPLAN_PREFILL].max_tokens);
-    uint32_t most = p->sched[ZPLAN_PREFILL].count > p->sched[ZPLAN_DECODE].count
-                        ? p->sched[ZPLAN_PREFILL].count
-                        : p->sched[ZPLAN_DECODE].count;
+    uint32_t most = 0;
+    for (int ph = 0; ph <= ZPLAN_BATCH; ph++)
+        most = p->sched[ph].count > most ? p->sched[ph].count : most;
     double *ns = calloc(most + 1, sizeof *ns);
     if (!ns) return zdiag_set(d, ZE_NOMEM, "out of memory");
     zrt_reset(r);
@@ -199,6 +213,7 @@ static zstatus profile(zrt *r, const bench_opts *o, const int32_t *tok, int64_t 
     if (!s) s = zrt_eval(r, tok, T > 0 ? T : 1, NULL, d); /* decode after a prompt */
     if (!s) s = zrt_profile(r, ZPLAN_DECODE, tok, 1, ns, d);
     if (!s) print_profile(r, ZPLAN_DECODE, 1, ns, to);
+    if (!s) s = profile_batches(r, o, seqs, tok, ns, to, d);
     free(ns);
     return s;
 }
@@ -276,7 +291,7 @@ static zstatus bench(zrt *r, const bench_opts *o, zdiag *d) {
     if (!s) s = bench_print(o->format, &bm, res, n, stdout, d);
     FILE *to = strcmp(o->format, "md") ? stderr : stdout; /* stdout stays one JSON or CSV document */
     for (int k = 0; k < o->nd && !s && o->profile; k++)
-        s = profile(r, o, tok, o->dep[k], to, d);
+        s = profile(r, o, seqs, tok, o->dep[k], to, d);
     for (int i = 1; i < ZPLAN_MAX_SEQS; i++)
         zrt_seq_free(r, seqs[i]);
     for (size_t i = 0; i < cap; i++)

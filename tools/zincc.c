@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../frontend/arch.h"
+#include "../passes/cost.h"
 #include "../passes/pass.h"
 #include "../backend/target_vk.h"
 #include "../ir/fileio.h"
@@ -269,6 +270,9 @@ static void report_batch(const zincc_opts *z, const gguf_file *f) {
     for (int64_t n = 1; n <= z->parallel; n *= 2)
         printf("  %3lld rows: weights %.2f MiB a step, %.2f MiB a token\n", (long long)n, w / 1048576.0,
                w / 1048576.0 / (double)n);
+    char why[200];
+    zcost_batch_gemv(z->parallel, why, sizeof why);
+    printf("  matmuls: %s\n", why);
 }
 
 static zstatus write_dot(const zincc_opts *z, const phase_out *ph, zdiag *d) {

@@ -11,16 +11,9 @@
 // flight together. UNROLL groups per trip would add more, but on the H200
 // one (the default) measured fastest.
 //
-// GMODE picks the group layout from the weight type (codegen chooses it
-// when every matrix of the kernel has that type):
-//   12  q4_K: a group is one 16-byte quad of a block's quants, i.e. 16
-//       elements of sub-block 2p (low nibbles) and 16 of 2p+1 (high), plus
-//       the block's 16-byte header (d, dmin, scales), read as two uvec4. The
-//       mins become dmin * m * sum(x) with sum(x) computed once per group.
-//   14  q6_K: 32 elements of one half of a block (4 runs of 8, one per
-//       scale row k), from 8 bytes of each ql run, 8 of qh and the 8 scales
-//       of the half; blocks are 210 bytes, so reads are 2-byte aligned.
-//   0   any type: 8 consecutive elements through dequant.glsl's DQ8.
+// GMODE picks the group layout from the weight type (gemv_groups.glsl):
+// 12 q4_K, 14 q6_K, 0 any type in groups of 8. With q4_K the mins become
+// dmin * m * sum(x) with sum(x) computed once per group.
 // The norm needs no extra pass: the lanes sum x^2 over the same groups
 // (together they cover the row) and the scale multiplies the finished dot
 // product, (x . (w * nw)) * s.
@@ -48,30 +41,6 @@ layout(local_size_x = WG) in;
 #endif
 #ifndef IDOT
 #define IDOT 0
-#endif
-
-#if GMODE == 12
-#define GE 32u
-#define NRUN 2u
-#define RUNLEN 16u
-// First element of run i (0..NRUN-1) of group g.
-uint run_start(uint g, uint i) {
-    uint b = g >> 3u, p = (g >> 1u) & 3u, q = g & 1u;
-    return 256u * b + 64u * p + 16u * q + 32u * i;
-}
-#elif GMODE == 14
-#define GE 32u
-#define NRUN 4u
-#define RUNLEN 8u
-uint run_start(uint g, uint i) {
-    uint b = g >> 3u, h = (g >> 2u) & 1u, l0 = 8u * (g & 3u);
-    return 256u * b + 128u * h + 32u * i + l0;
-}
-#else
-#define GE 8u
-#define NRUN 1u
-#define RUNLEN 8u
-uint run_start(uint g, uint i) { return 8u * g; }
 #endif
 
 // Weights without an int-to-float conversion (a quarter-rate instruction
@@ -284,82 +253,34 @@ void load_group(uint xo, uint g, out float xv[GE], out float xs[NRUN], inout flo
 #if GMODE == 12
 // x . row over group g of a q4_K weight.
 float dot_group(const uint which, uint rowb, uint row, uint g, float xv[GE], float xs[NRUN]) {
-    uint b = g >> 3u, p = (g >> 1u) & 3u, q = g & 1u;
-    uint qb = (row * rowb + b * 144u) >> 4u; /* rows and blocks are 16-byte aligned */
-    uvec4 hd = wquad(which, qb), qs = wquad(which, qb + 1u + 2u * p + q);
-    vec2 dm = unpackHalf2x16(hd.x);
-    float sc0, m0, sc1, m1, s0 = 0.0, s1 = 0.0;
-    k4_scale_min(hd.y, hd.z, hd.w, 2u * p, sc0, m0);
-    k4_scale_min(hd.y, hd.z, hd.w, 2u * p + 1u, sc1, m1);
+    Q4G x = q4_group(which, rowb, row, g);
+    float s0 = 0.0, s1 = 0.0;
     [[unroll]] for (uint w = 0u; w < 4u; w++)
         [[unroll]] for (uint h = 0u; h < 2u; h++) {
-            uint hw = qs[w] >> (16u * h); // bytes 2h, 2h+1 at bits 0 and 8
+            uint hw = x.qs[w] >> (16u * h); // bytes 2h, 2h+1 at bits 0 and 8
             [[unroll]] for (uint j = 0u; j < 2u; j++) {
                 uint e = 4u * w + 2u * h + j;
                 s0 += wfield(hw, 0xfu << (8u * j)) * xv[e];
                 s1 += wfield(hw, 0xf0u << (8u * j)) * xv[16u + e];
             }
         }
-    return dm.x * (sc0 * s0 + sc1 * s1) - dm.y * (m0 * xs[0] + m1 * xs[1]);
+    return x.dm.x * (x.sc0 * s0 + x.sc1 * s1) - x.dm.y * (x.m0 * xs[0] + x.m1 * xs[1]);
 }
 
 #if IDOT
 // The same over int8 x: one zdot4 per four weights of each run.
 float dot_group_q8(const uint which, uint rowb, uint row, uint g, XG x) {
-    uint b = g >> 3u, p = (g >> 1u) & 3u, q = g & 1u;
-    uint qb = (row * rowb + b * 144u) >> 4u;
-    uvec4 hd = wquad(which, qb), qs = wquad(which, qb + 1u + 2u * p + q);
-    vec2 dm = unpackHalf2x16(hd.x);
-    float sc0, m0, sc1, m1;
-    k4_scale_min(hd.y, hd.z, hd.w, 2u * p, sc0, m0);
-    k4_scale_min(hd.y, hd.z, hd.w, 2u * p + 1u, sc1, m1);
+    Q4G q = q4_group(which, rowb, row, g);
     int i0 = 0, i1 = 0;
     [[unroll]] for (uint w = 0u; w < 4u; w++) {
-        i0 = zdot4(qs[w] & 0x0f0f0f0fu, x.q0[w], i0);
-        i1 = zdot4((qs[w] >> 4u) & 0x0f0f0f0fu, x.q1[w], i1);
+        i0 = zdot4(q.qs[w] & 0x0f0f0f0fu, x.q0[w], i0);
+        i1 = zdot4((q.qs[w] >> 4u) & 0x0f0f0f0fu, x.q1[w], i1);
     }
-    return dm.x * (sc0 * x.ds.x * float(i0) + sc1 * x.ds.y * float(i1)) - dm.y * (m0 * x.ds.z + m1 * x.ds.w);
+    return q.dm.x * (q.sc0 * x.ds.x * float(i0) + q.sc1 * x.ds.y * float(i1)) -
+           q.dm.y * (q.m0 * x.ds.z + q.m1 * x.ds.w);
 }
 #endif
 #elif GMODE == 14
-// Eight bytes at an even offset: three words, the shift chosen without a
-// branch (neighbouring lanes' blocks alternate between the two cases).
-// Reads up to off + 11, which stays inside the block for the reads below.
-uvec2 wu64(const uint which, uint off) {
-    uint i = off >> 2u, a = wword(which, i), b = wword(which, i + 1u), c = wword(which, i + 2u);
-    bool odd = (off & 2u) != 0u;
-    return odd ? uvec2((a >> 16u) | (b << 16u), (b >> 16u) | (c << 16u)) : uvec2(a, b);
-}
-
-// The 8 scale bytes of half h, which end 2 bytes before the block's d:
-// read backwards (from off - 2) so that no word past the block is touched.
-uvec2 wu64_back(const uint which, uint off) {
-    uint i = (off - 2u) >> 2u, a = wword(which, i), b = wword(which, i + 1u), c = wword(which, i + 2u);
-    bool odd = (off & 2u) != 0u;
-    return odd ? uvec2((a >> 16u) | (b << 16u), (b >> 16u) | (c << 16u)) : uvec2(b, c);
-}
-
-// Group g of a q6_K row (32 elements of one half of a block): the 8 bytes of
-// each of its two ql runs, its 8 qh bytes, the half's 8 scales, d, and the
-// first scale's index within them.
-struct Q6G {
-    uvec2 qa, qb, qh, sc;
-    float d;
-    uint sl;
-};
-Q6G q6_group(const uint which, uint rowb, uint row, uint g) {
-    uint b = g >> 3u, h = (g >> 2u) & 1u, l0 = 8u * (g & 3u);
-    uint off = row * rowb + b * 210u;
-    Q6G q;
-    q.qa = wu64(which, off + 64u * h + l0);
-    q.qb = wu64(which, off + 64u * h + 32u + l0);
-    q.qh = wu64(which, off + 128u + 32u * h + l0);
-    q.sc = wu64_back(which, off + 192u + 8u * h);
-    q.d = wf16(which, off + 208u);
-    q.sl = l0 >> 4u;
-    return q;
-}
-
 float dot_group(const uint which, uint rowb, uint row, uint g, float xv[GE], float xs[NRUN]) {
     Q6G q = q6_group(which, rowb, row, g);
     float acc = 0.0;

@@ -5,7 +5,7 @@
  *     sequence alone (the same tolerance as the e2e tests).
  *   - A sequence gives bit-identical logits, hence the same greedy tokens,
  *     in a batch of one as among others at other positions, in any row,
- *     as the batch grows and shrinks.
+ *     as the batch grows and shrinks; the matmuls are multi-row GEMVs.
  *   - The errors: no batch schedule, too many rows, a sequence twice, too
  *     many sequences for the plan's slots. */
 #include <criterion/criterion.h>
@@ -74,6 +74,19 @@ static zplan *compile(model *m, int64_t parallel) {
     for (int ph = 0; ph < ZPLAN_PHASES; ph++)
         zir_graph_free(g[ph]);
     return p;
+}
+
+/* The batch schedule's matmuls are multi-row GEMVs (zcost_batch_gemv: a
+ * step of NSEQ rows), not GEMMs: what the bit-identity below covers. */
+static void uses_gemvn(const zplan *p) {
+    const zplan_schedule *s = &p->sched[ZPLAN_BATCH];
+    int n = 0;
+    for (uint32_t i = s->first; i < s->first + s->count; i++) {
+        const char *k = zplan_str(p, p->kernels[p->dispatches[i].kernel].name);
+        cr_expect(strncmp(k, "gemm", 4), "batch dispatch %u runs %s, a GEMM", i, k);
+        n += !strncmp(k, "gemvn_", 6);
+    }
+    cr_assert_gt(n, 0, "the batch schedule runs no multi-row GEMV");
 }
 
 static int32_t argmax(const float *row, int V) {
@@ -160,7 +173,9 @@ static void run_identity(zmk_arch arch, zmk_quant q, const char *name) {
     zrt *rt;
     zrt_opts ro = {0};
     zdiag d = {0};
-    cr_assert_eq(zrt_open_plan(compile(&m, NSEQ), &ro, &rt, &d), ZOK, "%s", d.msg);
+    zplan *p = compile(&m, NSEQ);
+    uses_gemvn(p);
+    cr_assert_eq(zrt_open_plan(p, &ro, &rt, &d), ZOK, "%s", d.msg);
     cr_assert_eq(zrt_batch_rows(rt), NSEQ);
     seq a = {0}, b = {0}, c = {0}, alone = {0};
     cr_assert_eq(zrt_seq_new(rt, &b.q, &d), ZOK, "%s", d.msg);

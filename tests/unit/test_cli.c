@@ -702,7 +702,8 @@ Test(cli, bench_like_llama_bench) {
 
 /* ---- small things --------------------------------------------------------- */
 
-/* zinc help CMD; zincc --report json spaced like --emit dot; on a terminal a
+/* zinc help CMD; zincc --report json spaced like --emit dot, and --report
+ * with --parallel names the batch matmuls' kernels; on a terminal a
  * newline ends generated text; Ctrl-C at the chat prompt discards the line
  * and prompts again, Ctrl-D quits with a newline. */
 Test(cli, small_things) {
@@ -715,6 +716,13 @@ Test(cli, small_things) {
     cr_expect_eq(tu_run(&out, "{ " ZINCC " %s --report json --target generic 2>/dev/null; }", gguf), 0, "%s",
                  out);
     cr_expect(out[0] == '{', "not JSON: %.200s", out);
+    free(out);
+    /* the batch schedule's matmuls, as the cost model chose them */
+    cr_expect_eq(tu_run(&out, ZINCC " %s --report --target h200 --parallel 4 2>&1", gguf), 0, "%s", out);
+    cr_expect(strstr(out, "matmuls: multi-row GEMV, 4 rows a workgroup"), "%s", out);
+    free(out);
+    cr_expect_eq(tu_run(&out, ZINCC " %s --report --target h200 --parallel 24 2>&1", gguf), 0, "%s", out);
+    cr_expect(strstr(out, "matmuls: GEMM tiles: 24 rows"), "%s", out);
     free(out);
     term t;
     char *const run[] = {"zinc", "run", (char *)plan, "-p", "hi", "-n", "3", "--temp", "0", "--quiet", NULL};

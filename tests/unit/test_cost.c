@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "passes/cost.h"
@@ -549,4 +550,22 @@ Test(passes, fuse_qkv_is_decode_only) {
     for (uint32_t i = 0; i < g->n_nodes; i++)
         cr_expect_neq(g->nodes[i]->op, ZOP_KERNEL, "prefill made a kernel");
     zir_graph_free(g);
+}
+
+/* The batch schedule's matmuls: a multi-row GEMV of all the step's rows up
+ * to 16 of them, the GEMMs beyond, and ZINC_BATCH_GEMV=0 keeps the GEMMs. */
+Test(batch, gemv_up_to_16_rows) {
+    char why[200];
+    unsetenv("ZINC_BATCH_GEMV");
+    static const int64_t rows[] = {1, 3, 8, 16, 17, 64};
+    static const int want[] = {1, 3, 8, 16, 0, 0};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        cr_expect_eq(zcost_batch_gemv(rows[i], why, sizeof why), want[i], "%lld rows: %s", (long long)rows[i],
+                     why);
+        cr_expect(strstr(why, want[i] ? "multi-row GEMV" : "GEMM"), "%s", why);
+    }
+    setenv("ZINC_BATCH_GEMV", "0", 1);
+    cr_expect_eq(zcost_batch_gemv(8, why, sizeof why), 0);
+    cr_expect(strstr(why, "ZINC_BATCH_GEMV=0"), "%s", why);
+    unsetenv("ZINC_BATCH_GEMV");
 }

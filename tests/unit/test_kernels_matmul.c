@@ -539,6 +539,64 @@ Test(kernels_matmul, q4_k_m_f16_activations, .timeout = 300) {
     check_model(&MODELS[M_Q4_K_M], true, TOL_F16);
 }
 
+/* ---- the batch schedule's multi-row GEMV ------------------------------------- */
+
+/* The prefill graph for h200 (norm prologues, residual and bias epilogues,
+ * gate+up+SwiGLU, the KV store), as the batch schedule runs it: every
+ * matmul a multi-row GEMV of `rows` token rows a workgroup (zcg_opts
+ * gemv_rows), at steps of 1, 3 and 16 tokens: with 16 rows a workgroup
+ * 1 and 3 are partial and 16 whole, with 4 the step of 16 takes four
+ * workgroup rows and 3 one partial one. mm-f16 stays off: the GEMV sums
+ * fp32 operands, which the interpreter then computes too. */
+static void check_gemvn(const mspec *m, int rows, bool act_f16, double tol) {
+    kh_ctx *k = open_device();
+    gguf_file *f = open_model(m);
+    bool seen[F_COUNT] = {0};
+    worst w[MAX_KINDS] = {0};
+    ztarget t = device_target(k, "h200");
+    zir_graph *g = NULL;
+    zdiag d = {0};
+    cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
+    zpass_opts po = kh_pass_opts(ztarget_find("h200"), ZPH_PREFILL);
+    cr_assert_eq(zpass_run_pipeline(g, NULL, "mm-f16", &po, &d), ZOK, "%s", d.msg);
+    char what[96];
+    snprintf(what, sizeof what, "%s h200/batch, %d rows a workgroup%s", m->label, rows,
+             act_f16 ? " f16" : "");
+    run_ctx r = {k, g, {&t, ZPH_PREFILL, 16, act_f16}, ztarget_find("h200"), what, tol, seen, w};
+    r.o.gemv_rows = rows;
+    static const int64_t T[] = {1, 3, 16};
+    static const bool all[] = {true, true, true};
+    run_steps(&r, T, all, 3);
+    static const feat want[] = {F_GEMV, F_NORM, F_RESIDUAL, F_GATE_UP, F_STORE};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_expect(seen[want[i]], "%s: no multi-row GEMV exercised %s", what, feat_names[want[i]]);
+    if (m->arch == ZMK_QWEN2) cr_expect(seen[F_BIAS], "%s: no kernel exercised the bias epilogue", what);
+    cr_expect(!seen[F_GEMM], "%s: a matmul ran as a GEMM", what);
+    for (int i = 0; i < MAX_KINDS && w[i].kind[0]; i++) {
+        cr_expect(!strncmp(w[i].kind, "gemvn", 5) || !strcmp(w[i].kind, "embed"), "%s: ran %s", what,
+                  w[i].kind);
+        cr_log_info("%s: %-12s max error %.3g of the output RMS over %d checks", what, w[i].kind, w[i].err,
+                    w[i].n);
+    }
+    zir_graph_free(g);
+    gguf_close(f);
+    kh_close(k);
+}
+
+/* q4_k_m: q4_K's and q6_K's group layouts (GMODE 12, 14), q5_0's rows of
+ * 288 the 8-element one; q8_0 (qwen2, biases) the 8-element one alone. */
+Test(kernels_matmul, gemvn_q4_k_m, .timeout = 300) {
+    check_gemvn(&MODELS[M_Q4_K_M], 16, false, TOL_F32);
+    check_gemvn(&MODELS[M_Q4_K_M], 4, false, TOL_F32);
+}
+Test(kernels_matmul, gemvn_q8_0_q6_K, .timeout = 300) {
+    check_gemvn(&MODELS[3], 16, false, TOL_F32);
+    check_gemvn(&MODELS[12], 4, false, TOL_F32);
+}
+Test(kernels_matmul, gemvn_f16_activations, .timeout = 300) {
+    check_gemvn(&MODELS[M_Q4_K_M], 8, true, TOL_F16);
+}
+
 /* ---- the census: every template appears in the graphs checked above ---------- */
 
 /* ZINC_DUMP_GLSL=dir writes each kernel's source to dir/<name>.comp, to
