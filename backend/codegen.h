@@ -63,9 +63,9 @@ typedef struct zcg_tuning {
 typedef struct zcg_opts {
     const ztarget *target;
     zpass_phase phase;
-    int64_t max_tokens; /* most tokens in one step (prefill chunk; batch: rows) */
-    bool act_f16;       /* activations stored as float16 (needs 16-bit storage) */
-    const zcg_tuning *tuning;  /* measured layouts, or NULL */
+    int64_t max_tokens;         /* most tokens in one step (prefill chunk; batch: rows) */
+    bool act_f16;               /* activations stored as float16 (needs 16-bit storage) */
+    const zcg_tuning *tuning;   /* measured layouts, or NULL */
     const zcg_gemv *force_gemv; /* the layout of every GEMV (the tuner's candidates), or NULL */
     bool batch; /* the batch schedule: row t is a token of sequence slot rows[t].y at position rows[t].x */
 } zcg_opts;
@@ -96,6 +96,10 @@ zstatus zcg_moe(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena
  * softplus, l2_norm, slice, ssm_conv and delta_net; zcg_misc calls it. */
 zstatus zcg_recurrent(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
                       zdiag *d);
+/* The chunk of tokens delta_net's prefill kernel solves at once for head
+ * dimension D (by o's most tokens a step and shared memory), or 0: the
+ * token-by-token kernel (cg_recur.c says why). */
+int64_t zcg_delta_chunk(const zcg_opts *o, int64_t D);
 zstatus zcg_attention(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
                       zdiag *d);
 
