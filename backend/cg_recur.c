@@ -217,7 +217,8 @@ static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
     else
         snprintf(b->k->name, sizeof b->k->name, "delta_net_hk%lld_hv%lld_d%lld", (long long)Hk, (long long)Hv,
                  (long long)D);
-    static const char *const token[] = {"delta_net", NULL}, *const chunked[] = {"delta_net_chunk", NULL};
+    static const char *const token[] = {"delta_net_io", "delta_net", NULL};
+    static const char *const chunked[] = {"delta_net_io", "delta_net_chunk", NULL};
     return zcg_build(b, C ? chunked : token, n, d);
 }
 

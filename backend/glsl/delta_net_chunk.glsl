@@ -19,15 +19,8 @@
 // substitution, with no barrier between tokens: the serial dependency on the
 // state is once per chunk instead of once per token. At position 0 the state
 // reads as zeros; it is stored once at the end of the step.
-// Defines: D, HK, HV, C, SCALE; bindings B_Q, B_K, B_V, B_G, B_BETA, B_S, B_Y.
+// Defines: D, HK, HV, C, SCALE; after delta_net_io.glsl.
 layout(local_size_x = D) in;
-layout(std430, set = 0, binding = B_Q) readonly buffer Q { ACT_T q[]; };
-layout(std430, set = 0, binding = B_K) readonly buffer Kb { ACT_T k[]; };
-layout(std430, set = 0, binding = B_V) readonly buffer V { ACT_T v[]; };
-layout(std430, set = 0, binding = B_G) readonly buffer G { ACT_T g[]; };
-layout(std430, set = 0, binding = B_BETA) readonly buffer Beta { ACT_T beta[]; };
-layout(std430, set = 0, binding = B_S) buffer S { float st[]; };
-layout(std430, set = 0, binding = B_Y) writeonly buffer Y { ACT_T y[]; };
 
 shared float sk[C * D], sq[C * D]; // the chunk's keys and queries, row t at t * D
 shared float su[C * D];            // u_t[j] at t * D + j: column j is thread j's alone
@@ -70,9 +63,8 @@ void products(uint n, uint j) {
 void main() {
     uint h = gl_WorkGroupID.x, j = gl_LocalInvocationID.x, hk = h % HK;
     uint row = (h * D + j) * D;
-    bool fresh = step.pos == 0u;
     float m[D];
-    for (uint i = 0; i < D; i++) m[i] = fresh ? 0.0 : st[row + i];
+    load_row(row, m);
     for (uint c0 = 0; c0 < step.T; c0 += C) {
         uint n = min(uint(C), step.T - c0);
         barrier(); // the previous chunk's keys are read
