@@ -8,14 +8,30 @@
  *              step's tokens with the window in registers, then writes the
  *              last K-1 rows back to the conv state (ssm_conv.glsl)
  *   delta_net  the gated delta rule: a workgroup per value head, a thread
- *              per row of the head's state matrix, token by token in one
- *              dispatch; decode updates the state in place (delta_net.glsl)
+ *              per row of the head's state matrix, in one of two forms:
+ *              token by token (delta_net.glsl), or in chunks of C tokens
+ *              whose updates are solved together (delta_net_chunk.glsl)
  *
  * Both recurrent kernels read their state as zeros in a step at position 0
  * (a new sequence), as the interpreter does, and store it at the end of
- * every step. Prefill runs the delta rule token by token inside the
- * dispatch: correct for any chunk, but serial in T (docs/architecture.md
- * says what a chunked scan would change). */
+ * every step.
+ *
+ * Which delta_net kernel a schedule gets is decided here, by the most tokens
+ * of its steps and the target's shared memory (delta_chunk), not in a shader:
+ *   - a schedule of one-token steps (decode) gets the token kernel, which
+ *     updates the state in place with nothing staged but k and q: a chunk
+ *     of one token only adds the chunk's bookkeeping.
+ *   - prefill gets the chunked scan with the largest C of 64, 32, 16 and 8
+ *     whose staging (keys, queries and u of C tokens, two C x C products)
+ *     fits the target's shared memory: the token kernel's chain of two
+ *     barriers and two dependent D-long dot products per token becomes one
+ *     serial step per chunk, the chunk's dot products independent of each
+ *     other. The C^2 D products grow with C, and 64 is where llama.cpp's
+ *     delta-net-base and flash-linear-attention stop. A D too large for a
+ *     chunk of 8 keeps the token kernel.
+ *   - ZINC_DELTA_CHUNK=n forces prefill's C = n (1 to 64; 0: the token
+ *     kernel), for measuring one against the other.
+ * docs/architecture.md says what the matrix units would change. */
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +43,8 @@ enum {
     CONV_WG = 64,
     CONV_MAX_K = 16,   /* taps: the window lives in registers */
     DELTA_MAX_D = 256, /* head dimension: a workgroup's threads, a row in registers */
+    DELTA_MAX_C = 64,  /* tokens per chunk of the chunked scan */
+    DELTA_MIN_C = 8,
     MAX_GRID_Y = 65535,
 };
 
@@ -150,6 +168,22 @@ static zstatus gen_ssm_conv(const zir_node *n, zcg_builder *b, zdiag *d) {
     return zcg_build(b, files, n, d);
 }
 
+/* Shared memory of delta_net_chunk.glsl: keys, queries and u of C tokens,
+ * the C x C products A and B, and the gates and betas. */
+static int64_t delta_chunk_smem(int64_t C, int64_t D) {
+    return 4 * (3 * C * D + 2 * C * C + 2 * C);
+}
+
+int64_t zcg_delta_chunk(const zcg_opts *o, int64_t D) {
+    if (o->max_tokens <= 1) return 0;
+    int64_t forced = zcg_knob("ZINC_DELTA_CHUNK", 0, DELTA_MAX_C, -1);
+    if (forced >= 0) return forced;
+    int64_t budget = o->target ? o->target->smem_bytes : 16384, C = DELTA_MAX_C;
+    while (C >= DELTA_MIN_C && delta_chunk_smem(C, D) > budget)
+        C /= 2;
+    return C >= DELTA_MIN_C ? C : 0;
+}
+
 static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
     const zir_value *q = n->in[0], *k = n->in[1], *v = n->in[2], *g = n->in[3], *beta = n->in[4];
     const zir_value *st = n->in[5];
@@ -175,10 +209,17 @@ static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
     zcg_def_i(b, "HV", Hv);
     zcg_def_s(b, "SCALE", zarena_printf(b->a, "float(%.9g)", n->attr.scale));
     fixed_grid(b->k, Hv);
-    snprintf(b->k->name, sizeof b->k->name, "delta_net_hk%lld_hv%lld_d%lld", (long long)Hk, (long long)Hv,
-             (long long)D);
-    static const char *const files[] = {"delta_net", NULL};
-    return zcg_build(b, files, n, d);
+    int64_t C = zcg_delta_chunk(b->o, D);
+    if (C) zcg_def_i(b, "C", C);
+    if (C)
+        snprintf(b->k->name, sizeof b->k->name, "delta_net_chunk_hk%lld_hv%lld_d%lld_c%lld", (long long)Hk,
+                 (long long)Hv, (long long)D, (long long)C);
+    else
+        snprintf(b->k->name, sizeof b->k->name, "delta_net_hk%lld_hv%lld_d%lld", (long long)Hk, (long long)Hv,
+                 (long long)D);
+    static const char *const token[] = {"delta_net_io", "delta_net", NULL};
+    static const char *const chunked[] = {"delta_net_io", "delta_net_chunk", NULL};
+    return zcg_build(b, C ? chunked : token, n, d);
 }
 
 zstatus zcg_recurrent(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,

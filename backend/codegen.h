@@ -98,6 +98,10 @@ zstatus zcg_moe(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena
  * softplus, l2_norm, slice, ssm_conv and delta_net; zcg_misc calls it. */
 zstatus zcg_recurrent(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
                       zdiag *d);
+/* The chunk of tokens delta_net's prefill kernel solves at once for head
+ * dimension D (by o's most tokens a step and shared memory), or 0: the
+ * token-by-token kernel (cg_recur.c says why). */
+int64_t zcg_delta_chunk(const zcg_opts *o, int64_t D);
 zstatus zcg_attention(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
                       zdiag *d);
 

@@ -8,26 +8,18 @@
 // state is read once and written once per step (in place). At position 0
 // (a new sequence) the state reads as zeros. A workgroup per value head;
 // k and q of each token are staged in shared memory for its D threads.
-// Prefill walks its tokens serially here: a chunked scan (the rows of a
-// chunk of tokens at once, as matrix products) is the faster form.
-// Defines: D, HK, HV, SCALE; bindings B_Q, B_K, B_V, B_G, B_BETA, B_S, B_Y.
+// Decode's kernel: prefill runs the chunked scan of delta_net_chunk.glsl
+// (cg_recur.c chooses), which takes the state's serial step once a chunk.
+// Defines: D, HK, HV, SCALE; after delta_net_io.glsl.
 layout(local_size_x = D) in;
-layout(std430, set = 0, binding = B_Q) readonly buffer Q { ACT_T q[]; };
-layout(std430, set = 0, binding = B_K) readonly buffer Kb { ACT_T k[]; };
-layout(std430, set = 0, binding = B_V) readonly buffer V { ACT_T v[]; };
-layout(std430, set = 0, binding = B_G) readonly buffer G { ACT_T g[]; };
-layout(std430, set = 0, binding = B_BETA) readonly buffer Beta { ACT_T beta[]; };
-layout(std430, set = 0, binding = B_S) buffer S { float st[]; };
-layout(std430, set = 0, binding = B_Y) writeonly buffer Y { ACT_T y[]; };
 
 shared float sq[D], sk[D];
 
 void main() {
     uint h = gl_WorkGroupID.x, j = gl_LocalInvocationID.x, hk = h % HK;
     uint row = (h * D + j) * D;
-    bool fresh = step.pos == 0u;
     float m[D];
-    for (uint i = 0; i < D; i++) m[i] = fresh ? 0.0 : st[row + i];
+    load_row(row, m);
     for (uint t = 0; t < step.T; t++) {
         barrier(); // the previous token's q and k are read
         sq[j] = float(q[(t * HK + hk) * D + j]);

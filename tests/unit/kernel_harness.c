@@ -112,10 +112,14 @@ static zstatus fill(kh_ctx *k, const zcg_binding *b, const zir_interp *it, zir_s
     return ZOK;
 }
 
-/* A written KV cache keeps its old rows: only rows pos..pos+T-1 are poisoned. */
-static void unpoison_cache(const zcg_binding *b, zir_step st, bool f16, slot *s) {
+/* A written KV cache keeps its old rows: only rows pos..pos+T-1 are
+ * poisoned. A recurrent state is whole: the caller's contents before the
+ * step (kh_ctx.state_in), or poison. */
+static void unpoison_cache(const kh_ctx *k, const zcg_binding *b, zir_step st, bool f16, slot *s) {
     const zir_value *v = b->value;
-    if (!v || v->role != ZR_KV || !s->want) return;
+    if (v && v == k->state && k->state_in && s->want)
+        memcpy(s->buf.map, k->state_in, sizeof(float) * (size_t)s->n);
+    if (!v || v->role != ZR_KV || zir_value_is_state(v) || !s->want) return;
     int64_t row = s->n / st.ctx;
     s->rms_lo = st.pos * row;
     s->rms_hi = (st.pos + st.T) * row;
@@ -130,14 +134,14 @@ static void unpoison_cache(const zcg_binding *b, zir_step st, bool f16, slot *s)
 }
 
 /* Poisons a written binding again (a KV cache: its new rows only). */
-static void repoison(const zcg_binding *b, zir_step st, bool f16, slot *s) {
+static void repoison(const kh_ctx *k, const zcg_binding *b, zir_step st, bool f16, slot *s) {
     for (int64_t i = 0; s->want && i < s->n; i++) {
         if (f16)
             ((uint16_t *)s->buf.map)[i] = zf32_to_f16(NAN);
         else
             ((float *)s->buf.map)[i] = NAN;
     }
-    unpoison_cache(b, st, f16, s);
+    unpoison_cache(k, b, st, f16, s);
 }
 
 static zstatus compare(const slot *s, bool f16, const char *name, kh_result *r, zdiag *d) {
@@ -216,7 +220,7 @@ zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zc
     if (!s) snprintf(r->kernel, sizeof r->kernel, "%s", kn.name);
     for (int i = 0; !s && i < kn.n_bind; i++) {
         s = fill(k, &kn.bind[i], it, st, binding_f16(&kn.bind[i], o), &slots[i], d);
-        if (!s) unpoison_cache(&kn.bind[i], st, binding_f16(&kn.bind[i], o), &slots[i]);
+        if (!s) unpoison_cache(k, &kn.bind[i], st, binding_f16(&kn.bind[i], o), &slots[i]);
         if (!s && kn.bind[i].value && kn.bind[i].value->role == ZR_INPUT) {
             const int32_t *tok =
                 k->tokens ? k->tokens : (const int32_t *)zir_interp_value(it, kn.bind[i].value, NULL);
@@ -234,7 +238,7 @@ zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zc
     }
     for (int rep = 0; !s && rep < (k->replays > 1 ? k->replays : 1); rep++) {
         for (int i = 0; rep && i < kn.n_bind; i++)
-            repoison(&kn.bind[i], st, binding_f16(&kn.bind[i], o), &slots[i]);
+            repoison(k, &kn.bind[i], st, binding_f16(&kn.bind[i], o), &slots[i]);
         s = dispatch(k, &kn, slots, kn.n_bind, &stepb, st, d);
         for (int i = 0; !s && i < kn.n_bind; i++)
             if (slots[i].want)
@@ -264,8 +268,8 @@ zstatus kh_compile(const gguf_file *f, const ztarget *t, zpass_phase ph, const c
     return s;
 }
 
-zstatus kh_run_steps(const zir_graph *g, int64_t ctx, int64_t max_tokens, uint64_t seed, kh_step_fn fn, void *arg,
-                     zdiag *d) {
+zstatus kh_run_steps(const zir_graph *g, int64_t ctx, int64_t max_tokens, uint64_t seed, kh_step_fn fn,
+                     void *arg, zdiag *d) {
     static const int steps[] = {1, 7, 17};
     bool one = max_tokens == 1; /* a decode schedule: the runtime never gives it more */
     zir_interp *it;

@@ -28,6 +28,13 @@ typedef struct kh_ctx {
      * keeps state in a scratch binding (split-K counters) must leave it
      * ready for the next replay of a recorded command buffer. */
     int replays;
+    /* A recurrent state the kernel reads past position 0, and its contents
+     * before the step (the interpreter keeps only those after it): bound in
+     * place of the poison, and the result compared with the interpreter's.
+     * Without them a state binding is poisoned like any output, which a
+     * kernel at position 0 (a fresh state) must not read. */
+    const zir_value *state;
+    const float *state_in;
 } kh_ctx;
 
 /* Opens the default device (ZINC_DEVICE respected). false with err on failure. */
@@ -62,7 +69,7 @@ zstatus kh_compile(const gguf_file *f, const ztarget *t, zpass_phase ph, const c
  * schedule of one-token steps (max_tokens 1: decode, whose kernels may rely
  * on it) gets six single tokens instead, at positions 0 to 5. */
 typedef void (*kh_step_fn)(const zir_graph *g, const zir_interp *it, zir_step st, void *arg);
-zstatus kh_run_steps(const zir_graph *g, int64_t ctx, int64_t max_tokens, uint64_t seed, kh_step_fn fn, void *arg,
-                     zdiag *d);
+zstatus kh_run_steps(const zir_graph *g, int64_t ctx, int64_t max_tokens, uint64_t seed, kh_step_fn fn,
+                     void *arg, zdiag *d);
 
 #endif

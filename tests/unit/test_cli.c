@@ -22,11 +22,13 @@
 static const char *model(const char *arch, const char *quant, uint64_t seed, const char *name) {
     const char *path = tu_tmp(name);
     char *out = NULL;
+    const char *interval =
+        strncmp(arch, "qwen35", 6) ? "" : " --full-attn-interval 2"; /* delta-net, attention */
     int rc = tu_run(
         &out,
         ZINC " mkmodel --arch %s --layers 2 --hidden 256 --ff 512 --heads 4 --kv-heads 2 --head-dim 64 "
-             "--vocab 400 --quant %s --seed %llu -o %s",
-        arch, quant, (unsigned long long)seed, path);
+             "--vocab 400 --quant %s --seed %llu -o %s%s",
+        arch, quant, (unsigned long long)seed, path, interval);
     cr_assert_eq(rc, 0, "mkmodel failed: %s", out);
     free(out);
     return path;
@@ -97,6 +99,24 @@ Test(cli, run_matches_ref_llama) {
 }
 Test(cli, run_matches_ref_qwen2) {
     logits_match("qwen2", "q4_k_m");
+}
+/* qwen35 with the delta rule's prefill in chunks of 3 (ZINC_DELTA_CHUNK,
+ * which zincc reads): the steps of 8 tokens are chunks of 3, 3 and 2, and
+ * the plan runs the chunked scan in prefill and the token kernel in decode,
+ * as zinc info lists them. */
+Test(cli, run_matches_ref_qwen35_chunked) {
+    setenv("ZINC_DELTA_CHUNK", "3", 1);
+    const char *plan = plan_for(model("qwen35", "f32", 4, "q35c.gguf"), "q35c.zplan");
+    char *out = NULL;
+    cr_assert_eq(tu_run(&out, ZINC " info %s", plan), 0, "%s", out);
+    const char *pre = strstr(out, "  prefill: "), *dec = strstr(out, "  decode: ");
+    cr_assert(pre && dec && pre < dec, "%s", out);
+    const char *chunked = strstr(pre, "delta_net_chunk_hk2_hv4_d32_c3 "),
+               *token = strstr(dec, "delta_net_hk");
+    cr_expect(chunked && chunked < dec, "prefill: the chunked scan, chunks of 3: %s", pre);
+    cr_expect(token && !strstr(dec, "delta_net_chunk"), "decode: the token kernel: %s", dec);
+    free(out);
+    logits_match("qwen35", "f32");
 }
 
 /* Generated text may hold any byte (a NUL too): compare the files whole.

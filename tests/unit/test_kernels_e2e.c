@@ -171,6 +171,14 @@ static void reference_decode(const zir_graph *g, const int32_t *tok, int n, int 
     zir_interp_free(it);
 }
 
+/* Dispatches of schedule ph whose kernel's name starts with prefix. */
+static int dispatches_of(const zplan *p, int ph, const char *prefix) {
+    int n = 0;
+    for (uint32_t i = p->sched[ph].first; i < p->sched[ph].first + p->sched[ph].count; i++)
+        n += !strncmp(zplan_str(p, p->kernels[p->dispatches[i].kernel].name), prefix, strlen(prefix));
+    return n;
+}
+
 /* Returns the larger of the prefill and decode errors (of the RMS). */
 static double run_model(zmk_arch arch, zmk_quant q, const char *target, const char *pipeline,
                         const char *name) {
@@ -191,7 +199,13 @@ static double run_model(zmk_arch arch, zmk_quant q, const char *target, const ch
 
     zrt *rt;
     zrt_opts ro = {0};
-    cr_assert_eq(zrt_open_plan(compile(&x, target, pipeline, CHUNK, CTX), &ro, &rt, &d), ZOK, "%s", d.msg);
+    zplan *p = compile(&x, target, pipeline, CHUNK, CTX);
+    if (arch == ZMK_QWEN35 || arch == ZMK_QWEN35MOE) { /* prefill's delta rule is the chunked scan */
+        int layers = x.ref->hp.n_layer / 2;            /* every other layer is a delta-net layer */
+        cr_assert_eq(dispatches_of(p, ZPLAN_PREFILL, "delta_net_chunk_"), layers);
+        cr_assert_eq(dispatches_of(p, ZPLAN_DECODE, "delta_net_hk"), layers, "decode: the token kernel");
+    }
+    cr_assert_eq(zrt_open_plan(p, &ro, &rt, &d), ZOK, "%s", d.msg);
     for (int i = 0; i < N * V; i++)
         got[i] = NAN;
     cr_assert_eq(zrt_eval(rt, tok, N, got, &d), ZOK, "%s", d.msg); /* chunks of 5, 5, 3 */
@@ -270,7 +284,9 @@ Test(e2e, qwen3moe_f32_unfused) {
 /* qwen35 (a gated delta-net layer and a gated attention layer) and
  * qwen35moe: the conv and delta-rule states carried across the prefill
  * chunks of 5, 5 and 3 tokens (each longer than the conv's 3-row window)
- * and across the 13 decode steps, after a reset in between; imrope, the
+ * and across the 13 decode steps, after a reset in between; prefill's
+ * delta rule is the chunked scan (one partial chunk a step), decode's the
+ * token kernel (run_model checks the plan's kernels); imrope, the
  * sigmoid gate on the attention, the shared expert. The delta-net's ops are
  * one kernel each with or without the fusion passes (the fused attention,
  * MLP and matmul kernels have unfused runs of their own above), so only the
@@ -278,6 +294,14 @@ Test(e2e, qwen3moe_f32_unfused) {
 Test(e2e, qwen35_f32_fused) {
     double e = run_model(ZMK_QWEN35, ZMK_F32, "llvmpipe", NULL, "e2e-q35f.gguf");
     cr_expect_leq(e, 2e-5, "qwen35 f32: %.3g of the RMS from the interpreter", e);
+}
+/* Chunks of 4 tokens (the knob): the prefill steps of 5, 5 and 3 tokens
+ * each end in a partial chunk, and the state passes from chunk to chunk
+ * inside a step as well as from step to step. */
+Test(e2e, qwen35_f32_chunks_of_4) {
+    setenv("ZINC_DELTA_CHUNK", "4", 1);
+    double e = run_model(ZMK_QWEN35, ZMK_F32, "llvmpipe", NULL, "e2e-q35c4.gguf");
+    cr_expect_leq(e, 2e-5, "qwen35 f32, chunks of 4: %.3g of the RMS from the interpreter", e);
 }
 Test(e2e, qwen35_q4_k_m_fused) {
     run_model(ZMK_QWEN35, ZMK_Q4_K_M, "llvmpipe", NULL, "e2e-q35.gguf");

@@ -1,0 +1,198 @@
+/* delta_net's kernels against the CPU interpreter, every element of the
+ * output and of the state, on the default Vulkan device (llvmpipe in CI):
+ * the token-by-token kernel of decode and the chunked scan of prefill
+ * (backend/cg_recur.c chooses), for steps of T = 1, C-1, C and 2C+3 tokens
+ * (a partial chunk, one whole, several and a partial one), each at position
+ * 0 (the state poisoned: a fresh sequence must not read it) and again at
+ * position T with the state of the first step carried in. The outputs are
+ * poisoned with NaN before each dispatch.
+ *
+ * The graph: token t embeds to row t of a random table, and q, k, v, the
+ * gates and beta are slices of it, made like a model's (q and k unit
+ * vectors per head, as after the l2 norms; beta in (0, 1), a sigmoid; the
+ * gates in [-1, 0], log decays), so that every step's inputs are fresh. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel_harness.h"
+#include "testutil.h"
+
+enum { V = 512, CTX = 256 };
+
+typedef struct shape {
+    int hk, hv, d;
+    const char *target;
+} shape;
+
+typedef struct rig {
+    zir_graph *g;
+    zir_node *net;
+    float *table;
+    int x; /* floats per table row */
+} rig;
+
+static zir_value *op(rig *r, zir_op o, const char *name, zir_value *x, const zir_attrs *a) {
+    zdiag d = {0};
+    zir_value *in[2] = {x, NULL};
+    zir_node *n = zir_node_add(r->g, o, name, in, zir_ops[o].arity, a, 0, ZG_ATTN, &d);
+    cr_assert(n, "%s: %s", name, d.msg);
+    return n->out;
+}
+
+/* Floats [off, off + len) of each token's row, as [T, heads, len / heads]
+ * (heads 0: [T, len]). */
+static zir_value *cut(rig *r, zir_value *x, const char *name, int off, int len, int heads) {
+    zir_attrs s = {.slice = {off, len}};
+    zir_value *v = op(r, ZOP_SLICE, name, x, &s);
+    if (!heads) return v;
+    zir_attrs at = {.reshape = {3, {ZDIM_T, heads, len / heads}}};
+    return op(r, ZOP_RESHAPE, zarena_printf(r->g->arena, "%s3", name), v, &at);
+}
+
+static void fill_table(rig *r, const shape *s, uint64_t seed) {
+    tu_rng g = tu_rng_seed(seed);
+    int D = s->d;
+    for (int t = 0; t < V; t++) {
+        float *row = r->table + (size_t)t * r->x;
+        for (int i = 0; i < r->x; i++)
+            row[i] = tu_uniform(&g, -1, 1);
+        for (int h = 0; h < 2 * s->hk; h++) { /* q and k: unit vectors */
+            double ss = 0;
+            for (int i = 0; i < D; i++)
+                ss += (double)row[h * D + i] * row[h * D + i];
+            for (int i = 0; i < D; i++)
+                row[h * D + i] /= (float)sqrt(ss);
+        }
+        float *gates = row + (2 * s->hk + s->hv) * D;
+        for (int h = 0; h < 2 * s->hv; h++) /* gates in [-1, 0], then beta in [0, 1] */
+            gates[h] = h < s->hv ? -fabsf(gates[h]) : fabsf(gates[h]);
+    }
+}
+
+static rig rig_new(const shape *s, uint64_t seed) {
+    int D = s->d;
+    rig r = {zir_graph_new(), NULL, NULL, (2 * s->hk + s->hv) * D + 2 * s->hv};
+    r.table = malloc(sizeof(float) * (size_t)V * r.x);
+    fill_table(&r, s, seed);
+    zdiag d = {0};
+    zdim ts[1] = {ZDIM_T}, es[2] = {V, r.x}, ss[3] = {s->hv, D, D};
+    r.g->hp.n_vocab = V;
+    r.g->tokens = zir_value_new(r.g, "tokens", ZR_INPUT, ZT_I32, 1, ts, &d);
+    zir_value *e = zir_value_new(r.g, "table", ZR_WEIGHT, ZT_F32, 2, es, &d);
+    e->data = r.table;
+    e->nbytes = sizeof(float) * (uint64_t)V * r.x;
+    zir_value *in[6] = {e, r.g->tokens};
+    zir_value *x = zir_node_add(r.g, ZOP_EMBED, "x", in, 2, NULL, -1, ZG_EMBED, &d)->out;
+    in[0] = cut(&r, x, "q", 0, s->hk * D, s->hk);
+    in[1] = cut(&r, x, "k", s->hk * D, s->hk * D, s->hk);
+    in[2] = cut(&r, x, "v", 2 * s->hk * D, s->hv * D, s->hv);
+    in[3] = cut(&r, x, "g", (2 * s->hk + s->hv) * D, s->hv, 0);
+    in[4] = cut(&r, x, "beta", (2 * s->hk + s->hv) * D + s->hv, s->hv, 0);
+    in[5] = zir_value_new(r.g, "ssm_state", ZR_KV, ZT_F32, 3, ss, &d);
+    zir_attrs a = {.scale = 1.0f / sqrtf((float)D)};
+    r.net = zir_node_add(r.g, ZOP_DELTA_NET, "o", in, 6, &a, 0, ZG_ATTN, &d);
+    cr_assert(r.net, "%s", d.msg);
+    r.g->logits = r.net->out;
+    cr_assert_eq(zir_verify(r.g, &d), ZOK, "%s", d.msg);
+    return r;
+}
+
+static void rig_free(rig *r) {
+    zir_graph_free(r->g);
+    free(r->table);
+}
+
+/* Bounds on max |got - want| / rms(want) over the output and the state.
+ * The token kernel repeats the interpreter's arithmetic in another order of
+ * summation (fp32, D terms): a few ulps. The chunked scan computes the same
+ * quantities as a different sum: the decays as e^(G_t - G_s) of summed gates
+ * instead of products of e^g, and u_t by forward substitution over up to 63
+ * earlier tokens of the chunk. Measured on llvmpipe at these shapes: at
+ * most 3e-6 (token) and 4e-6 (chunked); 1e-4 leaves room for other devices'
+ * exp and fused multiply-adds, while a decay off by 0.1% gives 2e-3 and a
+ * wrong beta, head or token more. */
+#define TOL_TOKEN 1e-5
+#define TOL_CHUNK 1e-4
+
+/* One step of T random tokens through the interpreter, then the kernel of
+ * delta_net for o (max_tokens: which kernel) against it. */
+static void check_step(kh_ctx *k, rig *r, zir_interp *it, const zcg_opts *o, int T, tu_rng *g,
+                       const char *want_kernel, double tol) {
+    const zir_value *st = r->net->in[5];
+    int64_t n = 0;
+    const float *before = zir_interp_value(it, st, &n);
+    float *in = NULL;
+    if (zir_interp_pos(it) > 0) { /* the state carried in; at position 0 it stays poisoned */
+        in = malloc(sizeof(float) * (size_t)n);
+        memcpy(in, before, sizeof(float) * (size_t)n);
+    }
+    int32_t tok[CTX];
+    for (int i = 0; i < T; i++)
+        tok[i] = (int32_t)(tu_next(g) % V);
+    zdiag d = {0};
+    zir_step step = {T, zir_interp_pos(it), CTX};
+    cr_assert_eq(zir_interp_step(it, tok, T, NULL, &d), ZOK, "%s", d.msg);
+    k->state = st, k->state_in = in;
+    kh_result res;
+    zstatus s = kh_check_node(k, r->g, r->net, o, it, step, &res, &d);
+    cr_assert_eq(s, ZOK, "T %d at %lld: %s", T, (long long)step.pos, d.msg);
+    cr_assert(!strncmp(res.kernel, want_kernel, strlen(want_kernel)), "kernel %s, expected %s", res.kernel,
+              want_kernel);
+    cr_assert_eq(res.checked, (int64_t)T * r->net->out->shape[1] * r->net->out->shape[2] + n);
+    cr_expect_leq(res.max_err, tol, "%s, T %d at %lld: %.3g of the RMS", res.kernel, T, (long long)step.pos,
+                  res.max_err);
+    cr_log_info("%s: T %d at %lld: %.2g of the RMS", res.kernel, T, (long long)step.pos, res.max_err);
+    free(in);
+}
+
+/* Both kernels for shape s: prefill's (the chunk the target's shared memory
+ * allows, checked against want_c) and decode's, each over steps of 1, C-1,
+ * C and 2C+3 tokens at position 0 and again at position T. */
+static void check_shape(const shape *s, int64_t want_c) {
+    kh_ctx k;
+    char err[256];
+    cr_assert(kh_open(&k, err, sizeof err), "%s", err);
+    rig r = rig_new(s, 7 + s->d);
+    zcg_opts pre = {.target = ztarget_find(s->target), .phase = ZPH_PREFILL, .max_tokens = CTX / 2};
+    zcg_opts dec = pre;
+    dec.phase = ZPH_DECODE, dec.max_tokens = 1;
+    int64_t C = zcg_delta_chunk(&pre, s->d);
+    cr_assert_eq(C, want_c, "chunk %lld for d %d on %s, expected %lld", (long long)C, s->d, s->target,
+                 (long long)want_c);
+    cr_assert_eq(zcg_delta_chunk(&dec, s->d), 0, "decode keeps the token kernel");
+    int steps[4] = {1, (int)C - 1, (int)C, 2 * (int)C + 3};
+    zdiag d = {0};
+    zir_interp *it;
+    cr_assert_eq(zir_interp_new(r.g, CTX, &it, &d), ZOK, "%s", d.msg);
+    tu_rng g = tu_rng_seed(3);
+    for (int kind = 0; kind < 2; kind++)
+        for (int i = 0; i < 4; i++) {
+            zir_interp_reset(it);
+            for (int rep = 0; rep < 2; rep++) /* at position 0, then at T with the state carried */
+                check_step(&k, &r, it, kind ? &dec : &pre, steps[i], &g,
+                           kind ? "delta_net_hk" : "delta_net_chunk", kind ? TOL_TOKEN : TOL_CHUNK);
+        }
+    zir_interp_free(it);
+    rig_free(&r);
+    kh_close(&k);
+}
+
+/* A chunk of 32 over a head dimension of 16: more tokens a chunk than
+ * threads, so the kernel stages the gates in strides. */
+Test(delta_net, chunk_wider_than_the_head) {
+    check_shape(&(shape){1, 2, 16, "llvmpipe"}, 32);
+}
+
+/* Two value heads per key head (the GQA-like mapping h % HK), mkmodel's
+ * default delta-net shape. */
+Test(delta_net, two_value_heads_per_key_head) {
+    check_shape(&(shape){2, 4, 32, "llvmpipe"}, 32);
+}
+
+/* Qwen3.5-9B's head dimension of 128 with the H200's 48 KiB of shared
+ * memory: a chunk of 16 (llvmpipe offers 32 KiB, enough for it). */
+Test(delta_net, head_128_h200_chunk) {
+    check_shape(&(shape){2, 4, 128, "h200"}, 16);
+}
