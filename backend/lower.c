@@ -387,7 +387,7 @@ static zstatus lower_phase(lw *w, const zir_graph *g, zplan_phase ph) {
                    .max_tokens = sched_tokens(w->o, ph),
                    .act_f16 = w->o->act_f16,
                    .tuning = w->o->tuning,
-                   .gemv_rows = ph == ZPLAN_BATCH ? zcost_batch_gemv(w->o->parallel, NULL, 0) : 0};
+                   .gemv_rows = ph == ZPLAN_BATCH ? zcost_batch_gemv(w->o->target, w->o->parallel, NULL, 0) : 0};
     zstatus s = plan_memory(w, g, ph);
     interval_set open = {0};
     w->p->sched[ph] = (zplan_schedule){.first = w->p->n_dispatches,

@@ -211,20 +211,25 @@ void zcost_price_rows(const zpass_opts *o, const zcost_rows *r, zcost_option opt
  * each weight group once for all the rows, with a sum per row and weight
  * row in registers: up to ZCOST_GEMVN_ROWS rows it takes all of a step in
  * one workgroup row; beyond, the sums outgrow the registers and the GEMMs'
- * tiles fill. ZINC_BATCH_GEMV=0 keeps the GEMMs, to measure the difference. */
-int zcost_batch_gemv(int64_t rows, char *why, size_t whysz) {
+ * tiles fill. The GEMV's step grows with its rows where the GEMMs' does not:
+ * the target's measured crossover (ztarget.batch_gemv_rows) bounds it too.
+ * ZINC_BATCH_GEMV=0 keeps the GEMMs, to measure the difference. */
+int zcost_batch_gemv(const ztarget *t, int64_t rows, char *why, size_t whysz) {
     const char *e = getenv("ZINC_BATCH_GEMV");
-    int pick = rows >= 1 && rows <= ZCOST_GEMVN_ROWS && !(e && !strcmp(e, "0")) ? (int)rows : 0;
+    int most = t && t->batch_gemv_rows > 0 && t->batch_gemv_rows < ZCOST_GEMVN_ROWS ? t->batch_gemv_rows
+                                                                                  : ZCOST_GEMVN_ROWS;
+    int pick = rows >= 1 && rows <= most && !(e && !strcmp(e, "0")) ? (int)rows : 0;
     if (!why) return pick;
     if (pick)
         snprintf(
             why, whysz,
             "multi-row GEMV, %d rows a workgroup: %lld rows <= %d, the weights read once a step as decode "
             "streams them",
-            pick, (long long)rows, ZCOST_GEMVN_ROWS);
+            pick, (long long)rows, most);
     else
         snprintf(why, whysz, "GEMM tiles: %lld rows %s", (long long)rows,
                  rows > ZCOST_GEMVN_ROWS ? "outgrow the multi-row GEMV's registers"
+                 : rows > most           ? "are past the target's measured crossover, where the GEMMs' tiles win"
                                          : "(ZINC_BATCH_GEMV=0 keeps the GEMMs)");
     return pick;
 }

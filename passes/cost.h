@@ -78,7 +78,7 @@ void zcost_price_rows(const zpass_opts *o, const zcost_rows *r, zcost_option opt
  * the token rows of a multi-row GEMV workgroup (backend/glsl/matmul_gemvn.glsl),
  * or 0 for the GEMMs. Fills why (if not NULL) with the reason. */
 enum { ZCOST_GEMVN_ROWS = 16 };
-int zcost_batch_gemv(int64_t rows, char *why, size_t whysz);
+int zcost_batch_gemv(const ztarget *t, int64_t rows, char *why, size_t whysz);
 
 /* Index of the option to take: the cheapest feasible one, unless it saves
  * less than the threshold over opt[0]. Fills why with the arithmetic. */

@@ -37,6 +37,10 @@ typedef struct ztarget {
      * the packed dot products are accelerated and the GEMVs were measured
      * bound by their arithmetic there, not their bytes (docs/performance.md). */
     bool gemv_int8;
+    /* The batch schedule's matmuls are multi-row GEMVs up to this many rows
+     * (--parallel), GEMMs beyond: the GEMV's step grows with its rows, the
+     * GEMMs' tiles do not (measured; 0: ZCOST_GEMVN_ROWS, the kernel's limit). */
+    int batch_gemv_rows;
     int act_bytes;         /* bytes per element of activations kept in VRAM (2: fp16) */
     /* Decode streams the weights once per token; how fast depends on the
      * kernel's shape, so each family has its measured fraction of

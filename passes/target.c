@@ -38,6 +38,9 @@ static const ztarget targets[] = {
      /* run 23: the 2-layer 8B-wide decode step 600.6 -> 491.1 us, gate+up
       * GEMV 90.0 -> 57.3 us (docs/performance.md) */
      .gemv_int8 = true,
+     /* run 25, 2-layer 8B-wide batch step: GEMVs 2365 against GEMMs 2923 us
+      * at 8 rows, 16 rows 1668 against 2100 tok/s in all for the GEMMs */
+     .batch_gemv_rows = 8,
      .act_bytes = 2,
      /* zinc bench --profile, Qwen3-8B shape decode (docs/performance.md):
       * the split MLP streamed 85-98 MB a layer in 133-152 us (~650 GB/s),

@@ -260,7 +260,7 @@ static zstatus write_report(const zincc_opts *z, const phase_out *ph, const zpas
  * weights once whatever its rows, so each of N rows carries 1/N of them;
  * what grows with the rows is activations and attention over each row's
  * own cache. */
-static void report_batch(const zincc_opts *z, const gguf_file *f) {
+static void report_batch(const zincc_opts *z, const ztarget *t, const gguf_file *f) {
     double w = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++)
         w += (double)f->tensors[i].nbytes;
@@ -271,7 +271,7 @@ static void report_batch(const zincc_opts *z, const gguf_file *f) {
         printf("  %3lld rows: weights %.2f MiB a step, %.2f MiB a token\n", (long long)n, w / 1048576.0,
                w / 1048576.0 / (double)n);
     char why[200];
-    zcost_batch_gemv(z->parallel, why, sizeof why);
+    zcost_batch_gemv(t, z->parallel, why, sizeof why);
     printf("  matmuls: %s\n", why);
 }
 
@@ -371,7 +371,7 @@ int main(int argc, char **argv) {
         s = compile_phase(f, &z, &ph[i], rep.arena, &d);
     }
     if (!s && !z.dump_ir && z.report) s = write_report(&z, ph, &rep, &d);
-    if (!s && !z.dump_ir && z.report && z.parallel && strcmp(z.report, "json")) report_batch(&z, f);
+    if (!s && !z.dump_ir && z.report && z.parallel && strcmp(z.report, "json")) report_batch(&z, &t, f);
     if (!s && !z.dump_ir && z.emit) s = write_dot(&z, ph, &d);
     zcg_tuning tuning = {0};
     if (!s && z.out && z.tune)

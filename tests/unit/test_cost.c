@@ -560,12 +560,16 @@ Test(batch, gemv_up_to_16_rows) {
     static const int64_t rows[] = {1, 3, 8, 16, 17, 64};
     static const int want[] = {1, 3, 8, 16, 0, 0};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        cr_expect_eq(zcost_batch_gemv(rows[i], why, sizeof why), want[i], "%lld rows: %s", (long long)rows[i],
-                     why);
+        cr_expect_eq(zcost_batch_gemv(ztarget_find("llvmpipe"), rows[i], why, sizeof why), want[i], "%lld rows: %s",
+                     (long long)rows[i], why);
         cr_expect(strstr(why, want[i] ? "multi-row GEMV" : "GEMM"), "%s", why);
     }
+    /* the H200's measured crossover: 8 rows */
+    cr_expect_eq(zcost_batch_gemv(ztarget_find("h200"), 8, why, sizeof why), 8, "%s", why);
+    cr_expect_eq(zcost_batch_gemv(ztarget_find("h200"), 9, why, sizeof why), 0, "%s", why);
+    cr_expect(strstr(why, "crossover"), "%s", why);
     setenv("ZINC_BATCH_GEMV", "0", 1);
-    cr_expect_eq(zcost_batch_gemv(8, why, sizeof why), 0);
+    cr_expect_eq(zcost_batch_gemv(ztarget_find("llvmpipe"), 8, why, sizeof why), 0);
     cr_expect(strstr(why, "ZINC_BATCH_GEMV=0"), "%s", why);
     unsetenv("ZINC_BATCH_GEMV");
 }
