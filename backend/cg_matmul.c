@@ -337,11 +337,16 @@ static int gemv_mode(const mm_match *m) {
  * device: RS is the largest of 4, 2, 1 that still gives two workgroups per
  * compute unit (the targets' n_cu). One group per trip: on the H200 a
  * second one in flight was 10-25 % slower at every size. What was measured
- * on the device (zincc --tune) replaces it (docs/performance.md). */
-static zcg_gemv gemv_layout(const zcg_builder *b, int64_t N) {
+ * on the device (zincc --tune) replaces it (docs/performance.md).
+ * With int8 x (q8) the H200's tuner (run 25) chose eight subgroups for
+ * every GEMV it sped up (gate+up, o, the q6_K down) and, for the output
+ * head's 151936 rows, eight rows a subgroup: fewer float instructions a
+ * weight leave each lane's loads the longer wait, and more lanes hide it. */
+static zcg_gemv gemv_layout(const zcg_builder *b, int64_t N, bool q8) {
     const ztarget *t = b->o->target;
     int64_t cu = t->n_cu > 0 ? t->n_cu : 1;
     zcg_gemv g = {N >= 8 * cu * 4 ? 4 : N >= 2 * cu * 4 ? 2 : 1, 1, 4};
+    if (q8) g = N >= 32 * cu * 4 ? (zcg_gemv){8, 1, 4} : (zcg_gemv){g.rs, 1, 8};
     const zcg_gemv *w = b->o->force_gemv;
     for (int i = 0; !w && b->o->tuning && i < b->o->tuning->n; i++)
         if (!strcmp(b->o->tuning->key[i], b->k->key)) w = &b->o->tuning->gemv[i];
@@ -411,7 +416,7 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, zcg_builder *b, zd
     int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32;
     mm_name(b, "gemv", m, "");
     snprintf(b->k->key, sizeof b->k->key, "%s", b->k->name);
-    zcg_gemv g = gemv_layout(b, mm_rows(m));
+    zcg_gemv g = gemv_layout(b, mm_rows(m), m->first->attr.gemv_q8);
     if (g.rs > 8 || g.unroll > 8 || g.nsg > 16 || g.nsg * sg > 1024)
         return zdiag_set(d, ZE_INVALID,
                          "codegen: '%s': GEMV layout %d rows, %d groups, %d subgroups: expected "
