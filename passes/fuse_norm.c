@@ -5,7 +5,15 @@
  * (q, k and v) is recomputed in each: the sum of squares costs no extra
  * read (the kernels read x instead of the normalized x), and the norm's own
  * dispatch, its write and its barrier go away. A norm with any other
- * consumer stays. */
+ * consumer stays.
+ *
+ * Not in prefill on matrix units: there the consumers are tensor-core GEMMs
+ * whose every column tile (N / BN of them: 64 for an 8B's q, 192 for its
+ * gate+up) would read its 64 rows of x once more for the scales before
+ * its first step, and scale each staged element: on the H200 the 2-layer
+ * 8B-wide prefill step took 7277 us with the norms in the GEMMs and 5692
+ * with them as kernels of their own (88 us for all eight; run 27,
+ * docs/performance.md). */
 #include <stdio.h>
 
 #include "cost.h"
@@ -15,6 +23,12 @@ static bool takes_prologue(const zir_node *c, const zir_value *h) {
     if (zpass_kind(head) != ZK_MATMUL || head->in[0] != h) return false;
     if (c->op != ZOP_KERNEL) return true;
     return c->kp.tmpl == ZKT_MATMUL || c->kp.tmpl == ZKT_GATE_UP_SWIGLU || c->kp.tmpl == ZKT_MLP;
+}
+
+/* Prefill on matrix units: the GEMMs' tiles would each recompute the norm. */
+static bool tiles_recompute(const zpass_opts *o, const zir_node *c) {
+    if (o->phase != ZPH_PREFILL || !o->target->coopmat || o->mm_type == ZMM_F32) return false;
+    return !c || c->op != ZOP_KERNEL || c->kp.tmpl != ZKT_MLP;
 }
 
 static void record(const zir_graph *g, const zpass_opts *o, const zir_node *n, bool fused, int consumers) {
@@ -39,6 +53,11 @@ static void record(const zir_graph *g, const zpass_opts *o, const zir_node *n, b
                  "norm recomputed in the prologue of each of its %d matmuls (one dispatch and its barrier "
                  "fewer)",
                  consumers);
+    else if (tiles_recompute(o, zpass_sole_consumer(g, n->out)))
+        snprintf(x->reason, sizeof x->reason,
+                 "kept as its own kernel: each column tile of the tensor-core GEMM%s would recompute it "
+                 "(x read again for the scales)",
+                 consumers > 1 ? "s" : "");
     else
         snprintf(x->reason, sizeof x->reason, "feeds %d kernels, not all matmuls that take a prologue",
                  consumers);
@@ -62,6 +81,10 @@ zstatus zpass_fuse_norm(zir_graph *g, const zpass_opts *o, zdiag *d) {
         if (n->op == ZOP_KERNEL || zpass_kind(n) != ZK_NORM || !zpass_flag(n, ZF_W1) || n->out->rank != 2)
             continue;
         zir_node *c = zpass_sole_consumer(g, n->out), *many[ZPASS_MAX_MATMULS];
+        if (tiles_recompute(o, c)) {
+            record(g, o, n, false, zpass_consumer_count(g, n->out));
+            continue;
+        }
         int nc = c ? 0 : zpass_matmul_consumers(g, n->out, many);
         if (nc) {
             record(g, o, n, true, nc);
