@@ -14,9 +14,15 @@ const char *tu_tmp(const char *name) {
     static char path[8][512];
     static int next;
     if (!dir[0]) {
+        /* a fresh directory: a PID is reused once pid_max (32768 here) wraps,
+         * and a test that found an earlier process's files (zinc serve's
+         * log saying "ready" on another port) would read them as its own */
         const char *base = getenv("TMPDIR");
-        snprintf(dir, sizeof dir, "%s/zinc-test-%d", base ? base : "/tmp", (int)getpid());
-        mkdir(dir, 0700);
+        snprintf(dir, sizeof dir, "%s/zinc-test-%d-XXXXXX", base ? base : "/tmp", (int)getpid());
+        if (!mkdtemp(dir)) {
+            snprintf(dir, sizeof dir, "%s/zinc-test-%d", base ? base : "/tmp", (int)getpid());
+            mkdir(dir, 0700);
+        }
     }
     char *p = path[next++ % 8];
     snprintf(p, 512, "%s/%s", dir, name);
