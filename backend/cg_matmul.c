@@ -563,7 +563,16 @@ static uint32_t cm_smem(const cm_layout *c, bool glu) {
  * memory latency each step's prefetch waits on; gate+up, which holds twice
  * the weight chunks, measured 59.7 ms a token tile at 32 and 76.5 at 64.
  * Shorter steps where K or shared memory ask for them.
- * ZINC_CM_LAYOUT=bm,bn,bk,sgm,sgn replaces it, to measure others. */
+ * ZINC_CM_LAYOUT=bm,bn,bk,sgm,sgn[,pipe,wch] replaces it for the plain
+ * GEMMs and ZINC_CM_GLU_LAYOUT for gate+up, to measure others. */
+static bool cm_parse(const char *e, cm_layout *w) {
+    int n = sscanf(e, "%d,%d,%d,%d,%d,%d,%d", &w->bm, &w->bn, &w->bk, &w->sgm, &w->sgn, &w->pipe, &w->wch);
+    if (n < 5 || w->bm <= 0 || w->bn <= 0 || w->bk <= 0 || w->sgm <= 0 || w->sgn <= 0 || w->bm % (16 * w->sgm) ||
+        w->bn % (16 * w->sgn) || w->bk % 32 || w->pipe < 0 || w->pipe > 2 || (w->wch != 16 && w->wch != 32))
+        return false;
+    return (w->sgm * w->sgn + w->sgp) * CM_SG <= 1024;
+}
+
 static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits) {
     cm_layout c = {64, 64, 64, 2, 4, 0, 0, 16};
     /* The logits of a prefill step are read for the last row only (unless
@@ -579,14 +588,12 @@ static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits
     c.pipe = (int)zcg_knob("ZINC_CM_PIPE", 0, 3, 0);
     c.wch = zcg_knob("ZINC_CM_WCH", 16, 32, 16) == 32 ? 32 : 16;
     c.sgp = c.pipe == 3 ? (int)zcg_knob("ZINC_CM_SGP", 1, 16, 4) : 0;
-    c.ablate = c.pipe == 0 ? (int)zcg_knob("ZINC_CM_ABLATE", 0, 2, 0) : 0;
-    const char *e = getenv("ZINC_CM_LAYOUT");
+    c.ablate = c.pipe == 0 ? (int)zcg_knob("ZINC_CM_ABLATE", 0, 3, 0) : 0;
+    const char *e = logits ? NULL : getenv(m->glu ? "ZINC_CM_GLU_LAYOUT" : "ZINC_CM_LAYOUT");
     cm_layout w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch, .ablate = c.ablate};
-    if (e && sscanf(e, "%d,%d,%d,%d,%d", &w.bm, &w.bn, &w.bk, &w.sgm, &w.sgn) == 5 && w.bm > 0 && w.bn > 0 &&
-        w.bk > 0 && w.sgm > 0 && w.sgn > 0 && w.bm % (16 * w.sgm) == 0 && w.bn % (16 * w.sgn) == 0 &&
-        w.bk % 32 == 0 && (w.sgm * w.sgn + w.sgp) * CM_SG <= 1024)
-        c = w;
-    if (!e && m->glu) c.bk = 32;
+    bool knob = e && cm_parse(e, &w);
+    if (knob) c = w;
+    if (!knob && m->glu) c.bk = 32;
     if (m->glu && c.bn < 32 * c.sgn) c.bn = 32 * c.sgn; /* a gate and an up fragment per subgroup */
     while (c.bk > 32 && (m->K % c.bk || cm_smem(&c, m->glu != NULL) > b->o->target->smem_bytes))
         c.bk /= 2;

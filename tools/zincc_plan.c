@@ -41,7 +41,10 @@ zstatus zincc_lower_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], c
     zlower_opts lo = {.target = o->target,
                       .max_tokens = o->chunk,
                       .ctx = o->ctx,
-                      .act_f16 = false,
+                      /* ZINC_ACT_F16=1: every activation stored as fp16, a measurement of
+                       * what halving the activations' bytes buys (the executor reads logits
+                       * as fp32, so its tokens are noise); never a plan's default. */
+                      .act_f16 = getenv("ZINC_ACT_F16") && !strcmp(getenv("ZINC_ACT_F16"), "1"),
                       .parallel = o->parallel,
                       .gguf_path = path,
                       .gguf_base = f->base,

@@ -43,7 +43,8 @@
 // CM_ABLATE (ZINC_CM_ABLATE, a measurement, never a plan's default: its
 // results are wrong on purpose): 1 leaves out the products (what the loads
 // and staging cost alone), 2 the loads and staging after the first step
-// (what the fragment loads and products cost alone).
+// (what the fragment loads and products cost alone), 3 also the fragment
+// loads (the products alone, on fragments loaded once).
 //
 // Defines: BM, BN, BK (multiples of 16), SGM, SGN, SG (subgroup size),
 // WG = (SGM * SGN + SGP) * SG, SGP (0 unless CM_PIPE 3), WCH, GLU, CM_PIPE,
@@ -266,8 +267,25 @@ uint wrow(uint sn, uint f) {
 #endif
 }
 
+#if CM_ABLATE == 3
+// The fragments of step 0's first slice, loaded once: what the products
+// cost without any shared-memory loads (results wrong on purpose).
+CM_AB a3[FM], b3[FW];
+void mma_fixed(inout CM_C acc[FM][FW]) {
+    [[unroll]] for (uint kk = 0u; kk < uint(BK / 8); kk += 2u)
+        [[unroll]] for (uint j = 0u; j < uint(FW); j++)
+            [[unroll]] for (uint i = 0u; i < uint(FM); i++) acc[i][j] = coopMatMulAddNV(a3[i], b3[j], acc[i][j]);
+}
+#endif
+
 // One K step of this subgroup's products from shared buffer buf.
 void mma_step(inout CM_C acc[FM][FW], uint buf, uint sm, uint sn) {
+#if CM_ABLATE == 3
+    if (buf == 0u) {
+        mma_fixed(acc);
+        return;
+    }
+#endif
     [[unroll]] for (uint kk = 0u; kk < uint(BK / 8); kk += 2u) {
         CM_AB a[FM];
         [[unroll]] for (uint i = 0u; i < uint(FM); i++)
@@ -326,13 +344,21 @@ void main() {
     for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
 #if CM_PIPE == 0
         barrier(); // the previous step's fragments are loaded
-#if CM_ABLATE != 2
+#if CM_ABLATE < 2
         stage(0u, k0);
 #else
         if (k0 == 0u) stage(0u, k0);
 #endif
         barrier();
-#if CM_ABLATE != 2
+#if CM_ABLATE == 3
+        if (k0 == 0u) {
+            [[unroll]] for (uint i = 0u; i < uint(FM); i++)
+                coopMatLoadNV(a3[i], xs8, (sm * uint(FM * 16) + i * 16u) * uint(BKP8), uint(BKP8), false);
+            [[unroll]] for (uint j = 0u; j < uint(FW); j++)
+                coopMatLoadNV(b3[j], ws8, wrow(sn, j) * uint(BKP8), uint(BKP8), true);
+        }
+#endif
+#if CM_ABLATE < 2
         if (k0 + uint(BK) < uint(K)) fetch(m0, n0, k0 + uint(BK), T);
 #endif
 #if CM_ABLATE != 1
