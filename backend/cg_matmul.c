@@ -544,14 +544,13 @@ typedef struct cm_layout {
     int sgp;  /* producer subgroups (pipe 3) */
     int wch;  /* a staging thread's chunk of a weight row: 16 or 32 elements */
     int ablate; /* ZINC_CM_ABLATE (matmul_cm.glsl): 0, or a measurement with wrong results */
-    int xdirect; /* ZINC_CM_XDIRECT (matmul_cm.glsl): x fragments from VRAM, fp16 activations only */
 } cm_layout;
 
 /* The x and weight tiles (padded rows of fp16) and the norm scales; the
  * epilogue reuses the weight tile (1 KiB a subgroup, 2 with gate+up). */
 static uint32_t cm_smem(const cm_layout *c, bool glu) {
     uint32_t nbuf = c->pipe >= 2 ? 2u : 1u;
-    uint32_t tiles = nbuf * 2u * (uint32_t)(((c->xdirect ? 0 : c->bm) + c->bn) * (c->bk + 8));
+    uint32_t tiles = nbuf * 2u * (uint32_t)((c->bm + c->bn) * (c->bk + 8));
     uint32_t epi = (glu ? 2048u : 1024u) * (uint32_t)(c->sgm * c->sgn);
     uint32_t w = nbuf * 2u * (uint32_t)(c->bn * (c->bk + 8));
     return tiles + 4u * (uint32_t)c->bm + (epi > w ? epi - w : 0u);
@@ -590,13 +589,11 @@ static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits
     c.wch = zcg_knob("ZINC_CM_WCH", 16, 32, 16) == 32 ? 32 : 16;
     c.sgp = c.pipe == 3 ? (int)zcg_knob("ZINC_CM_SGP", 1, 16, 4) : 0;
     c.ablate = c.pipe == 0 ? (int)zcg_knob("ZINC_CM_ABLATE", 0, 3, 0) : 0;
-    c.xdirect = b->o->act_f16 && !m->norm ? (int)zcg_knob("ZINC_CM_XDIRECT", 0, 2, 0) : 0;
     const char *e = logits ? NULL : getenv(m->glu ? "ZINC_CM_GLU_LAYOUT" : "ZINC_CM_LAYOUT");
-    cm_layout w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch, .ablate = c.ablate, .xdirect = c.xdirect};
+    cm_layout w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch, .ablate = c.ablate};
     bool knob = e && cm_parse(e, &w);
     if (knob) c = w;
     if (!knob && m->glu) c.bk = 32;
-    if (c.pipe != 0) c.xdirect = 0;
     if (m->glu && c.bn < 32 * c.sgn) c.bn = 32 * c.sgn; /* a gate and an up fragment per subgroup */
     while (c.bk > 32 && (m->K % c.bk || cm_smem(&c, m->glu != NULL) > b->o->target->smem_bytes))
         c.bk /= 2;
@@ -614,9 +611,8 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
     const int64_t v[] = {c->bm,   c->bn,  c->bk, c->sgm, c->sgn, CM_SG, (c->sgm * c->sgn + c->sgp) * CM_SG,
-                         c->pipe, c->sgp, c->wch, c->ablate, c->xdirect};
-    const char *const names[] = {"BM",      "BN",  "BK",  "SGM", "SGN",      "SG",
-                                 "WG",      "CM_PIPE", "SGP", "WCH", "CM_ABLATE", "CM_XDIRECT"};
+                         c->pipe, c->sgp, c->wch, c->ablate};
+    const char *const names[] = {"BM", "BN", "BK", "SGM", "SGN", "SG", "WG", "CM_PIPE", "SGP", "WCH", "CM_ABLATE"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
     b->k->groups[0] = konst(m->N, m->glu ? c->bn / 2 : c->bn);
@@ -626,9 +622,7 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout
     mm_name(
         b, "gemm", m,
         zarena_printf(b->a, "_cm%dx%dk%d%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe], c->wch == 16 ? "h" : "",
-                      c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate)
-                      : c->xdirect ? zarena_printf(b->a, "_xd%d", c->xdirect)
-                                   : ""));
+                      c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate) : ""));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_cm", NULL};
     return zcg_build(b, files, n, d);
 }

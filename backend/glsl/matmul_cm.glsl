@@ -89,38 +89,12 @@ layout(local_size_x = WG) in;
 #ifndef CM_ABLATE
 #define CM_ABLATE 0
 #endif
-// CM_XDIRECT (ZINC_CM_XDIRECT, a measurement for now): x is fp16 in VRAM
-// (ACT_F16) and not normalized here, so its fragments are loaded from
-// VRAM by each subgroup (the L1 shares them between the subgroups of a
-// row of the tile) instead of staged through shared memory: 1 loads them
-// at the start of the step they are used in (in flight while the weights
-// are staged), 2 a step ahead (in flight across the products; twice the
-// registers). The tile's rows past T are read too, so it is safe only
-// where steps are whole token tiles (zinc bench -p 512); a default would
-// first need activations allocated for whole tiles.
-#ifndef CM_XDIRECT
-#define CM_XDIRECT 0
-#endif
-#if CM_XDIRECT
-layout(std430, binding = B_X) readonly buffer Xq { uvec4 xq8[]; }; // x as 8-half vectors
-#define KS (BK / 16) /* 16-wide slices of a step */
-CM_AB xa[KS][FM];
-#if CM_XDIRECT == 2
-CM_AB xn[KS][FM];
-#endif
-void xdirect(uint m0, uint sm, uint k0, out CM_AB f[KS][FM]) {
-    [[unroll]] for (uint s = 0u; s < uint(KS); s++)
-        [[unroll]] for (uint i = 0u; i < uint(FM); i++)
-            coopMatLoadNV(f[s][i], xq8, ((m0 + sm * uint(FM * 16) + i * 16u) * uint(K) + k0 + 16u * s) / 8u,
-                          uint(K / 8), false);
-}
-#endif
 #if CM_PIPE >= 2
 #define NBUF 2 /* shared tiles double-buffered: one barrier a step */
 #else
 #define NBUF 1
 #endif
-#define XS_LEN (CM_XDIRECT != 0 ? 1 : BM * BKP8)
+#define XS_LEN (BM * BKP8)
 #define WT_LEN (BN * BKP8)
 shared uvec4 xs8[NBUF * XS_LEN]; // [buffer][token][k / 8]
 #if GLU
@@ -198,7 +172,7 @@ void fetch_w1(uint row, uint k0, out uvec4 r[NWV]) {
 
 void fetch(uint m0, uint n0, uint k0, uint T) {
     uint tid = STAGER_ID;
-    [[unroll]] for (uint r = 0u; r < uint(XPT) * uint(CM_XDIRECT == 0); r++) {
+    [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
         uint i = tid + r * uint(PT);
         uint t = m0 + i / uint(BK / 8), kk = k0 + (i % uint(BK / 8)) * 8u;
         [[unroll]] for (uint h = 0u; h < 2u; h++) {
@@ -252,7 +226,7 @@ void stage_q4_K(uvec4 r[NWV], uint o) {
 // Stages the step at k0 (fetched earlier into the registers) into buffer buf.
 void stage(uint buf, uint k0) {
     uint tid = STAGER_ID;
-    [[unroll]] for (uint r = 0u; r < uint(XPT) * uint(CM_XDIRECT == 0); r++) {
+    [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
         uint i = tid + r * uint(PT);
         if (i >= uint(XV)) continue;
         uint m = i / uint(BK / 8);
@@ -314,13 +288,9 @@ void mma_step(inout CM_C acc[FM][FW], uint buf, uint sm, uint sn) {
 #endif
     [[unroll]] for (uint kk = 0u; kk < uint(BK / 8); kk += 2u) {
         CM_AB a[FM];
-#if CM_XDIRECT
-        a = xa[kk / 2u];
-#else
         [[unroll]] for (uint i = 0u; i < uint(FM); i++)
             coopMatLoadNV(a[i], xs8, buf * uint(XS_LEN) + (sm * uint(FM * 16) + i * 16u) * uint(BKP8) + kk,
                           uint(BKP8), false);
-#endif
         [[unroll]] for (uint j = 0u; j < uint(FW); j++) {
             CM_AB b;
             coopMatLoadNV(b, ws8, buf * uint(WT_LEN) + wrow(sn, j) * uint(BKP8) + kk, uint(BKP8), true);
@@ -374,12 +344,6 @@ void main() {
     for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
 #if CM_PIPE == 0
         barrier(); // the previous step's fragments are loaded
-#if CM_XDIRECT == 1
-        xdirect(m0, sm, k0, xa);
-#elif CM_XDIRECT == 2
-        if (k0 == 0u) xdirect(m0, sm, k0, xa);
-        else xa = xn;
-#endif
 #if CM_ABLATE < 2
         stage(0u, k0);
 #else
@@ -396,9 +360,6 @@ void main() {
 #endif
 #if CM_ABLATE < 2
         if (k0 + uint(BK) < uint(K)) fetch(m0, n0, k0 + uint(BK), T);
-#endif
-#if CM_XDIRECT == 2
-        if (k0 + uint(BK) < uint(K)) xdirect(m0, sm, k0 + uint(BK), xn);
 #endif
 #if CM_ABLATE != 1
         mma_step(acc, 0u, sm, sn);
