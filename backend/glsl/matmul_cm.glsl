@@ -36,6 +36,9 @@
 // slower on the H200 (run 19: the staging, done by fewer subgroups, bounds
 // the step); kept for measurement (ZINC_CM_PIPE=3, ZINC_CM_SGP).
 //
+// 4 is 0 with two steps' loads in flight (two register sets), for
+// ZINC_CM_PIPE=4 to measure whether the step waits on their latency.
+//
 // WCH is a staging thread's chunk of a weight row: 16 elements (half a
 // Q4_K sub-block, two 16-byte loads; the default, 5 % faster a prefill
 // step in run 19) or 32 (a whole sub-block, three loads, half the threads).
@@ -89,7 +92,10 @@ layout(local_size_x = WG) in;
 #ifndef CM_ABLATE
 #define CM_ABLATE 0
 #endif
-#if CM_PIPE >= 2
+#ifndef CM_MFIRST
+#define CM_MFIRST 0
+#endif
+#if CM_PIPE == 2 || CM_PIPE == 3
 #define NBUF 2 /* shared tiles double-buffered: one barrier a step */
 #else
 #define NBUF 1
@@ -125,8 +131,13 @@ shared float sc_s[BM];
 #define QV (WCH / 16)                          /* 16-byte quant vectors of a raw Q4_K chunk */
 #define NWV (QV + 2 > WCH / 8 ? QV + 2 : WCH / 8) /* a chunk's registers: raw, or decoded halves */
 
-vec4 xr[XPT][2];
-uvec4 wr[WPT][NWV];
+#if CM_PIPE == 4
+#define NSET 2 /* two steps in flight in registers */
+#else
+#define NSET 1
+#endif
+vec4 xr[NSET][XPT][2];
+uvec4 wr[NSET][WPT][NWV];
 
 // A chunk of a Q4_K sub-block as it is stored: the block's header (d, dmin,
 // the 12 scale bytes) and the WCH / 2 quant bytes that hold it; r[QV + 1].x
@@ -170,7 +181,7 @@ void fetch_w1(uint row, uint k0, out uvec4 r[NWV]) {
 }
 #endif
 
-void fetch(uint m0, uint n0, uint k0, uint T) {
+void fetch(uint m0, uint n0, uint k0, uint T, const uint set) {
     uint tid = STAGER_ID;
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
         uint i = tid + r * uint(PT);
@@ -180,19 +191,19 @@ void fetch(uint m0, uint n0, uint k0, uint T) {
             // raw: nothing here waits for the load (the norm is applied as
             // the step is staged), so the products run while it flies
             if (i < uint(XV) && t < T) v = vec4(xin4[(t * uint(K) + kk + 4u * h) >> 2u]);
-            xr[r][h] = v;
+            xr[set][r][h] = v;
         }
     }
     [[unroll]] for (uint r = 0u; r < uint(WPT); r++) {
         uint i = tid + r * uint(PT);
         uint n = i / uint(BK / WCH), kk = k0 + (i % uint(BK / WCH)) * uint(WCH), row = n0 + n % uint(ON);
-        [[unroll]] for (uint c = 0u; c < uint(NWV); c++) wr[r][c] = uvec4(0u);
+        [[unroll]] for (uint c = 0u; c < uint(NWV); c++) wr[set][r][c] = uvec4(0u);
         if (i < uint(WV) && row < uint(N)) {
 #if GLU
-            if (n >= uint(ON)) fetch_w1(row, kk, wr[r]);
-            else fetch_w0(row, kk, wr[r]);
+            if (n >= uint(ON)) fetch_w1(row, kk, wr[set][r]);
+            else fetch_w0(row, kk, wr[set][r]);
 #else
-            fetch_w0(row, kk, wr[r]);
+            fetch_w0(row, kk, wr[set][r]);
 #endif
         }
     }
@@ -224,13 +235,13 @@ void stage_q4_K(uvec4 r[NWV], uint o) {
 }
 
 // Stages the step at k0 (fetched earlier into the registers) into buffer buf.
-void stage(uint buf, uint k0) {
+void stage(uint buf, uint k0, const uint set) {
     uint tid = STAGER_ID;
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
         uint i = tid + r * uint(PT);
         if (i >= uint(XV)) continue;
         uint m = i / uint(BK / 8);
-        vec4 v0 = xr[r][0], v1 = xr[r][1];
+        vec4 v0 = xr[set][r][0], v1 = xr[set][r][1];
 #if HAS_NORM
         uint k8 = k0 + (i % uint(BK / 8)) * 8u;
         float sc = sc_s[m];
@@ -251,9 +262,9 @@ void stage(uint buf, uint k0) {
         bool raw = W0_RAW;
 #endif
         if (raw) {
-            stage_q4_K(wr[r], o);
+            stage_q4_K(wr[set][r], o);
         } else {
-            [[unroll]] for (uint c = 0u; c < uint(WCH / 8); c++) ws8[o + c] = wr[r][c];
+            [[unroll]] for (uint c = 0u; c < uint(WCH / 8); c++) ws8[o + c] = wr[set][r][c];
         }
     }
 }
@@ -300,7 +311,13 @@ void mma_step(inout CM_C acc[FM][FW], uint buf, uint sm, uint sn) {
 }
 
 void main() {
+#if CM_MFIRST
+    // token tiles first: the workgroups that read one weight tile run
+    // together, so it comes from VRAM once and from L2 for the others
+    uint n0 = gl_WorkGroupID.y * uint(ON), m0 = gl_WorkGroupID.x * uint(BM), T = step.T;
+#else
     uint n0 = gl_WorkGroupID.x * uint(ON), m0 = gl_WorkGroupID.y * uint(BM), T = step.T;
+#endif
     if (m0 >= T || m0 + uint(BM) <= first_needed_row(T)) return;
     uint sg = gl_SubgroupID, sm = sg / uint(SGN), sn = sg % uint(SGN), lane = gl_SubgroupInvocationID;
 #if HAS_NORM
@@ -320,9 +337,9 @@ void main() {
     // next step into the other and fetch the one after.
     bool producer = sg >= uint(NSG);
     if (producer) {
-        fetch(m0, n0, 0u, T);
-        stage(0u, 0u);
-        if (uint(BK) < uint(K)) fetch(m0, n0, uint(BK), T);
+        fetch(m0, n0, 0u, T, 0u);
+        stage(0u, 0u, 0u);
+        if (uint(BK) < uint(K)) fetch(m0, n0, uint(BK), T, 0u);
     }
     barrier();
     for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
@@ -330,24 +347,43 @@ void main() {
         if (!producer) {
             mma_step(acc, cur, sm, sn);
         } else if (k0 + uint(BK) < uint(K)) {
-            stage(cur ^ 1u, k0 + uint(BK));
-            if (k0 + uint(2 * BK) < uint(K)) fetch(m0, n0, k0 + uint(2 * BK), T);
+            stage(cur ^ 1u, k0 + uint(BK), 0u);
+            if (k0 + uint(2 * BK) < uint(K)) fetch(m0, n0, k0 + uint(2 * BK), T, 0u);
         }
         barrier();
     }
+#elif CM_PIPE == 4
+    // Two steps in flight: set 0 holds the even steps, set 1 the odd ones;
+    // each step's loads are issued two steps before it is staged, so they
+    // have two steps' products (and the other set's staging) to arrive.
+    fetch(m0, n0, 0u, T, 0u);
+    if (uint(BK) < uint(K)) fetch(m0, n0, uint(BK), T, 1u);
+    for (uint k0 = 0u; k0 < uint(K); k0 += uint(2 * BK)) {
+        barrier();
+        stage(0u, k0, 0u);
+        barrier();
+        if (k0 + uint(2 * BK) < uint(K)) fetch(m0, n0, k0 + uint(2 * BK), T, 0u);
+        mma_step(acc, 0u, sm, sn);
+        if (k0 + uint(BK) >= uint(K)) break;
+        barrier();
+        stage(0u, k0 + uint(BK), 1u);
+        barrier();
+        if (k0 + uint(3 * BK) < uint(K)) fetch(m0, n0, k0 + uint(3 * BK), T, 1u);
+        mma_step(acc, 0u, sm, sn);
+    }
 #else
-    fetch(m0, n0, 0u, T);
+    fetch(m0, n0, 0u, T, 0u);
 #if CM_PIPE == 2
-    stage(0u, 0u);
+    stage(0u, 0u, 0u);
     barrier();
 #endif
     for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
 #if CM_PIPE == 0
         barrier(); // the previous step's fragments are loaded
 #if CM_ABLATE < 2
-        stage(0u, k0);
+        stage(0u, k0, 0u);
 #else
-        if (k0 == 0u) stage(0u, k0);
+        if (k0 == 0u) stage(0u, k0, 0u);
 #endif
         barrier();
 #if CM_ABLATE == 3
@@ -359,7 +395,7 @@ void main() {
         }
 #endif
 #if CM_ABLATE < 2
-        if (k0 + uint(BK) < uint(K)) fetch(m0, n0, k0 + uint(BK), T);
+        if (k0 + uint(BK) < uint(K)) fetch(m0, n0, k0 + uint(BK), T, 0u);
 #endif
 #if CM_ABLATE != 1
         mma_step(acc, 0u, sm, sn);
@@ -369,9 +405,9 @@ void main() {
         // workgroups on the SM hide the latency (fewer live registers).
         if (k0 > 0u) {
             barrier();
-            fetch(m0, n0, k0, T);
+            fetch(m0, n0, k0, T, 0u);
         }
-        stage(0u, k0);
+        stage(0u, k0, 0u);
         barrier();
         mma_step(acc, 0u, sm, sn);
 #else
@@ -379,9 +415,9 @@ void main() {
         // products and are staged into the other buffer; one barrier.
         uint cur = (k0 / uint(BK)) & 1u;
         bool more = k0 + uint(BK) < uint(K);
-        if (more) fetch(m0, n0, k0 + uint(BK), T);
+        if (more) fetch(m0, n0, k0 + uint(BK), T, 0u);
         mma_step(acc, cur, sm, sn);
-        if (more) stage(cur ^ 1u, k0 + uint(BK));
+        if (more) stage(cur ^ 1u, k0 + uint(BK), 0u);
         barrier();
 #endif
     }
