@@ -19,11 +19,16 @@
  * their matmuls attr.gemv_q8: x quantized to int8 per 32 elements (q8_1),
  * each four weights one integer dot product, as llama.cpp rounds its
  * activations for quantized weights. On the H200 that made the 2-layer
- * 8B-wide decode step 18 % faster (run 23, docs/performance.md). */
+ * 8B-wide decode step 18 % faster (run 23, docs/performance.md).
+ *
+ * A batch step whose matmuls are multi-row GEMVs (zpass_opts.batch_rows,
+ * zcost_batch_gemv) decides as decode does: int8 x where the target wants
+ * it, fp32 operands otherwise (no matrix units run them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost.h"
 #include "match.h"
 
 /* The report's line for a node this pass marked. */
@@ -99,7 +104,8 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
     if ((unsigned)o->gemv_idot > ZIDOT_ON)
         return zdiag_set(d, ZE_INVALID, "mm-f16: GEMV int-dot choice %d: expected target, off or on",
                          (int)o->gemv_idot);
-    if (o->phase == ZPH_DECODE && idot_wanted(o)) {
+    bool gemvs = o->phase == ZPH_DECODE || zcost_gemv_batch(o);
+    if (gemvs && idot_wanted(o)) {
         int marked = 0, gemvs = 0;
         for (uint32_t i = 0; i < g->n_nodes; i++) {
             zir_node *n = g->nodes[i];
@@ -121,7 +127,7 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
         }
     }
     bool f16 = o->mm_type == ZMM_TARGET ? o->target->coopmat : o->mm_type == ZMM_F16;
-    if (!f16 || o->phase != ZPH_PREFILL) return ZOK;
+    if (!f16 || o->phase != ZPH_PREFILL || gemvs) return ZOK;
     for (uint32_t i = 0; i < g->n_nodes; i++)
         if (mark(g->nodes[i]))
             record(o, g->nodes[i],

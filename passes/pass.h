@@ -102,6 +102,13 @@ typedef struct zpass_opts {
     zpass_kv kv_type;     /* KV-cache storage (the kv-type pass) */
     zpass_mm mm_type;     /* prefill matmul operands (the mm-f16 pass) */
     zpass_idot gemv_idot; /* decode GEMV x in int8 (the mm-f16 pass) */
+    /* > 0: the graph of the batch schedule (zincc --parallel N), at most
+     * this many rows a step, each a token of its own sequence: prefill's
+     * phase, steps of batch_rows tokens. Where its matmuls are multi-row
+     * GEMVs (zcost_batch_gemv), the passes take decode's GEMV decisions:
+     * q, k and v as one GEMV over their rows (fuse-qkv), the norms in the
+     * GEMVs' prologues (fuse-norm), int8 x (mm-f16); beyond, prefill's. */
+    int64_t batch_rows;
 } zpass_opts;
 
 /* Shared memory the integer-dot GEMV stages x in, for K columns and wg
