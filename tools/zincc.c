@@ -321,7 +321,7 @@ static void report_batch(const zincc_opts *z, const ztarget *t, const gguf_file 
     printf("  norms: %d in the prologue of a matmul kernel, %d kernels of their own\n", c.norm_in,
            c.norm_alone);
     printf("  x: int8 (q8_1, packed integer dot products) in %d of %d matmul kernels%s\n", c.q8, c.matmuls,
-           c.q8 ? "" : " (the target's choice, or --gemv-x)");
+           c.q8 ? "" : " (multi-row GEMVs over q4_K or q6_K weights, where the target wants it or --gemv-x int8)");
 }
 
 static zstatus write_dot(const zincc_opts *z, const phase_out *ph, zdiag *d) {
