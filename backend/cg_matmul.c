@@ -471,11 +471,9 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, zcg_builder *b, zd
     return zcg_build(b, files, n, d);
 }
 
-/* Shared memory of one token row of int8 x in the multi-row GEMV
- * (matmul_gemvn.glsl, IDOT): a byte an element, a d per 32, and for q4_K
- * a d*sum(q) per 16; q6_K folds its -32 into the weights instead. */
+/* Shared memory of one token row of int8 x in the multi-row GEMV. */
 static int64_t gemvn_q8_row_bytes(int64_t K, int mode) {
-    return K + 4 * (K / 32) + (mode == 12 ? 4 * (K / 16) : 0) + 4;
+    return ZPASS_GEMVN_Q8_ROW(K, mode == 12);
 }
 
 /* A batch step's rows (o->gemv_rows, the cost model's choice): NTOK token
