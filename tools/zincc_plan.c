@@ -40,7 +40,6 @@ zstatus zincc_batch_graph(const gguf_file *f, const zpass_opts *prefill, int64_t
     po.batch_rows = parallel;
     po.report = NULL;
     po.print_after = NULL;
-    po.verify_each = false;
     zstatus s = zir_build_from_gguf(f, out, d);
     if (!s) s = zpass_run_pipeline(*out, passes, disabled, &po, d);
     if (s) zdiag_prefix(d, "batch schedule (--parallel %lld)", (long long)parallel);

@@ -29,7 +29,7 @@ int64_t zincc_default_chunk(int64_t ctx);
 
 /* The batch schedule's graph (--parallel N): built from f and compiled
  * with the prefill phase's options and batch_rows = parallel (no report,
- * no printing), with the pipeline and disabled passes given (NULL: the
+ * no --print-after), with the pipeline and disabled passes given (NULL: the
  * default pipeline, none disabled). */
 zstatus zincc_batch_graph(const gguf_file *f, const zpass_opts *prefill, int64_t parallel, const char *passes,
                           const char *disabled, zir_graph **out, zdiag *d);
