@@ -146,7 +146,6 @@ static zstatus match_store(const zir_node *n, const mm_match *m, const zir_value
 /* The segments of a matmul_rows kernel other than the last: each reads what
  * the last reads, over the same K, and writes an exported [T, N_s]. */
 static zstatus match_segments(const zir_node *n, const mm_match *m, zdiag *d) {
-    if (n->kp.token_tile != 1) return bad(n, "a horizontal GEMV is one token wide (decode)", d);
     for (int i = 0; i < m->n_seg - 1; i++) {
         const zir_node *s = m->seg[i];
         const zir_value *w = s->in[1];
@@ -462,40 +461,77 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, zcg_builder *b, zd
     if (idot) lay = zarena_printf(b->a, "%s_idot", lay);
     mm_name(b, "gemv", m, lay);
     /* attn_reduce for the staged norm, idot for the int8 x */
-    const char *files[7] = {"dequant", "matmul_io"};
+    const char *files[8] = {"dequant", "matmul_io"};
     int nf = 2;
     if (xsh && m->norm) files[nf++] = "attn_reduce";
     if (idot) files[nf++] = "idot";
     files[nf++] = "gemv_groups";
+    files[nf++] = "gemv_segs";
     files[nf++] = "matmul_gemv";
     return zcg_build(b, files, n, d);
+}
+
+/* Shared memory of one token row of int8 x in the multi-row GEMV. */
+static int64_t gemvn_q8_row_bytes(int64_t K, int mode) {
+    return ZPASS_GEMVN_Q8_ROW(K, mode == 12);
 }
 
 /* A batch step's rows (o->gemv_rows, the cost model's choice): NTOK token
  * rows a workgroup, each weight group dequantized once for all of them.
  * Each lane holds its rows' dequantized groups and NTOK sums per row, so
  * RS is 2 rows a subgroup, 1 with gate+up (two matrices' groups), and four
- * subgroups. ZINC_GEMVN_LAYOUT=rs,nsg replaces it, to measure others. */
+ * subgroups. ZINC_GEMVN_LAYOUT=rs,nsg replaces it, to measure others.
+ * With int8 x (attr.gemv_q8) x is staged quantized in shared memory, TC
+ * rows at a time: all NTOK where they fit (an 8B's K = 4096 at 8 rows),
+ * fewer where not (its down projection's 12288: two), the weights of the
+ * later chunks then read again from the cache (kernel names end _c<TC>). */
 static zstatus gen_gemvn(const zir_node *n, const mm_match *m, zcg_builder *b, zdiag *d) {
     int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32, rs = m->glu ? 1 : 2, nsg = 4, er, en;
     const char *e = getenv("ZINC_GEMVN_LAYOUT");
     if (e && sscanf(e, "%d,%d", &er, &en) == 2 && er >= 1 && er <= 8 && en >= 1 && en * sg <= 1024)
         rs = er, nsg = en;
-    if (b->o->gemv_rows > 16)
+    int rows = b->o->gemv_rows;
+    if (rows > 16)
         return zdiag_set(d, ZE_INVALID,
                          "codegen: '%s': a multi-row GEMV of %d token rows: expected at most 16",
-                         n->out->name, b->o->gemv_rows);
+                         n->out->name, rows);
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    const int64_t v[] = {b->o->gemv_rows, nsg * sg, rs, nsg * rs, gemv_mode(m)};
-    const char *const names[] = {"NTOK", "WG", "RS", "ROWS_WG", "GMODE"};
+    int mode = gemv_mode(m), tc = rows;
+    bool idot;
+    if ((s = gemv_idot(b, n, m, mode, &idot, d))) return s;
+    if (idot) {
+        int64_t room = (int64_t)b->o->target->smem_bytes - 4 * nsg * sg; /* attn_reduce's slots */
+        int64_t fit = room / gemvn_q8_row_bytes(m->K, mode);
+        if (fit < 1)
+            return zdiag_set(
+                d, ZE_UNSUPPORTED,
+                "codegen: '%s': a row of int8 x of %lld elements needs %lld bytes of shared memory, "
+                "the target has %u",
+                n->out->name, (long long)m->K, (long long)gemvn_q8_row_bytes(m->K, mode),
+                b->o->target->smem_bytes);
+        tc = fit < rows ? (int)fit : rows;
+        zcg_def_i(b, "IDOT", 1);
+        zcg_def_f(b, "Q8_INV127", ZIR_Q8_INV127);
+        b->k->int_dot = true;
+    }
+    const int64_t v[] = {rows, tc, nsg * sg, rs, nsg * rs, mode};
+    const char *const names[] = {"NTOK", "TC", "WG", "RS", "ROWS_WG", "GMODE"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
-    b->k->groups[0] = konst(m->N, nsg * rs);
-    b->k->groups[1] = per_token(1, b->o->gemv_rows);
+    b->k->groups[0] = m->n_seg ? konst(seg_groups(b, m, nsg * rs), 1) : konst(m->N, nsg * rs);
+    b->k->groups[1] = per_token(1, rows);
     b->k->groups[2] = konst(1, 1);
-    mm_name(b, "gemvn", m, zarena_printf(b->a, "_t%d_r%dg%d", b->o->gemv_rows, rs, nsg));
-    static const char *const files[] = {"dequant", "matmul_io", "gemv_groups", "matmul_gemvn", NULL};
+    const char *lay = zarena_printf(b->a, "_t%d_r%dg%d", rows, rs, nsg);
+    if (idot) lay = zarena_printf(b->a, tc < rows ? "%s_idot_c%d" : "%s_idot", lay, tc);
+    mm_name(b, "gemvn", m, lay);
+    const char *files[8] = {"dequant", "matmul_io"};
+    int nf = 2;
+    if (idot && m->norm) files[nf++] = "attn_reduce";
+    if (idot) files[nf++] = "idot";
+    files[nf++] = "gemv_groups";
+    files[nf++] = "gemv_segs";
+    files[nf++] = "matmul_gemvn";
     return zcg_build(b, files, n, d);
 }
 
@@ -725,8 +761,9 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     zstatus s = match(n, &m, d);
     if (s) return s;
     if (m.down) return gen_mlp(n, &m, &b, d);
-    if (o->phase == ZPH_DECODE || m.n_seg) return gen_gemv(n, &m, &b, d);
+    if (o->phase == ZPH_DECODE) return gen_gemv(n, &m, &b, d);
     if (o->gemv_rows > 0) return gen_gemvn(n, &m, &b, d);
+    if (m.n_seg) return bad(n, "a horizontal GEMV runs in decode or as a batch step's multi-row GEMV", d);
     cm_layout c = cm_default(&b, &m, prefill_logits(&b, n));
     return use_coopmat(&b, &m, &c) ? gen_gemm_cm(n, &m, &c, &b, d) : gen_gemm(n, &m, &b, d);
 }

@@ -469,9 +469,10 @@ zstatus zlower(zir_graph *const g[ZPLAN_PHASES], const zlower_opts *o, zplan **o
     zstatus s = header(&w, g[0]);
     for (int ph = 0; ph < ZPLAN_PHASES && !s; ph++)
         s = declare_storage(&w, g[ph]);
+    if (!s && o->parallel && o->batch) s = declare_storage(&w, o->batch);
     for (int ph = 0; ph < ZPLAN_PHASES && !s; ph++)
         s = lower_phase(&w, g[ph], (zplan_phase)ph);
-    if (!s && o->parallel) s = lower_phase(&w, g[ZPLAN_PREFILL], ZPLAN_BATCH);
+    if (!s && o->parallel) s = lower_phase(&w, o->batch ? o->batch : g[ZPLAN_PREFILL], ZPLAN_BATCH);
     if (!s && w.oom) s = zdiag_set(d, ZE_NOMEM, "out of memory");
     if (!s) p->buffers[w.act].size = w.act_size ? w.act_size : ALIGN;
     zarena_free(tmp);

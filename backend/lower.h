@@ -17,6 +17,9 @@ typedef struct zlower_opts {
     int64_t ctx;        /* KV-cache capacity */
     bool act_f16;       /* activations stored as float16 */
     int64_t parallel;   /* zincc --parallel N: N KV slots and a batch schedule of up to N rows; 0: neither */
+    /* The batch schedule's own fused graph (zpass_opts.batch_rows =
+     * parallel), or NULL: the prefill graph's kernels. */
+    const zir_graph *batch;
     const struct zcg_tuning *tuning; /* measured kernel layouts (zincc --tune), or NULL */
     const char *gguf_path;
     const void *gguf_base; /* the mapped GGUF: weight offsets are data - base */
@@ -29,9 +32,10 @@ typedef struct zlower_opts {
 } zlower_opts;
 
 /* g[ZPLAN_PREFILL] and g[ZPLAN_DECODE]: the two phases' fused graphs. With
- * o->parallel, the batch schedule is lowered from the prefill graph (its
- * matmuls are GEMMs over the rows), its position-dependent kernels reading
- * each row's position and slot from the step buffer. */
+ * o->parallel, the batch schedule is lowered from o->batch (else the
+ * prefill graph): its matmuls multi-row GEMVs or GEMMs over the rows
+ * (zcost_batch_gemv), its position-dependent kernels reading each row's
+ * position and slot from the step buffer. */
 zstatus zlower(zir_graph *const g[ZPLAN_PHASES], const zlower_opts *o, zplan **out, zdiag *d);
 
 #endif

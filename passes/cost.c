@@ -7,11 +7,15 @@
 
 enum { PREFILL_STEP = 512, MLP_BLOCK = 64, KV_BLOCK = 32 };
 
+/* A batch step's rows share each weight read and each dispatch: they are
+ * its tokens and its tile. */
 int64_t zcost_step_tokens(const zpass_opts *o) {
-    return o->phase == ZPH_DECODE ? 1 : PREFILL_STEP;
+    return o->phase == ZPH_DECODE ? 1 : o->batch_rows > 0 ? o->batch_rows : PREFILL_STEP;
 }
 int zcost_token_tile(const zpass_opts *o) {
-    return o->phase == ZPH_DECODE ? 1 : (o->token_tile > 0 ? o->token_tile : o->target->prefill_tile);
+    if (o->phase == ZPH_DECODE) return 1;
+    if (o->batch_rows > 0) return (int)o->batch_rows;
+    return o->token_tile > 0 ? o->token_tile : o->target->prefill_tile;
 }
 
 static double dispatch_bytes(const zpass_opts *o, int dispatches) {
@@ -112,7 +116,18 @@ static void full_mlp_decode(const zpass_opts *o, const zcost_mlp *m, zcost_optio
 void zcost_price_mlp(const zpass_opts *o, const zcost_mlp *m, zcost_option opt[ZCOST_MLP_OPTIONS]) {
     staged_like(o, m, &opt[0], ZKT_NONE, 4, 6);
     staged_like(o, m, &opt[1], ZKT_GATE_UP_SWIGLU, 2, 2);
-    if (o->phase == ZPH_DECODE)
+    if (zcost_gemv_batch(o)) {
+        /* one workgroup per token tile would leave the device idle, one per
+         * token and slice re-read the weights per row */
+        opt[2] = (zcost_option){.tmpl = ZKT_MLP,
+                                .token_tile = zcost_token_tile(o),
+                                .split = 1,
+                                .dispatches = 1,
+                                .total = INFINITY};
+        snprintf(
+            opt[2].note, sizeof opt[2].note,
+            "a batch step's matmuls are multi-row GEMVs, and the whole-MLP kernel has no multi-row form");
+    } else if (o->phase == ZPH_DECODE)
         full_mlp_decode(o, m, &opt[2]);
     else
         full_mlp_prefill(o, m, &opt[2]);
@@ -232,6 +247,11 @@ int zcost_batch_gemv(const ztarget *t, int64_t rows, char *why, size_t whysz) {
                  : rows > most           ? "are past the target's measured crossover, where the GEMMs' tiles win"
                                          : "(ZINC_BATCH_GEMV=0 keeps the GEMMs)");
     return pick;
+}
+
+bool zcost_gemv_batch(const zpass_opts *o) {
+    return o->phase == ZPH_PREFILL && o->batch_rows > 0 &&
+           zcost_batch_gemv(o->target, o->batch_rows, NULL, 0) > 0;
 }
 
 zpass_decision *zcost_record(const zpass_opts *o, const zir_node *at, const zir_value *v,

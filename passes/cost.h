@@ -79,6 +79,10 @@ void zcost_price_rows(const zpass_opts *o, const zcost_rows *r, zcost_option opt
  * or 0 for the GEMMs. Fills why (if not NULL) with the reason. */
 enum { ZCOST_GEMVN_ROWS = 16 };
 int zcost_batch_gemv(const ztarget *t, int64_t rows, char *why, size_t whysz);
+/* Whether o compiles the batch schedule's graph (o->batch_rows) and its
+ * matmuls are multi-row GEMVs: then the passes take decode's GEMV
+ * decisions (fuse-qkv, the norm prologue, int8 x). */
+bool zcost_gemv_batch(const zpass_opts *o);
 
 /* Index of the option to take: the cheapest feasible one, unless it saves
  * less than the threshold over opt[0]. Fills why with the arithmetic. */

@@ -13,7 +13,8 @@
  * its first step, and scale each staged element: on the H200 the 2-layer
  * 8B-wide prefill step took 7277 us with the norms in the GEMMs and 5692
  * with them as kernels of their own (88 us for all eight; run 27,
- * docs/performance.md). */
+ * docs/performance.md). A batch step's multi-row GEMVs (zpass_opts.batch_rows)
+ * are decode's kind of kernel: they keep the prologue. */
 #include <stdio.h>
 
 #include "cost.h"
@@ -27,7 +28,8 @@ static bool takes_prologue(const zir_node *c, const zir_value *h) {
 
 /* Prefill on matrix units: the GEMMs' tiles would each recompute the norm. */
 static bool tiles_recompute(const zpass_opts *o, const zir_node *c) {
-    if (o->phase != ZPH_PREFILL || !o->target->coopmat || o->mm_type == ZMM_F32) return false;
+    if (o->phase != ZPH_PREFILL || !o->target->coopmat || o->mm_type == ZMM_F32 || zcost_gemv_batch(o))
+        return false;
     return !c || c->op != ZOP_KERNEL || c->kp.tmpl != ZKT_MLP;
 }
 

@@ -15,8 +15,10 @@
  * with its own copy of the norm. The cost model prices the choice:
  * dispatches and x reads saved, the same weight bytes either way.
  *
- * Decode only: a prefill GEMM tile is already shared by its tokens, and
- * the tensor-core GEMM has no per-segment epilogue. */
+ * Decode, and a batch step whose matmuls are multi-row GEMVs
+ * (zpass_opts.batch_rows; matmul_gemvn.glsl has the segments): a prefill
+ * GEMM tile is already shared by its tokens, and the tensor-core GEMM has
+ * no per-segment epilogue. */
 #include <stdio.h>
 
 #include "cost.h"
@@ -82,7 +84,7 @@ static zir_node *fuse_rows(zir_graph *g, const zpass_opts *o, zir_node *n, zir_n
 }
 
 zstatus zpass_fuse_qkv(zir_graph *g, const zpass_opts *o, zdiag *d) {
-    if (o->phase != ZPH_DECODE) return ZOK;
+    if (o->phase != ZPH_DECODE && !zcost_gemv_batch(o)) return ZOK;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         zir_node *n = g->nodes[i], *c[ZPASS_MAX_MATMULS], *seg[ZPASS_MAX_MATMULS];
         if (n->op == ZOP_KERNEL || zpass_kind(n) != ZK_NORM || !zpass_flag(n, ZF_W1) || n->out->rank != 2)

@@ -19,11 +19,16 @@
  * their matmuls attr.gemv_q8: x quantized to int8 per 32 elements (q8_1),
  * each four weights one integer dot product, as llama.cpp rounds its
  * activations for quantized weights. On the H200 that made the 2-layer
- * 8B-wide decode step 18 % faster (run 23, docs/performance.md). */
+ * 8B-wide decode step 18 % faster (run 23, docs/performance.md).
+ *
+ * A batch step whose matmuls are multi-row GEMVs (zpass_opts.batch_rows,
+ * zcost_batch_gemv) decides as decode does: int8 x where the target wants
+ * it, fp32 operands otherwise (no matrix units run them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost.h"
 #include "match.h"
 
 /* The report's line for a node this pass marked. */
@@ -42,8 +47,11 @@ static void record(const zpass_opts *o, const zir_node *n, const char *reason) {
 
 /* The decode GEMV templates (cg_matmul.c's gen_gemv) whose matmuls are all
  * q4_K or all q6_K (one group layout), with x fitting the target's shared
- * memory as int8. */
-static bool idot_gemv(const zir_node *n, const ztarget *t) {
+ * memory as int8: one row of it (the multi-row GEMV stages a batch step's
+ * rows a few at a time where all do not fit), or with ZINC_GEMVN_Q8=fit
+ * all `rows` of a batch step at once beside the default workgroup's 128
+ * reduction slots (to measure the chunks against fp32 x). */
+static bool idot_gemv(const zir_node *n, const ztarget *t, int64_t rows) {
     bool kernel = n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU ||
                                           n->kp.tmpl == ZKT_MATMUL_ROWS);
     if (n->op != ZOP_MATMUL && !kernel) return false;
@@ -56,6 +64,9 @@ static bool idot_gemv(const zir_node *n, const ztarget *t) {
         if (k == 0) ty = w->dtype;
         if (w->dtype != ty || (ty != ZT_Q4_K && ty != ZT_Q6_K) || w->rank != 2 ||
             ZPASS_IDOT_SMEM(w->shape[1], 1024) > (int64_t)t->smem_bytes)
+            return false;
+        const char *e = getenv("ZINC_GEMVN_Q8");
+        if (rows > 1 && e && !strcmp(e, "fit") && rows * ZPASS_GEMVN_Q8_ROW(w->shape[1], ty == ZT_Q4_K) + 4 * 128 > (int64_t)t->smem_bytes)
             return false;
         k++;
     }
@@ -99,14 +110,15 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
     if ((unsigned)o->gemv_idot > ZIDOT_ON)
         return zdiag_set(d, ZE_INVALID, "mm-f16: GEMV int-dot choice %d: expected target, off or on",
                          (int)o->gemv_idot);
-    if (o->phase == ZPH_DECODE && idot_wanted(o)) {
+    bool gemvs = o->phase == ZPH_DECODE || zcost_gemv_batch(o);
+    if (gemvs && idot_wanted(o)) {
         int marked = 0, gemvs = 0;
         for (uint32_t i = 0; i < g->n_nodes; i++) {
             zir_node *n = g->nodes[i];
             gemvs += n->op == ZOP_MATMUL || (n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL ||
                                                                     n->kp.tmpl == ZKT_GATE_UP_SWIGLU ||
                                                                     n->kp.tmpl == ZKT_MATMUL_ROWS));
-            if (idot_gemv(n, o->target)) marked += mark_q8(n);
+            if (idot_gemv(n, o->target, o->phase == ZPH_DECODE ? 1 : o->batch_rows)) marked += mark_q8(n);
         }
         /* one line for the model, under the output group: the rows of the
          * layers stay the fusions' */
@@ -121,7 +133,7 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
         }
     }
     bool f16 = o->mm_type == ZMM_TARGET ? o->target->coopmat : o->mm_type == ZMM_F16;
-    if (!f16 || o->phase != ZPH_PREFILL) return ZOK;
+    if (!f16 || o->phase != ZPH_PREFILL || gemvs) return ZOK;
     for (uint32_t i = 0; i < g->n_nodes; i++)
         if (mark(g->nodes[i]))
             record(o, g->nodes[i],

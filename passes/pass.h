@@ -102,12 +102,23 @@ typedef struct zpass_opts {
     zpass_kv kv_type;     /* KV-cache storage (the kv-type pass) */
     zpass_mm mm_type;     /* prefill matmul operands (the mm-f16 pass) */
     zpass_idot gemv_idot; /* decode GEMV x in int8 (the mm-f16 pass) */
+    /* > 0: the graph of the batch schedule (zincc --parallel N), at most
+     * this many rows a step, each a token of its own sequence: prefill's
+     * phase, steps of batch_rows tokens. Where its matmuls are multi-row
+     * GEMVs (zcost_batch_gemv), the passes take decode's GEMV decisions:
+     * q, k and v as one GEMV over their rows (fuse-qkv), the norms in the
+     * GEMVs' prologues (fuse-norm), int8 x (mm-f16); beyond, prefill's. */
+    int64_t batch_rows;
 } zpass_opts;
 
 /* Shared memory the integer-dot GEMV stages x in, for K columns and wg
  * threads: int8 x, a run sum per 8 elements (q6_K; q4_K needs half), a d
  * per 32, the norm's slots. */
 #define ZPASS_IDOT_SMEM(K, wg) ((K) + 4 * ((K) / 8) + 4 * ((K) / 32) + 4 * (wg))
+/* Shared memory of one token row of int8 x in the multi-row GEMV
+ * (matmul_gemvn.glsl, IDOT): a byte an element, a d per 32, for q4_K a
+ * d*sum(q) per 16 (q6_K folds its -32 into the weights), the norm's scale. */
+#define ZPASS_GEMVN_Q8_ROW(K, q4k) ((K) + 4 * ((K) / 32) + ((q4k) ? 4 * ((K) / 16) : 0) + 4)
 
 typedef zstatus (*zpass_fn)(zir_graph *g, const zpass_opts *o, zdiag *d);
 

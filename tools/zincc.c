@@ -256,23 +256,72 @@ static zstatus write_report(const zincc_opts *z, const phase_out *ph, const zpas
     return !strcmp(z->report, "json") ? zpass_rep_json(&r, stdout, d) : zpass_rep_text(&r, stdout, d);
 }
 
+/* What the batch graph fused, counted from it: the matmul kernels (those
+ * with int8 x), the rows GEMVs (fuse-qkv), the norms in a prologue and
+ * those left as kernels of their own. */
+typedef struct batch_census {
+    int matmuls, q8, rows, segs, norm_in, norm_alone, layers;
+} batch_census;
+
+static bool any_q8(const zir_node *n) {
+    if (n->op == ZOP_MATMUL) return n->attr.gemv_q8;
+    for (int i = 0; n->op == ZOP_KERNEL && i < n->n_body; i++)
+        if (n->body[i]->op == ZOP_MATMUL && n->body[i]->attr.gemv_q8) return true;
+    return false;
+}
+
+static batch_census count_batch(const zir_graph *g) {
+    batch_census c = {.layers = (int)g->hp.n_layer};
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *n = g->nodes[i];
+        const zir_node *head = n->op == ZOP_KERNEL ? n->body[0] : n;
+        bool norm = zir_ops[head->op].kind == ZK_NORM && (zir_ops[head->op].flags & ZF_W1);
+        bool mm = n->op == ZOP_MATMUL ||
+                  (n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU ||
+                                           n->kp.tmpl == ZKT_MATMUL_ROWS));
+        c.matmuls += mm;
+        c.q8 += mm && any_q8(n);
+        bool rows = n->op == ZOP_KERNEL && n->kp.tmpl == ZKT_MATMUL_ROWS;
+        c.rows += rows;
+        for (int j = 0; rows && j < n->n_body; j++)
+            c.segs += n->body[j]->op == ZOP_MATMUL;
+        c.norm_in += norm && n->op == ZOP_KERNEL && n->kp.tmpl != ZKT_NONE && n->n_body > 1 &&
+                     zir_ops[n->body[1]->op].kind == ZK_MATMUL;
+        c.norm_alone += norm && n->op != ZOP_KERNEL && n->out->rank == 2;
+    }
+    return c;
+}
+
 /* The batch schedule's price (--parallel N): a decode step streams the
  * weights once whatever its rows, so each of N rows carries 1/N of them;
  * what grows with the rows is activations and attention over each row's
- * own cache. */
-static void report_batch(const zincc_opts *z, const ztarget *t, const gguf_file *f) {
+ * own cache. Then what its own graph fused. */
+static void report_batch(const zincc_opts *z, const ztarget *t, const gguf_file *f, const zir_graph *batch) {
     double w = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++)
         w += (double)f->tensors[i].nbytes;
-    printf("\nbatch decode (--parallel %lld): the prefill graph's kernels over 1..%lld rows, one token of its own "
-           "sequence each\n",
-           (long long)z->parallel, (long long)z->parallel);
+    printf(
+        "\nbatch decode (--parallel %lld): its own graph's kernels over 1..%lld rows, one token of its own "
+        "sequence each\n",
+        (long long)z->parallel, (long long)z->parallel);
     for (int64_t n = 1; n <= z->parallel; n *= 2)
         printf("  %3lld rows: weights %.2f MiB a step, %.2f MiB a token\n", (long long)n, w / 1048576.0,
                w / 1048576.0 / (double)n);
     char why[200];
     zcost_batch_gemv(t, z->parallel, why, sizeof why);
     printf("  matmuls: %s\n", why);
+    if (!batch) return;
+    batch_census c = count_batch(batch);
+    printf("  q, k, v: %s\n",
+           c.rows ? zarena_printf(batch->arena,
+                                  "%d multi-row GEMVs over the rows of %d of their matmuls (fuse-qkv; %d layers), "
+                                  "the others a kernel each",
+                                  c.rows, c.segs, c.layers)
+                  : "a matmul kernel each (fuse-qkv: only where the matmuls are multi-row GEMVs)");
+    printf("  norms: %d in the prologue of a matmul kernel, %d kernels of their own\n", c.norm_in,
+           c.norm_alone);
+    printf("  x: int8 (q8_1, packed integer dot products) in %d of %d matmul kernels%s\n", c.q8, c.matmuls,
+           c.q8 ? "" : " (multi-row GEMVs over q4_K or q6_K weights, where the target wants it or --gemv-x int8)");
 }
 
 static zstatus write_dot(const zincc_opts *z, const phase_out *ph, zdiag *d) {
@@ -322,8 +371,8 @@ static zstatus resolve_target(const zincc_opts *z, ztarget *t, zvk_profile *prof
     return ZOK;
 }
 
-static zstatus emit_plan(const zincc_opts *z, const gguf_file *f, phase_out *ph, const ztarget *t,
-                         const zvk_profile *prof, const zcg_tuning *tuning, zdiag *d) {
+static zstatus emit_plan(const zincc_opts *z, const gguf_file *f, phase_out *ph, const zir_graph *batch,
+                         const ztarget *t, const zvk_profile *prof, const zcg_tuning *tuning, zdiag *d) {
     zir_graph *g[ZPLAN_PHASES] = {ph[ZPH_PREFILL].fused, ph[ZPH_DECODE].fused};
     int64_t ctx = ph[ZPH_PREFILL].po.ctx;
     zincc_plan_opts o = {.target = t,
@@ -333,6 +382,7 @@ static zstatus emit_plan(const zincc_opts *z, const gguf_file *f, phase_out *ph,
                          .parallel = z->parallel,
                          .out = z->out,
                          .tuning = tuning,
+                         .batch = batch,
                          .progress = cli_stderr_tty()};
     if (o.chunk > ctx) o.chunk = ctx;
     return zincc_write_plan(f, g, &o, d);
@@ -370,13 +420,18 @@ int main(int argc, char **argv) {
         ph[i].po = phase_opts(&z, &t, i, &rep);
         s = compile_phase(f, &z, &ph[i], rep.arena, &d);
     }
+    zir_graph *batch = NULL; /* the batch schedule's own graph */
+    if (!s && !z.dump_ir && z.parallel && ph[ZPH_PREFILL].fused && (z.out || z.report))
+        s = zincc_batch_graph(f, &ph[ZPH_PREFILL].po, z.parallel, z.passes, z.disabled, &batch, &d);
     if (!s && !z.dump_ir && z.report) s = write_report(&z, ph, &rep, &d);
-    if (!s && !z.dump_ir && z.report && z.parallel && strcmp(z.report, "json")) report_batch(&z, &t, f);
+    if (!s && !z.dump_ir && z.report && z.parallel && strcmp(z.report, "json"))
+        report_batch(&z, &t, f, batch);
     if (!s && !z.dump_ir && z.emit) s = write_dot(&z, ph, &d);
     zcg_tuning tuning = {0};
     if (!s && z.out && z.tune)
         s = zincc_tune(z.device, ph[ZPH_DECODE].fused, &t, ph[ZPH_DECODE].po.ctx, rep.arena, &tuning, &d);
-    if (!s && z.out) s = emit_plan(&z, f, ph, &t, live ? &prof : NULL, &tuning, &d);
+    if (!s && z.out) s = emit_plan(&z, f, ph, batch, &t, live ? &prof : NULL, &tuning, &d);
+    zir_graph_free(batch);
     for (int i = 0; i < ZPH_COUNT; i++) {
         zir_graph_free(ph[i].fused);
         zir_graph_free(ph[i].staged);

@@ -33,6 +33,19 @@ int64_t zincc_default_chunk(int64_t ctx) {
     return ctx < 512 ? ctx : 512;
 }
 
+zstatus zincc_batch_graph(const gguf_file *f, const zpass_opts *prefill, int64_t parallel, const char *passes,
+                          const char *disabled, zir_graph **out, zdiag *d) {
+    zpass_opts po = *prefill;
+    po.phase = ZPH_PREFILL;
+    po.batch_rows = parallel;
+    po.report = NULL;
+    po.print_after = NULL;
+    zstatus s = zir_build_from_gguf(f, out, d);
+    if (!s) s = zpass_run_pipeline(*out, passes, disabled, &po, d);
+    if (s) zdiag_prefix(d, "batch schedule (--parallel %lld)", (long long)parallel);
+    return s;
+}
+
 zstatus zincc_lower_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], const zincc_plan_opts *o,
                          zplan **out, zdiag *d) {
     /* The executor finds the weights from any directory: record an absolute path. */
@@ -54,6 +67,7 @@ zstatus zincc_lower_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], c
                       .vendor_id = o->device ? o->device->vendor_id : 0,
                       .device_id = o->device ? o->device->device_id : 0,
                       .tuning = o->tuning,
+                      .batch = o->batch,
                       .progress = o->progress ? progress : NULL};
     *out = NULL;
     zstatus s = zlower(g, &lo, out, d);
@@ -81,21 +95,26 @@ zstatus zincc_write_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], c
 }
 
 zstatus zincc_compile(const gguf_file *f, const zincc_plan_opts *o, zplan **out, zdiag *d) {
-    zir_graph *g[ZPLAN_PHASES] = {0};
+    zir_graph *g[ZPLAN_PHASES] = {0}, *batch = NULL;
     const zpass_phase phase[ZPLAN_PHASES] = {[ZPLAN_PREFILL] = ZPH_PREFILL, [ZPLAN_DECODE] = ZPH_DECODE};
     zstatus s = ZOK;
+    zpass_opts po[ZPLAN_PHASES];
     for (int i = 0; i < ZPLAN_PHASES && !s; i++) {
-        zpass_opts po = {.target = o->target,
-                         .phase = phase[i],
-                         .token_tile = o->target->prefill_tile,
-                         .ctx = o->ctx,
-                         .fuse_threshold = o->target->fuse_threshold,
-                         .print_to = stderr};
+        po[i] = (zpass_opts){.target = o->target,
+                             .phase = phase[i],
+                             .token_tile = o->target->prefill_tile,
+                             .ctx = o->ctx,
+                             .fuse_threshold = o->target->fuse_threshold,
+                             .print_to = stderr};
         s = zir_build_from_gguf(f, &g[i], d);
-        if (!s) s = zpass_run_pipeline(g[i], NULL, NULL, &po, d);
+        if (!s) s = zpass_run_pipeline(g[i], NULL, NULL, &po[i], d);
     }
-    if (!s) s = zincc_lower_plan(f, g, o, out, d);
+    if (!s && o->parallel) s = zincc_batch_graph(f, &po[ZPLAN_PREFILL], o->parallel, NULL, NULL, &batch, d);
+    zincc_plan_opts with = *o;
+    with.batch = batch;
+    if (!s) s = zincc_lower_plan(f, g, &with, out, d);
     for (int i = 0; i < ZPLAN_PHASES; i++)
         zir_graph_free(g[i]);
+    zir_graph_free(batch);
     return s;
 }

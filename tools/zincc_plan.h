@@ -16,6 +16,7 @@ typedef struct zincc_plan_opts {
     bool progress;
     const char *prog;                /* who says what was written: "zincc" when NULL */
     const struct zcg_tuning *tuning; /* zincc --tune's measured layouts, or NULL */
+    const zir_graph *batch;          /* the batch schedule's graph (zincc_batch_graph), or NULL */
 } zincc_plan_opts;
 
 /* The context when none is asked for: 4096, or the model's training context
@@ -26,7 +27,13 @@ void zincc_check_ctx(const char *prog, const gguf_file *f, int64_t ctx);
 /* The prefill chunk when none is asked for: 512, at most the context. */
 int64_t zincc_default_chunk(int64_t ctx);
 
-/* Lowers g[prefill], g[decode] into a plan (*out, the caller frees it). */
+/* The batch schedule's graph (--parallel N): built from f and compiled
+ * with the prefill phase's options and batch_rows = parallel (no report,
+ * no --print-after), with the pipeline and disabled passes given (NULL: the
+ * default pipeline, none disabled). */
+zstatus zincc_batch_graph(const gguf_file *f, const zpass_opts *prefill, int64_t parallel, const char *passes,
+                          const char *disabled, zir_graph **out, zdiag *d);
+/* Lowers g[prefill], g[decode] (and o->batch) into a plan (*out, the caller frees it). */
 zstatus zincc_lower_plan(const gguf_file *f, zir_graph *const g[ZPLAN_PHASES], const zincc_plan_opts *o,
                          zplan **out, zdiag *d);
 /* Lowers and writes the plan to o->out; prints one summary line to stderr. */

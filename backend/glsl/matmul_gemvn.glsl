@@ -2,7 +2,9 @@
 // step (zincc --parallel N, each row a token of its own sequence): a
 // workgroup reads its weight rows once for NTOK token rows (rows
 // NTOK * gl_WorkGroupID.y ..), with the optional RMSNorm prologue, gate/up
-// SwiGLU (GLU) and the add or KV-store epilogue of matmul_io.glsl.
+// SwiGLU (GLU), the add or KV-store epilogue of matmul_io.glsl, or the
+// segments of a matmul_rows kernel (SEGS: q, k and v over their
+// concatenated rows, gemv_segs.glsl).
 //
 // The decode GEMV (matmul_gemv.glsl) streams the weights once per token;
 // the GEMMs stage 16-64-token tiles that a step of a few rows leaves
@@ -12,22 +14,212 @@
 // and adds the products to the token's sums, in registers. x comes from
 // L1: NTOK x K floats do not fit shared memory.
 //
-// A token's sums are formed in one order whatever the other rows (a
-// lane's groups in K order, then one subgroupAdd), and rows past T are
-// skipped by a branch uniform in the workgroup: a sequence alone gives
-// the bits it gives among others (tests/unit/test_batch.c).
+// IDOT (GMODE 12 or 14; the matmuls' attr.gemv_q8): each token row's x is
+// quantized once per workgroup into shared memory as the decode GEMV's
+// q8_1 (d = amax/127 per 32 elements, q = round-to-even(x/d), x times the
+// norm weight first), TC rows at a time (as many as shared memory holds:
+// codegen's choice; the weights of a chunk after the first come from the
+// cache). A lane unpacks a weight group of each of its rows once (q4_K:
+// its nibbles masked into words; q6_K: its 6-bit values minus 32 as
+// signed bytes) and meets each token's int8 x with packed 4x8-bit dot
+// products (zdot4, idot.glsl). The interpreter quantizes x the same way
+// (ir/interp.c), so the kernel is still checked element by element.
 //
-// Defines: WG (threads), NTOK (token rows per workgroup), RS (weight rows
-// per subgroup), ROWS_WG (per workgroup), GMODE, GLU (W1 is the up
-// projection: y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB.
+// A token's sums are formed in one order whatever the other rows (a
+// lane's groups in K order, then one subgroupAdd; its x quantized alone),
+// and rows past T are skipped by a branch uniform in the workgroup: a
+// sequence alone gives the bits it gives among others
+// (tests/unit/test_batch.c).
+//
+// Defines: WG (threads), NTOK (token rows per workgroup), TC (token rows
+// staged at a time with IDOT, else NTOK), RS (weight rows per subgroup),
+// ROWS_WG (per workgroup), GMODE, IDOT, GLU (W1 is the up projection:
+// y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB; SEGS, N0..N2,
+// WG_SEG0..2, W2_TYPE/W2_ROWB for the segments.
 
 layout(local_size_x = WG) in;
+
+#ifndef IDOT
+#define IDOT 0
+#endif
 
 #if GLU
 #define NMAT 2u
 #else
 #define NMAT 1u
 #endif
+
+#if IDOT
+// ---- int8 x --------------------------------------------------------------
+
+// Token row tt's x as int8 in element order (GMODE 12: 16 per uvec4, a
+// q4_K run; 14: 8 per uvec2, a q6_K run), d*sum(q) of each 16-element run
+// (q4_K's mins), d of each 32-element block, and the norm's 1/rms.
+#if GMODE == 12
+shared uvec4 sq[TC * (K / 16)];
+shared float sqs[TC * (K / 16)];
+#else
+shared uvec2 sq[TC * (K / 8)];
+#endif
+shared float sqd[TC * (K / 32)];
+shared float snorm[TC];
+
+// Token rows t0 .. t0+nt-1 of x (nt <= TC) into the tables. Every
+// invocation calls it (barriers); one invocation per block of a row.
+void stage_q8(uint t0, uint nt) {
+    uint tid = gl_LocalInvocationID.x;
+    for (uint tt = 0u; tt < uint(TC); tt++) {
+        if (tt >= nt) break; // uniform
+        uint xo = (t0 + tt) * uint(K);
+        float ss = 0.0;
+        for (uint r = tid; r < uint(K) / 32u; r += WG) {
+            float v[32], amax = 0.0;
+            [[unroll]] for (uint c = 0u; c < 4u; c++) {
+                float v8[8];
+                load_x8(xo + 32u * r + 8u * c, v8);
+#if HAS_NORM
+                float nv[8];
+                DQ8(WQ_NW, NW_TYPE, 0u, 0u, 32u * r + 8u * c, nv);
+#endif
+                [[unroll]] for (uint e = 0u; e < 8u; e++) {
+#if HAS_NORM
+                    ss += v8[e] * v8[e];
+                    v8[e] *= nv[e];
+#endif
+                    v[8u * c + e] = v8[e];
+                }
+            }
+            [[unroll]] for (uint e = 0u; e < 32u; e++) amax = max(amax, abs(v[e]));
+            float d = amax * Q8_INV127, id = d > 0.0 ? 1.0 / d : 0.0;
+            uint w[8];
+            int s[4] = int[4](0, 0, 0, 0); // per 8 elements
+            [[unroll]] for (uint k = 0u; k < 8u; k++) {
+                uint pk = 0u;
+                [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                    int q = clamp(int(roundEven(v[4u * k + j] * id)), -127, 127);
+                    s[k >> 1u] += q;
+                    pk |= uint(q & 0xff) << (8u * j);
+                }
+                w[k] = pk;
+            }
+            uint b = tt * (uint(K) / 32u) + r;
+#if GMODE == 12
+            sq[2u * b] = uvec4(w[0], w[1], w[2], w[3]);
+            sq[2u * b + 1u] = uvec4(w[4], w[5], w[6], w[7]);
+            sqs[2u * b] = d * float(s[0] + s[1]);
+            sqs[2u * b + 1u] = d * float(s[2] + s[3]);
+#else
+            [[unroll]] for (uint j = 0u; j < 4u; j++) sq[4u * b + j] = uvec2(w[2u * j], w[2u * j + 1u]);
+#endif
+            sqd[b] = d;
+        }
+#if HAS_NORM
+        float tot = wg_sum(ss); // attn_reduce.glsl
+        if (tid == 0u) snorm[tt] = inversesqrt(tot / float(K) + NORM_EPS);
+#endif
+    }
+    barrier();
+}
+
+#if GMODE == 12
+// A group of a q4_K row: its two runs' nibbles as bytes (lo: sub-block 2p,
+// hi: 2p+1), d and dmin, and the runs' scales and mins.
+struct WQ8 {
+    uvec4 lo, hi;
+    vec2 dm;
+    float sc0, m0, sc1, m1;
+};
+WQ8 w_q8(const uint which, uint rowb, uint row, uint g) {
+    Q4G q = q4_group(which, rowb, row, g);
+    WQ8 w;
+    w.lo = q.qs & 0x0f0f0f0fu;
+    w.hi = (q.qs >> 4u) & 0x0f0f0f0fu;
+    w.dm = q.dm;
+    w.sc0 = q.sc0, w.m0 = q.m0, w.sc1 = q.sc1, w.m1 = q.m1;
+    return w;
+}
+
+// Token row tt's x over group g: the runs' int8 and ds = (d of run 0's
+// block, of run 1's, d*sum(q) of run 0, of run 1).
+struct XG {
+    uvec4 q0, q1;
+    vec4 ds;
+};
+XG x_q8(uint tt, uint g) {
+    uint k0 = tt * uint(K) + run_start(g, 0u), u = k0 >> 4u, blk = k0 >> 5u;
+    XG x;
+    x.q0 = sq[u];
+    x.q1 = sq[u + 2u];
+    x.ds = vec4(sqd[blk], sqd[blk + 1u], sqs[u], sqs[u + 2u]);
+    return x;
+}
+
+float dot_q8(WQ8 w, XG x) {
+    int i0 = 0, i1 = 0;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        i0 = zdot4(w.lo[k], x.q0[k], i0);
+        i1 = zdot4(w.hi[k], x.q1[k], i1);
+    }
+    return w.dm.x * (w.sc0 * x.ds.x * float(i0) + w.sc1 * x.ds.y * float(i1)) -
+           w.dm.y * (w.m0 * x.ds.z + w.m1 * x.ds.w);
+}
+#else
+// A group of a q6_K row: the 6-bit values minus 32 of its four runs as
+// signed bytes (v ^ 32 is v - 32 as a 6-bit two's complement; bit 5
+// spread to bits 6-7 sign-extends it: (b & 0x20) * 6 = 0xc0), so the
+// products need no -32 * sum(q); the runs' scales and d.
+struct WQ8 {
+    uvec2 v[4];
+    vec4 s;
+    float d;
+};
+WQ8 w_q8(const uint which, uint rowb, uint row, uint g) {
+    Q6G q = q6_group(which, rowb, row, g);
+    WQ8 w;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        uvec2 ql = (k & 1u) != 0u ? q.qb : q.qa;
+        uint nsh = (k >> 1u) * 4u, sbyte = q.sl + 2u * k;
+        [[unroll]] for (uint h = 0u; h < 2u; h++) {
+            uint u = ((ql[h] >> nsh) & 0x0f0f0f0fu) | (((q.qh[h] >> (2u * k)) & 0x03030303u) << 4u);
+            uint b = u ^ 0x20202020u;
+            w.v[k][h] = b | ((b & 0x20202020u) * 6u);
+        }
+        w.s[k] = float(bitfieldExtract(int(q.sc[sbyte >> 2u]), int(8u * (sbyte & 3u)), 8));
+    }
+    w.d = q.d;
+    return w;
+}
+
+// Token row tt's x over group g: its four runs' int8 and their blocks' d.
+struct XG {
+    uvec2 q[4];
+    vec4 dx;
+};
+XG x_q8(uint tt, uint g) {
+    XG x;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        uint k0 = tt * uint(K) + run_start(g, k);
+        x.q[k] = sq[k0 >> 3u];
+        x.dx[k] = sqd[k0 >> 5u];
+    }
+    return x;
+}
+
+float dot_q8(WQ8 w, XG x) {
+    float acc = 0.0;
+    [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        int is = zdot4(w.v[k][0], x.q[k][0], 0);
+        is = zdot4(w.v[k][1], x.q[k][1], is);
+        acc += w.s[k] * x.dx[k] * float(is);
+    }
+    return w.d * acc;
+}
+#endif
+#define W_LOAD(which, ty, rowb, row, g, w) w = w_q8(which, rowb, row, g)
+#define W_DECL(name, n) WQ8 name[n]
+
+#else
+// ---- fp32 x --------------------------------------------------------------
 
 // Group g of a row, dequantized: run i's elements at i * RUNLEN.
 #if GMODE == 12
@@ -59,6 +251,8 @@ void q6_dequant(const uint which, uint rowb, uint row, uint g, out float w[GE]) 
 #else
 #define W_GROUP(which, ty, rowb, row, g, w) DQ8(which, ty, rowb, row, 8u * (g), w)
 #endif
+#define W_LOAD(which, ty, rowb, row, g, w) W_GROUP(which, ty, rowb, row, g, w)
+#define W_DECL(name, n) float name[n][GE]
 
 // Group g of x at offset xo, and ss += the squares (HAS_NORM).
 void x_group(uint xo, uint g, out float xv[GE], inout float ss) {
@@ -86,45 +280,77 @@ void norm_group(uint g, out float nw[GE]) {
         }
 }
 #endif
+#endif
+
+// Matrix m's group g of row `row`, for segment seg (SEGS) or the kernel's
+// matrices (m: 0 the first, 1 GLU's up).
+#if SEGS > 2
+#define W_OF(seg, m, row, g, w)                                                                             \
+    if (seg == 0u) {                                                                                       \
+        W_LOAD(WQ_W0, W0_TYPE, W0_ROWB, row, g, w);                                                        \
+    } else if (seg == 1u) {                                                                                \
+        W_LOAD(WQ_W1, W1_TYPE, W1_ROWB, row, g, w);                                                        \
+    } else {                                                                                               \
+        W_LOAD(WQ_W2, W2_TYPE, W2_ROWB, row, g, w);                                                        \
+    }
+#elif SEGS || GLU
+#define W_OF(seg, m, row, g, w)                                                                             \
+    if (seg == 0u && m == 0u) {                                                                            \
+        W_LOAD(WQ_W0, W0_TYPE, W0_ROWB, row, g, w);                                                        \
+    } else {                                                                                               \
+        W_LOAD(WQ_W1, W1_TYPE, W1_ROWB, row, g, w);                                                        \
+    }
+#else
+#define W_OF(seg, m, row, g, w) W_LOAD(WQ_W0, W0_TYPE, W0_ROWB, row, g, w);
+#endif
 
 // acc[(t * RS + r) * NMAT + m]: token t's sum for row r of matrix m.
-float acc[NTOK * RS * NMAT];
-float ss[NTOK];
+float acc[TC * RS * NMAT];
+float ss[TC];
 
-// Group g of rows n0 .. n0+RS-1 for tokens t0 .. t0+nt-1.
-void group(uint t0, uint nt, uint n0, uint g) {
-    float w[RS * NMAT][GE];
+// Group g of rows n0 .. n0+RS-1 (of segment seg) for tokens t0 .. t0+nt-1.
+void group(uint t0, uint nt, uint n0, uint g, const uint seg) {
+    W_DECL(w, RS * NMAT);
+    uint NS = seg_rows(seg);
     [[unroll]] for (uint r = 0u; r < RS; r++) {
-        uint row = min(n0 + r, uint(N) - 1u); // a tail row repeats the last one; not written
-        W_GROUP(WQ_W0, W0_TYPE, W0_ROWB, row, g, w[r * NMAT]);
-#if GLU
-        W_GROUP(WQ_W1, W1_TYPE, W1_ROWB, row, g, w[r * NMAT + 1u]);
-#endif
+        uint row = min(n0 + r, NS - 1u); // a tail row repeats the last one; not written
+        [[unroll]] for (uint m = 0u; m < NMAT; m++) { W_OF(seg, m, row, g, w[r * NMAT + m]) }
     }
+#if IDOT
+    [[unroll]] for (uint t = 0u; t < TC; t++) {
+        if (t >= nt) break; // uniform
+        XG xv = x_q8(t, g);
+        [[unroll]] for (uint j = 0u; j < RS * NMAT; j++) acc[t * RS * NMAT + j] += dot_q8(w[j], xv);
+    }
+#else
 #if HAS_NORM
     float nw[GE];
     norm_group(g, nw);
     [[unroll]] for (uint j = 0u; j < RS * NMAT; j++)
         [[unroll]] for (uint e = 0u; e < GE; e++) w[j][e] *= nw[e];
 #endif
-    [[unroll]] for (uint t = 0u; t < NTOK; t++) {
+    [[unroll]] for (uint t = 0u; t < TC; t++) {
         if (t >= nt) break; // uniform
         float xv[GE];
         x_group((t0 + t) * uint(K), g, xv, ss[t]);
         [[unroll]] for (uint j = 0u; j < RS * NMAT; j++)
             [[unroll]] for (uint e = 0u; e < GE; e++) acc[t * RS * NMAT + j] += w[j][e] * xv[e];
     }
+#endif
 }
 
-// Rows n0 .. n0+RS-1 (those below N) of tokens t0 .. t0+nt-1: one subgroup.
-void rows_of(uint t0, uint nt, uint n0) {
-    uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
-    [[unroll]] for (uint i = 0u; i < NTOK * RS * NMAT; i++) acc[i] = 0.0;
-    [[unroll]] for (uint t = 0u; t < NTOK; t++) ss[t] = 0.0;
-    for (uint g = lane; g < uint(K) / GE; g += S) group(t0, nt, n0, g);
-    [[unroll]] for (uint t = 0u; t < NTOK; t++) {
+// Rows n0 .. n0+RS-1 (those below the segment's rows) of tokens t0 ..
+// t0+nt-1: one subgroup.
+void rows_of(uint t0, uint nt, uint n0, const uint seg) {
+    uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, NS = seg_rows(seg);
+    [[unroll]] for (uint i = 0u; i < TC * RS * NMAT; i++) acc[i] = 0.0;
+    [[unroll]] for (uint t = 0u; t < TC; t++) ss[t] = 0.0;
+    for (uint g = lane; g < uint(K) / GE; g += S) group(t0, nt, n0, g, seg);
+    [[unroll]] for (uint t = 0u; t < TC; t++) {
         if (t >= nt) break; // uniform
-#if HAS_NORM
+#if HAS_NORM && IDOT
+        float sc = snorm[t];
+#elif HAS_NORM
         float sc = inversesqrt(subgroupAdd(ss[t]) / float(K) + NORM_EPS);
 #endif
         [[unroll]] for (uint r = 0u; r < RS; r++) {
@@ -141,20 +367,41 @@ void rows_of(uint t0, uint nt, uint n0) {
             v = silu(v) * u;
 #endif
             uint n = n0 + r;
-            if (lane == (t * RS + r) % S && n < uint(N)) store_y(t0 + t, n, epilogue(t0 + t, n, v));
+            if (lane == (t * RS + r) % S && n < NS) store_seg(seg, t0 + t, n, v);
         }
     }
 }
 
-// A workgroup owns ROWS_WG rows; its subgroups take RS of them at a time
-// (more each on a device whose subgroups are larger than the target's).
+// A workgroup owns ROWS_WG rows of one segment; its subgroups take RS of
+// them at a time (more each on a device whose subgroups are larger than
+// the target's).
+void rows_wg(uint t0, uint nt, uint wg, const uint seg) {
+    for (uint r = gl_SubgroupID * uint(RS); r < uint(ROWS_WG); r += gl_NumSubgroups * uint(RS)) {
+        uint n0 = wg * uint(ROWS_WG) + r;
+        if (n0 >= seg_rows(seg)) break; // uniform in the subgroup, which uses no barrier
+        rows_of(t0, nt, n0, seg);
+    }
+}
+
 void main() {
-    uint t0 = gl_WorkGroupID.y * uint(NTOK);
+    uint t0 = gl_WorkGroupID.y * uint(NTOK), wg = gl_WorkGroupID.x;
     if (t0 >= step.T) return; // uniform across the workgroup
     uint nt = min(uint(NTOK), step.T - t0);
-    for (uint r = gl_SubgroupID * uint(RS); r < uint(ROWS_WG); r += gl_NumSubgroups * uint(RS)) {
-        uint n0 = gl_WorkGroupID.x * uint(ROWS_WG) + r;
-        if (n0 >= uint(N)) break; // uniform in the subgroup, which uses no barrier
-        rows_of(t0, nt, n0);
+    for (uint c = 0u; c < nt; c += uint(TC)) { // once, but with IDOT where TC rows of x fill shared memory
+        uint nc = min(uint(TC), nt - c);
+#if IDOT
+        if (c > 0u) barrier(); // the previous chunk's x has been read
+        stage_q8(t0 + c, nc);
+#endif
+#if SEGS
+        if (wg < uint(WG_SEG1))
+            rows_wg(t0 + c, nc, wg, 0u);
+        else if (SEGS == 2 || wg < uint(WG_SEG2))
+            rows_wg(t0 + c, nc, wg - uint(WG_SEG1), 1u);
+        else
+            rows_wg(t0 + c, nc, wg - uint(WG_SEG2), 2u);
+#else
+        rows_wg(t0 + c, nc, wg, 0u);
+#endif
     }
 }

@@ -740,9 +740,13 @@ Test(cli, small_things) {
     /* the batch schedule's matmuls, as the cost model chose them */
     cr_expect_eq(tu_run(&out, ZINCC " %s --report --target h200 --parallel 4 2>&1", gguf), 0, "%s", out);
     cr_expect(strstr(out, "matmuls: multi-row GEMV, 4 rows a workgroup"), "%s", out);
+    /* its own graph: decode's GEMV decisions where the GEMVs run, prefill's beyond */
+    cr_expect(strstr(out, "multi-row GEMVs over the rows of 6 of their matmuls (fuse-qkv"), "%s", out);
+    cr_expect(strstr(out, " 0 kernels of their own"), "%s", out);
     free(out);
     cr_expect_eq(tu_run(&out, ZINCC " %s --report --target h200 --parallel 24 2>&1", gguf), 0, "%s", out);
     cr_expect(strstr(out, "matmuls: GEMM tiles: 24 rows"), "%s", out);
+    cr_expect(strstr(out, "q, k, v: a matmul kernel each"), "%s", out);
     free(out);
     term t;
     char *const run[] = {"zinc", "run", (char *)plan, "-p", "hi", "-n", "3", "--temp", "0", "--quiet", NULL};

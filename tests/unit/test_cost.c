@@ -573,3 +573,37 @@ Test(batch, gemv_up_to_16_rows) {
     cr_expect(strstr(why, "ZINC_BATCH_GEMV=0"), "%s", why);
     unsetenv("ZINC_BATCH_GEMV");
 }
+
+/* The batch schedule's own graph (zpass_opts.batch_rows): its rows are the
+ * step's tokens and tile; where they are multi-row GEMVs the whole-MLP
+ * kernel (no multi-row form) is priced out, and fuse-qkv joins q, k and v
+ * as in decode; past the crossover, prefill's decisions (no rows GEMV). */
+Test(batch, own_graph_takes_decode_gemv_decisions) {
+    zpass_opts o = opts(target("h200"), ZPH_PREFILL);
+    o.batch_rows = 8;
+    cr_expect(zcost_gemv_batch(&o));
+    cr_expect_eq(zcost_step_tokens(&o), 8);
+    cr_expect_eq(zcost_token_tile(&o), 8);
+    zcost_mlp m = mlp_shape(256, 768); /* whole MLP wins in prefill at this width */
+    zcost_option opt[ZCOST_MLP_OPTIONS];
+    zcost_price_mlp(&o, &m, opt);
+    cr_expect(!opt[2].feasible && isinf(opt[2].total), "%s", opt[2].note);
+    cr_expect(strstr(opt[2].note, "no multi-row form"), "%s", opt[2].note);
+    char why[240];
+    cr_expect_eq(zcost_choose(&o, opt, ZCOST_MLP_OPTIONS, why, sizeof why), 1, "%s", why);
+    zir_graph *g = qkv_graph(ZT_Q4_K);
+    zdiag d = {0};
+    cr_assert_eq(zpass_run_one(g, zpass_find("fuse-qkv"), &o, &d), ZOK, "%s", d.msg);
+    int rows = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        rows += g->nodes[i]->op == ZOP_KERNEL && g->nodes[i]->kp.tmpl == ZKT_MATMUL_ROWS;
+    cr_expect_eq(rows, 1, "the batch graph's q, k and v: %d rows GEMVs", rows);
+    zir_graph_free(g);
+    o.batch_rows = 9; /* past the H200's crossover: GEMMs, prefill's decisions */
+    cr_expect(!zcost_gemv_batch(&o));
+    g = qkv_graph(ZT_Q4_K);
+    cr_assert_eq(zpass_run_one(g, zpass_find("fuse-qkv"), &o, &d), ZOK, "%s", d.msg);
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        cr_expect_neq(g->nodes[i]->op, ZOP_KERNEL, "a batch of GEMMs made a kernel");
+    zir_graph_free(g);
+}

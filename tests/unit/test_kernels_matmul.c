@@ -192,7 +192,7 @@ static void census(const char *kname, bool *seen) {
     seen[F_GATE_UP] |= strstr(kname, "_gateup_") != NULL;
     seen[F_GEMV_GATE_UP] |= !strncmp(kname, "gemv_gateup_", 12);
     seen[F_STORE] |= strstr(kname, "+store") != NULL;
-    seen[F_ROWS] |= !strncmp(kname, "gemv_rows_", 10);
+    seen[F_ROWS] |= !strncmp(kname, "gemv_rows_", 10) || !strncmp(kname, "gemvn_rows_", 11);
     /* mlp_<types>_h<H>_f<FF>_t<tile> or ..._s<split>; type names hold '_' */
     const char *f = strncmp(kname, "mlp", 3) ? NULL : strstr(kname, "_h");
     if (f && (f = strchr(f + 1, '_')) && (f = strchr(f + 1, '_')))
@@ -599,6 +599,87 @@ Test(kernels_matmul, gemvn_q8_0_q6_K, .timeout = 300) {
 }
 Test(kernels_matmul, gemvn_f16_activations, .timeout = 300) {
     check_gemvn(&MODELS[M_Q4_K_M], 8, true, TOL_F16);
+}
+
+/* The batch schedule's own graph (zpass_opts.batch_rows = rows, as zincc
+ * --parallel compiles it) with int8 x forced (llvmpipe has the products,
+ * not fast ones): q and k (and v where it shares their type) as one rows
+ * GEMV, the norms in the prologues, every q4_K and q6_K matmul with
+ * attr.gemv_q8, all multi-row GEMVs of `rows` token rows a workgroup, at
+ * steps of 1, 3 and 8 tokens from fresh random tokens, against the
+ * interpreter quantizing x the same way. smem (0: the device's) shrinks
+ * shared memory so that x is staged a few rows at a time (_c<TC>). */
+static void check_gemvn_q8(const mspec *m, int rows, uint32_t smem) {
+    kh_ctx *k = open_device();
+    cr_assert(k->dev.prof.int_dot, "%s: no shaderIntegerDotProduct", k->dev.prof.name);
+    gguf_file *f = open_model(m);
+    bool seen[F_COUNT] = {0};
+    worst w[MAX_KINDS] = {0};
+    ztarget t = device_target(k, "h200");
+    if (smem) t.smem_bytes = smem;
+    zir_graph *g = NULL;
+    zdiag d = {0};
+    cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
+    zpass_opts po = kh_pass_opts(ztarget_find("h200"), ZPH_PREFILL);
+    po.batch_rows = rows;
+    po.gemv_idot = ZIDOT_ON;
+    cr_assert_eq(zpass_run_pipeline(g, NULL, NULL, &po, &d), ZOK, "%s", d.msg);
+    int n_q8 = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        n_q8 += gemv_q8(g->nodes[i]);
+    cr_assert_gt(n_q8, 0, "no matmul of the batch graph was given int8 x");
+    char what[96];
+    snprintf(what, sizeof what, "%s h200/batch int8 x, %d rows a workgroup%s", m->label, rows,
+             smem ? ", x staged in chunks" : "");
+    run_ctx r = {k, g, {&t, ZPH_PREFILL, 8, false}, ztarget_find("h200"), what, TOL_F32, seen, w};
+    r.o.gemv_rows = rows;
+    static const int64_t T[] = {1, 3, 8};
+    static const bool all[] = {true, true, true};
+    run_steps(&r, T, all, 3);
+    cr_expect(seen[F_ROWS] && seen[F_NORM] && seen[F_GATE_UP] && !seen[F_GEMM],
+              "%s: expected the rows GEMV, norm prologues and gate+up, and no GEMM", what);
+    bool idot = false, gate_up = false;
+    for (int i = 0; i < MAX_KINDS && w[i].kind[0]; i++) {
+        cr_expect(!strncmp(w[i].kind, "gemvn", 5) || !strcmp(w[i].kind, "embed"), "%s: ran %s", what,
+                  w[i].kind);
+        idot |= !strcmp(w[i].kind, "gemvn_idot");
+        gate_up |= !strcmp(w[i].kind, "gemvn_gateup_idot");
+        cr_log_info("%s: %-18s max error %.3g of the output RMS over %d checks", what, w[i].kind, w[i].err,
+                    w[i].n);
+    }
+    cr_expect(idot && gate_up, "%s: the int8-x multi-row GEMV ran %s, %s", what,
+              idot ? "alone" : "never alone", gate_up ? "as gate+up" : "never as gate+up");
+    /* x staged in chunks exactly where shared memory asks for it */
+    zarena *a = zarena_new();
+    int chunked = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        zcg_kernel kn;
+        if (!in_family(g->nodes[i]) || zcg_node(g, g->nodes[i], &r.o, a, &kn, &d)) continue;
+        chunked += strstr(kn.name, "_idot_c") != NULL;
+    }
+    cr_expect_eq(chunked > 0, smem != 0, "%s: %d kernels stage x in chunks", what, chunked);
+    zarena_free(a);
+    zir_graph_free(g);
+    gguf_close(f);
+    kh_close(k);
+}
+
+Test(kernels_matmul, gemvn_q4_K_int8_x, .timeout = 300) {
+    static const mspec m = {"q4_K_bq8", ZMK_LLAMA, ZMK_F32, ZT_Q4_K};
+    check_gemvn_q8(&m, 1, 0);
+    check_gemvn_q8(&m, 4, 0);
+    check_gemvn_q8(&m, 8, 0);
+}
+Test(kernels_matmul, gemvn_q6_K_int8_x, .timeout = 300) {
+    static const mspec m = {"q6_K_bq8", ZMK_QWEN3, ZMK_F32, ZT_Q6_K};
+    check_gemvn_q8(&m, 1, 0);
+    check_gemvn_q8(&m, 4, 0);
+    check_gemvn_q8(&m, 8, 0);
+}
+/* Q4_K_M: q and k in q4_K as one rows GEMV, v's q6_K on its own, q5_0's
+ * rows of 288 with fp32 x; x staged 5 rows (K 512) or 1 (K 1536) at a time. */
+Test(kernels_matmul, gemvn_q4_k_m_int8_x_chunks, .timeout = 300) {
+    check_gemvn_q8(&MODELS[M_Q4_K_M], 8, 4096);
 }
 
 /* ---- the census: every template appears in the graphs checked above ---------- */
