@@ -4,10 +4,15 @@
  *   moe_gemv       the chosen experts' rows of a stacked weight: a plain matmul_id,
  *                  gate+up+SwiGLU (ZKT_MOE_GATE_UP), or the down projection with the
  *                  weighted expert sum and the residual add (ZKT_MOE_DOWN)
- *   moe_sum        the weighted expert sum alone (when fuse-moe did not run)
+ *   moe_gemm       prefill (a kernel node with a token tile above 1, fuse-moe's
+ *                  grouped option): the (token, slot) pairs sorted by expert and
+ *                  a GEMM per expert over its pairs, gate+up+SwiGLU or the down
+ *                  rows alone (moe_sum and the residual add follow as nodes)
+ *   moe_sum        the weighted expert sum alone
  *
- * Decode reads only the selected experts' rows; prefill runs the same GEMV
- * with a workgroup row per (token, slot) (docs/performance.md). */
+ * Decode reads only the selected experts' rows, a GEMV per (token, slot);
+ * the grouped GEMMs read each used expert's tile once per tile of its
+ * tokens (docs/performance.md). */
 #include <stdio.h>
 #include <string.h>
 
@@ -20,6 +25,10 @@ enum {
     GEMV_NSG = 4, /* subgroups per workgroup */
     GEMV_ROWS = 8,
     MAX_GRID_Y = 65535,
+    GEMM_BN = 64, /* matmul_gemm.glsl's tile: weight rows, contraction step, rows per thread */
+    GEMM_BK = 32,
+    GEMM_TN = 4,
+    GEMM_WG = 256,
 };
 
 static zstatus refuse(const zir_node *n, const char *why, zdiag *d) {
@@ -100,11 +109,13 @@ static zstatus match_gate_up(const zir_node *n, moe_match *m, zdiag *d) {
     return ZOK;
 }
 
-/* matmul_id moe_sum [add]: the sum weighs the matmul's slots by its route,
- * and the add takes the sum and an f32 [T, N] residual. */
+/* matmul_id [moe_sum [add]]: the sum weighs the matmul's slots by its
+ * route, and the add takes the sum and an f32 [T, N] residual. The grouped
+ * form is the matmul_id alone. */
 static zstatus match_down(const zir_node *n, moe_match *m, zdiag *d) {
-    if (n->n_body < 2 || n->n_body > 3) return refuse(n, "expected matmul_id moe_sum [add]", d);
+    if (n->n_body < 1 || n->n_body > 3) return refuse(n, "expected matmul_id [moe_sum [add]]", d);
     m->first = n->body[0];
+    if (n->n_body == 1) return is_matmul_id(m->first) ? ZOK : refuse(n, "expected matmul_id", d);
     m->sum = n->body[1];
     m->add = n->n_body == 3 ? n->body[2] : NULL;
     if (!is_matmul_id(m->first) || m->sum->n_in != 2 || zir_ops[m->sum->op].kind != ZK_MOE ||
@@ -173,11 +184,53 @@ static zstatus gen_gemv(const zir_node *n, zcg_builder *b, zdiag *d) {
     return zcg_build(b, files, n, d);
 }
 
+/* Shared memory of a grouped tile: matmul_gemm.glsl's x and weight tiles,
+ * the counts per expert, the tile's pair ids and a count per subgroup. */
+static uint32_t grouped_smem(int64_t bm, int64_t E) {
+    return 4u * (uint32_t)(GEMM_BK * (bm + 1) + GEMM_BK * (GEMM_BN + 1) + E + bm + GEMM_WG);
+}
+
+/* Prefill's grouped GEMM (moe_gemm.glsl): BM pairs of one expert x 64
+ * weight rows (32 gate + 32 up rows with GLU) a workgroup. BM is the
+ * kernel's token tile (16, 32 or 64), halved while the tiles overflow
+ * shared memory. */
+static zstatus gen_grouped(const zir_node *n, zcg_builder *b, zdiag *d) {
+    moe_match m;
+    zstatus s = match(n, &m, d);
+    if (!s && m.sum) return refuse(n, "a grouped GEMM writes the products; the sum is a node of its own", d);
+    if (!s) s = gemv_bindings(n, &m, b, d);
+    if (s) return s;
+    const ztarget *t = b->o->target;
+    int64_t bm = n->kp.token_tile <= 16 ? 16 : n->kp.token_tile <= 32 ? 32 : 64;
+    while (bm > 16 && grouped_smem(bm, m.E) > t->smem_bytes)
+        bm /= 2;
+    if (grouped_smem(bm, m.E) > t->smem_bytes)
+        return refuse(n, "a 16-pair grouped tile does not fit the target's shared memory", d);
+    int64_t maxt = b->o->max_tokens > 0 ? b->o->max_tokens : 1;
+    if ((maxt * m.U + m.E * (bm - 1)) / bm > MAX_GRID_Y)
+        return refuse(n, "more than 65535 tiles in a step", d);
+    zcg_def_i(b, "BM", bm);
+    zcg_def_i(b, "BN", GEMM_BN);
+    zcg_def_i(b, "BK", GEMM_BK);
+    zcg_def_i(b, "TM", bm / (GEMM_WG / (GEMM_BN / GEMM_TN)));
+    zcg_def_i(b, "TN", GEMM_TN);
+    zcg_def_i(b, "WG", GEMM_WG);
+    b->k->groups[0] = (zcg_affine){0, m.N, m.glu ? GEMM_BN / 2 : GEMM_BN};
+    b->k->groups[1] = (zcg_affine){m.U, m.E * (bm - 1), bm};
+    b->k->groups[2] = (zcg_affine){0, 1, 1};
+    snprintf(b->k->name, sizeof b->k->name, "moe_gemm%s_%s_e%lld_n%lld_k%lld_u%lld_t%lld",
+             m.glu ? "_gateup" : "", ztype_name(m.first->in[1]->dtype), (long long)m.E, (long long)m.N,
+             (long long)m.K, (long long)m.U, (long long)bm);
+    static const char *const files[] = {"dequant", "matmul_io", "moe_gemm", NULL};
+    return zcg_build(b, files, n, d);
+}
+
 zstatus zcg_moe(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
                 zdiag *d) {
     memset(out, 0, sizeof *out);
     if (!o || !o->target) return zdiag_set(d, ZE_INVALID, "codegen: '%s': no target", n->out->name);
     zcg_builder b = {.g = g, .a = a, .o = o, .k = out};
+    if (n->op == ZOP_KERNEL && n->kp.token_tile > 1) return gen_grouped(n, &b, d);
     if (n->op == ZOP_KERNEL || is_matmul_id(n)) return gen_gemv(n, &b, d);
     if (n->n_in == 1) return gen_topk(n, &b, d);
     return gen_sum(n, &b, d);
