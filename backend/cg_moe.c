@@ -1,13 +1,15 @@
 /* Mixture-of-experts kernels (ZK_MOE ops and the fuse-moe templates):
  *
  *   moe_topk       the router's softmax, top-k and renormalization, a thread per token
+ *   moe_route      the route's pairs sorted by expert (a workgroup per expert), for
+ *                  the grouped GEMMs
  *   moe_gemv       the chosen experts' rows of a stacked weight: a plain matmul_id,
  *                  gate+up+SwiGLU (ZKT_MOE_GATE_UP), or the down projection with the
  *                  weighted expert sum and the residual add (ZKT_MOE_DOWN)
  *   moe_gemm       prefill (a kernel node with a token tile above 1, fuse-moe's
- *                  grouped option): the (token, slot) pairs sorted by expert and
- *                  a GEMM per expert over its pairs, gate+up+SwiGLU or the down
- *                  rows alone (moe_sum and the residual add follow as nodes)
+ *                  grouped option): a GEMM per expert over its run of moe_route's
+ *                  sorted pairs, gate+up+SwiGLU or the down rows alone (moe_sum
+ *                  and the residual add follow as nodes)
  *   moe_sum        the weighted expert sum alone
  *
  * Decode reads only the selected experts' rows, a GEMV per (token, slot);
@@ -22,6 +24,7 @@ enum {
     TOPK_WG = 64,
     TOPK_MAX_E = 1024, /* the taken-bitmask and the loops are sized by E */
     SUM_WG = 256,
+    ROUTE_WG = 256,
     GEMV_NSG = 4, /* subgroups per workgroup */
     GEMV_ROWS = 8,
     MAX_GRID_Y = 65535,
@@ -58,6 +61,38 @@ static zstatus gen_topk(const zir_node *n, zcg_builder *b, zdiag *d) {
     b->k->groups[1] = b->k->groups[2] = (zcg_affine){0, 1, 1};
     snprintf(b->k->name, sizeof b->k->name, "moe_topk_e%lld_k%lld", (long long)E, (long long)U);
     static const char *const files[] = {"moe_topk", NULL};
+    return zcg_build(b, files, n, d);
+}
+
+/* The experts of the stacked weights that read route v (a moe_route's
+ * output): a matmul_id's, top-level or in a kernel body; 0 if none. */
+static int64_t experts_reading(const zir_graph *g, const zir_value *v) {
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *n = g->nodes[i];
+        int nb = n->op == ZOP_KERNEL ? n->n_body : 1;
+        for (int j = 0; j < nb; j++) {
+            const zir_node *x = n->op == ZOP_KERNEL ? n->body[j] : n;
+            if (zir_ops[x->op].kind == ZK_MOE && (zir_ops[x->op].flags & ZF_W1) && x->in[2] == v)
+                return x->in[1]->shape[0];
+        }
+    }
+    return 0;
+}
+
+static zstatus gen_route(const zir_graph *g, const zir_node *n, zcg_builder *b, zdiag *d) {
+    const zir_value *r = n->in[0];
+    int64_t U = r->rank == 3 ? r->shape[1] : 0, E = experts_reading(g, n->out);
+    if (!act_shape(r, U, 2) || !act_shape(n->out, U, 4) || E < 1)
+        return refuse(n, "expected an f32 [T, U, 2] route read by expert matmuls", d);
+    zcg_bind(b, "B_IN", r, false, 0);
+    zcg_bind(b, "B_OUT", n->out, true, 0);
+    zcg_def_i(b, "E", E);
+    zcg_def_i(b, "U", U);
+    zcg_def_i(b, "WG", ROUTE_WG);
+    b->k->groups[0] = (zcg_affine){0, E, 1};
+    b->k->groups[1] = b->k->groups[2] = (zcg_affine){0, 1, 1};
+    snprintf(b->k->name, sizeof b->k->name, "moe_route_e%lld_u%lld", (long long)E, (long long)U);
+    static const char *const files[] = {"moe_route", NULL};
     return zcg_build(b, files, n, d);
 }
 
@@ -141,8 +176,10 @@ static zstatus match(const zir_node *n, moe_match *m, zdiag *d) {
     m->route = m->first->in[2];
     if (w->rank != 3) return refuse(n, "the experts must be stacked [E, N, K]", d);
     m->E = w->shape[0], m->N = w->shape[1], m->K = w->shape[2], m->U = m->route->shape[1];
-    if (!act_shape(m->route, m->U, 2) || !(act_shape(m->x, m->K, -1) || act_shape(m->x, m->U, m->K)))
-        return refuse(n, "expected f32 activations [T, K] or [T, U, K] and a [T, U, 2] route", d);
+    if (!(act_shape(m->route, m->U, 2) || act_shape(m->route, m->U, 4)) ||
+        !(act_shape(m->x, m->K, -1) || act_shape(m->x, m->U, m->K)))
+        return refuse(n, "expected f32 activations [T, K] or [T, U, K] and a [T, U, 2] or [T, U, 4] route",
+                      d);
     if (m->sum && m->x->rank != 3) return refuse(n, "a summed projection reads one row per slot", d);
     if (m->resid && !act_shape(m->resid, m->N, -1)) return refuse(n, "the residual must be f32 [T, N]", d);
     return ZOK;
@@ -161,6 +198,7 @@ static zstatus gemv_bindings(const zir_node *n, const moe_match *m, zcg_builder 
     const char *const names[] = {"N", "K", "E", "U", "SUM", "GLU", "X3", "ADD_MODE", "HAS_NORM"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
+    zcg_def_i(b, "RS", m->route->shape[2]); /* floats a pair: 2, or 4 for moe_route's */
     return ZOK;
 }
 
@@ -185,9 +223,9 @@ static zstatus gen_gemv(const zir_node *n, zcg_builder *b, zdiag *d) {
 }
 
 /* Shared memory of a grouped tile: matmul_gemm.glsl's x and weight tiles,
- * the counts per expert, the tile's pair ids and a count per subgroup. */
+ * the experts' first ranks and the tile's pair ids. */
 static uint32_t grouped_smem(int64_t bm, int64_t E) {
-    return 4u * (uint32_t)(GEMM_BK * (bm + 1) + GEMM_BK * (GEMM_BN + 1) + E + bm + GEMM_WG);
+    return 4u * (uint32_t)(GEMM_BK * (bm + 1) + GEMM_BK * (GEMM_BN + 1) + E + 1 + bm);
 }
 
 /* Prefill's grouped GEMM (moe_gemm.glsl): BM pairs of one expert x 64
@@ -198,6 +236,8 @@ static zstatus gen_grouped(const zir_node *n, zcg_builder *b, zdiag *d) {
     moe_match m;
     zstatus s = match(n, &m, d);
     if (!s && m.sum) return refuse(n, "a grouped GEMM writes the products; the sum is a node of its own", d);
+    if (!s && m.route->shape[2] != 4)
+        return refuse(n, "a grouped GEMM reads moe_route's sorted [T, U, 4] route", d);
     if (!s) s = gemv_bindings(n, &m, b, d);
     if (s) return s;
     const ztarget *t = b->o->target;
@@ -231,6 +271,7 @@ zstatus zcg_moe(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena
     if (!o || !o->target) return zdiag_set(d, ZE_INVALID, "codegen: '%s': no target", n->out->name);
     zcg_builder b = {.g = g, .a = a, .o = o, .k = out};
     if (n->op == ZOP_KERNEL && n->kp.token_tile > 1) return gen_grouped(n, &b, d);
+    if (n->op == ZOP_MOE_ROUTE) return gen_route(g, n, &b, d);
     if (n->op == ZOP_KERNEL || is_matmul_id(n)) return gen_gemv(n, &b, d);
     if (n->n_in == 1) return gen_topk(n, &b, d);
     return gen_sum(n, &b, d);

@@ -7,13 +7,13 @@
  * residual in its epilogue: only the SwiGLU output crosses (twice). Both
  * read only the chosen experts' rows, a GEMV per (token, slot).
  *
- * Prefill has a third partition: grouped GEMMs. moe_gate_up with a token
- * tile above 1 sorts the step's (token, slot) pairs by expert and runs a
- * GEMM per expert over its pairs (backend/glsl/moe_gemm.glsl), so an
- * expert's rows are read once per tile of its tokens instead of once per
- * token; the down projection is a kernel of its own matmul_id (the same
- * grouped GEMM, writing every (token, slot) product) and moe_sum and the
- * residual add stay nodes. The cost model prices the three partitions and
+ * Prefill has a third partition: grouped GEMMs. A moe_route node sorts the
+ * step's (token, slot) pairs by expert once, and moe_gate_up with a token
+ * tile above 1 runs a GEMM per expert over its run of pairs
+ * (backend/glsl/moe_gemm.glsl), so an expert's rows are read once per tile
+ * of its tokens instead of once per token; the down projection is a kernel
+ * of its own matmul_id (the same grouped GEMM, writing every (token, slot)
+ * product) and moe_sum and the residual add stay nodes. The cost model prices the three partitions and
  * the report states the weight bytes per token of the GEMVs and of the
  * grouped GEMMs against the whole stacks'. */
 #include <stdio.h>
@@ -79,9 +79,34 @@ static void record(const zpass_opts *o, const moe_match *m, const zcost_moe *c, 
         snprintf(x->reason + n, sizeof x->reason - (size_t)n, " of the whole stacks' %.0f B", whole);
 }
 
+/* The grouped GEMMs' route: a moe_route node before the gate and up
+ * matmuls sorts the pairs by expert once a step, and the three expert
+ * matmuls read its [T,U,4] route (moe_sum keeps moe_topk's). */
+static zstatus sort_route(zir_graph *g, const moe_match *m, zdiag *d) {
+    zir_value *route = m->gate->in[2];
+    char name[160];
+    snprintf(name, sizeof name, "%s.sorted", route->name);
+    zir_node *r = zir_node_add(g, ZOP_MOE_ROUTE, name, &route, 1, NULL, m->gate->layer, m->gate->group, d);
+    if (!r) return d->code;
+    r->out->width = route->width;
+    zir_node_move(g, r, m->gate->id < m->up->id ? m->gate->id : m->up->id);
+    zir_node *const mm[3] = {m->gate, m->up, m->down};
+    for (int i = 0; i < 3; i++) {
+        mm[i]->in[2] = r->out;
+        route->n_uses--;
+        r->out->n_uses++;
+    }
+    return ZOK;
+}
+
 /* gate+up+SwiGLU, then down+sum[+add]; one (token, slot) per workgroup row.
- * Grouped (tile > 1): gate+up+SwiGLU and down alone, as GEMMs by expert. */
+ * Grouped (tile > 1): the route sorted by expert, gate+up+SwiGLU and down
+ * alone, as GEMMs by expert. */
 static zstatus fuse(zir_graph *g, const moe_match *m, int tile, zdiag *d) {
+    if (tile > 1) {
+        zstatus s = sort_route(g, m, d);
+        if (s) return s;
+    }
     zir_node *gu[3] = {m->gate, m->up, m->glu};
     if (m->gate->id > m->up->id) gu[0] = m->up, gu[1] = m->gate;
     zir_kparams kp = {.tmpl = ZKT_MOE_GATE_UP, .token_tile = tile, .split = 1};

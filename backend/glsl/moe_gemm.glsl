@@ -8,16 +8,12 @@
 //   y = silu(x . W0) * (x . W1), the tile's columns BN/2 gate rows then the
 //   same BN/2 up rows (matmul_gemm.glsl's layout).
 //
-// Routing, in every workgroup (the route is T*U ids, a few KiB that stay
-// in cache; a separate routing kernel is the next step,
-// docs/performance.md): shared-memory counts of pairs per expert, the
-// expert's tiles laid out in expert order (an exclusive scan of
-// ceil(count / BM)), gl_WorkGroupID.y picks a tile, and the workgroup
-// gathers its expert's pairs of ranks [r0, r0 + BM) in (token, slot)
-// order: each thread counts the pairs of one contiguous run, a subgroup
-// and a workgroup exclusive scan gives each run its first rank. Tiles past
-// the last one return. Grid y: ceil((U*T + E*(BM-1)) / BM) >= sum over e
-// of ceil(count_e / BM).
+// The route is moe_route's [T,U,4]: at rank r the (token, slot) of the r-th
+// pair sorted by expert, so expert e's pairs are one run of ranks. Each
+// workgroup finds the runs' starts by binary search (a thread per expert),
+// lays the experts' tiles out in expert order (ceil(count / BM) each) and
+// takes tile gl_WorkGroupID.y; tiles past the last one return. Grid y:
+// ceil((U*T + E*(BM-1)) / BM) >= sum over e of ceil(count_e / BM).
 //
 // Defines: BM, BN, BK (multiple of 8), TM, TN (even), WG = (BM/TM)*(BN/TN),
 // N, K, E, U, GLU, X3, B_ROUTE, and matmul_io.glsl's / dequant.glsl's.
@@ -36,51 +32,43 @@ layout(std430, binding = B_ROUTE) readonly buffer Rt { ACT_T route[]; };
 
 shared float xs[BK * BMP]; // [k][pair of the tile]
 shared float ws[BK * BNP]; // [k][tile column]
-shared uint count_s[E];    // pairs per expert
-shared uint pair_s[BM];    // the tile's (token, slot) ids t * U + u
-shared uint run_s[WG];     // pairs of the expert per subgroup
+shared uint start_s[E + 1]; // each expert's first rank; start_s[E] = T * U
+shared uint pair_s[BM];      // the tile's (token, slot) ids t * U + u
 
-// The expert of slot tu; an id the router cannot produce is clamped, so a
-// corrupt route reads a wrong expert rather than out of bounds.
-uint expert_of(uint tu) { return min(uint(float(route[2u * tu])), uint(E) - 1u); }
+// The pair of rank r and its expert; an id the router cannot produce is
+// clamped, so a corrupt route reads a wrong expert rather than out of bounds.
+uint pair_at(uint r) { return uint(float(route[4u * r + 2u])) * uint(U) + uint(float(route[4u * r + 3u])); }
+uint expert_of(uint p) { return min(uint(float(route[4u * p])), uint(E) - 1u); }
 
 // The workgroup's tile: its expert, the rank of its first pair and its
-// pairs; false past the last tile (uniform: every thread reads count_s).
-bool find_tile(uint P, out uint e, out uint r0, out uint m) {
+// pairs (pair_s); false past the last tile (uniform: every thread reads
+// start_s).
+bool find_tile(uint P, out uint e, out uint m) {
     uint tid = gl_LocalInvocationIndex;
-    for (uint i = tid; i < uint(E); i += uint(WG)) count_s[i] = 0u;
-    barrier();
-    for (uint p = tid; p < P; p += uint(WG)) atomicAdd(count_s[expert_of(p)], 1u);
+    for (uint x = tid; x <= uint(E); x += uint(WG)) {
+        uint lo = 0u, hi = P; // the first rank whose expert is >= x
+        while (lo < hi) {
+            uint mid = (lo + hi) / 2u;
+            if (expert_of(pair_at(mid)) < x) lo = mid + 1u;
+            else hi = mid;
+        }
+        start_s[x] = x == uint(E) ? P : lo;
+    }
     barrier();
     uint tile = gl_WorkGroupID.y, base = 0u;
     for (e = 0u; e < uint(E); e++) {
-        uint c = count_s[e], nt = (c + uint(BM) - 1u) / uint(BM);
+        uint c = start_s[e + 1u] - start_s[e], nt = (c + uint(BM) - 1u) / uint(BM);
         if (tile < base + nt) {
-            r0 = (tile - base) * uint(BM);
+            uint r0 = (tile - base) * uint(BM);
             m = min(uint(BM), c - r0);
+            for (uint j = tid; j < m; j += uint(WG)) pair_s[j] = pair_at(start_s[e] + r0 + j);
+            barrier();
             return true;
         }
         base += nt;
     }
-    r0 = m = 0u;
+    m = 0u;
     return false;
-}
-
-// pair_s[0 .. m) = expert e's pairs of ranks r0 .. r0+m, in (token, slot) order.
-void gather(uint P, uint e, uint r0) {
-    uint tid = gl_LocalInvocationIndex, per = (P + uint(WG) - 1u) / uint(WG);
-    uint p0 = min(tid * per, P), p1 = min(p0 + per, P), c = 0u;
-    for (uint p = p0; p < p1; p++) c += expert_of(p) == e ? 1u : 0u;
-    uint rank = subgroupExclusiveAdd(c), total = subgroupAdd(c);
-    if (subgroupElect()) run_s[gl_SubgroupID] = total;
-    barrier();
-    for (uint s = 0u; s < gl_SubgroupID; s++) rank += run_s[s];
-    for (uint p = p0; p < p1; p++) {
-        if (expert_of(p) != e) continue;
-        if (rank >= r0 && rank < r0 + uint(BM)) pair_s[rank - r0] = p;
-        rank++;
-    }
-    barrier();
 }
 
 void load_tiles(uint e, uint m, uint n0, uint k0) {
@@ -115,9 +103,8 @@ void load_tiles(uint e, uint m, uint n0, uint k0) {
 
 void main() {
     uint tid = gl_LocalInvocationIndex, tx = tid % uint(GX), ty = tid / uint(GX);
-    uint P = step.T * uint(U), n0 = gl_WorkGroupID.x * uint(ON), e, r0, m;
-    if (!find_tile(P, e, r0, m)) return;
-    gather(P, e, r0);
+    uint P = step.T * uint(U), n0 = gl_WorkGroupID.x * uint(ON), e, m;
+    if (!find_tile(P, e, m)) return;
     float acc[TM][TN];
     [[unroll]] for (uint i = 0u; i < uint(TM); i++)
         [[unroll]] for (uint j = 0u; j < uint(TN); j++) acc[i][j] = 0.0;

@@ -2,17 +2,19 @@
  * interpreter, every element, on the default Vulkan device (llvmpipe in CI):
  * the router's top-k, the expert GEMV alone (x [T, K] and [T, U, K]), gate+up
  * +SwiGLU, down + weighted sum + residual, the weighted sum alone, and
- * prefill's grouped GEMMs (gate+up+SwiGLU and down, pairs sorted by expert).
+ * prefill's grouped GEMMs (the route sorted by expert, gate+up+SwiGLU and
+ * down over each expert's run of pairs); the sorted route must match the
+ * interpreter's exactly (ids, weights, and the stable order).
  *
  * Graphs: qwen3moe models from mkmodel, unfused (shape,width) and after the
  * default pipeline, in both phases: Q4_K_M with 8 experts, 2 used (q4_K,
  * q5_K, q6_K and q8_0 experts by llama.cpp's rule), f32 with 6 experts, 3
  * used and widths that leave tail rows (hidden 72, expert width 40), and
- * Q8_0 with its router zeroed, so every token takes experts 0 and 1 (the
- * lower ids win the ties) and the other six get none. Prefill steps of
- * T = 1, 17 and 64 random tokens at position 0 and again at position T
- * (64 pairs of an expert fill the grouped tiles several times over); decode
- * six single tokens. */
+ * Q8_0 with 8 experts, 4 used and its router zeroed, so every token takes
+ * experts 0 to 3 (the lower ids win the ties) and the other four get none.
+ * Prefill steps of T = 1, 17, 64 and 130 random tokens at position 0 and
+ * again at position T (an expert's pairs fill the grouped tiles several
+ * times over); decode six single tokens. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +24,9 @@
 #include "kernel_harness.h"
 #include "testutil.h"
 
-enum { KM_TOPK, KM_ID, KM_GATE_UP, KM_DOWN, KM_SUM, KM_GROUPED_GATE_UP, KM_GROUPED_DOWN, KM_N };
-static const char *const km_name[KM_N] = {"moe_topk", "matmul_id",           "moe_gate_up",     "moe_down",
-                                          "moe_sum",  "grouped moe_gate_up", "grouped moe_down"};
+enum { KM_TOPK, KM_ID, KM_GATE_UP, KM_DOWN, KM_SUM, KM_ROUTE, KM_GROUPED_GATE_UP, KM_GROUPED_DOWN, KM_N };
+static const char *const km_name[KM_N] = {"moe_topk", "matmul_id", "moe_gate_up",         "moe_down",
+                                          "moe_sum",  "moe_route", "grouped moe_gate_up", "grouped moe_down"};
 
 /* Bounds on max |got - want| / rms(want) with fp32 storage: dot products
  * and sums in another order (a few ulps of the RMS). A wrong expert id, row
@@ -48,6 +50,7 @@ static int kind_of(const zir_node *n) {
     case ZOP_MOE_TOPK: return KM_TOPK;
     case ZOP_MATMUL_ID: return KM_ID;
     case ZOP_MOE_SUM: return KM_SUM;
+    case ZOP_MOE_ROUTE: return KM_ROUTE;
     default: return -1;
     }
 }
@@ -78,7 +81,10 @@ static void check_nodes(const zir_graph *g, const zir_interp *it, zir_step st, v
         zstatus s = kh_check_node(&dev, g, n, c->o, it, st, &r, &d);
         cr_assert_eq(s, ZOK, "%s: '%s' at T=%lld pos=%lld: %s", c->what, n->out->name, (long long)st.T,
                      (long long)st.pos, d.msg);
-        double tol = c->o->act_f16 ? KM_TOL_F16 : kk >= KM_GROUPED_GATE_UP ? KM_TOL_GEMM : KM_TOL;
+        double tol = kk == KM_ROUTE             ? 0
+                     : c->o->act_f16            ? KM_TOL_F16
+                     : kk >= KM_GROUPED_GATE_UP ? KM_TOL_GEMM
+                                                : KM_TOL;
         cr_assert(r.checked > 0, "%s: '%s' compared nothing", c->what, n->out->name);
         cr_assert(r.max_err <= tol, "%s: %s for '%s' at T=%lld pos=%lld: error %.3g of the RMS > %.1g",
                   c->what, r.kernel, n->out->name, (long long)st.T, (long long)st.pos, r.max_err, tol);
@@ -148,13 +154,16 @@ static const variant variants[] = {
     {ZPH_DECODE, NULL, false},           {ZPH_DECODE, NULL, true},
 };
 
-/* Prefill steps of 1, 17 and 64 random tokens, each at position 0 and
- * again at position T; decode: kh_run_steps's six single tokens. */
+/* Prefill steps of 1, 17, 64 and 130 random tokens, each at position 0
+ * and again at position T (130 x 3 or 4 pairs: moe_route's threads walk
+ * runs of two pairs); decode: kh_run_steps's six single tokens. */
+enum { STEP_MAX = 130 };
+
 static zstatus run_steps(const zir_graph *g, int64_t max_tokens, uint64_t seed, kh_step_fn fn, void *arg,
                          zdiag *d) {
-    enum { CTX = 256 };
+    enum { CTX = 2 * STEP_MAX };
     if (max_tokens == 1) return kh_run_steps(g, CTX, 1, seed, fn, arg, d);
-    static const int steps[] = {1, 17, 64};
+    static const int steps[] = {1, 17, 64, STEP_MAX};
     zir_interp *it;
     zstatus s = zir_interp_new(g, CTX, &it, d);
     if (s) return s;
@@ -162,7 +171,7 @@ static zstatus run_steps(const zir_graph *g, int64_t max_tokens, uint64_t seed, 
     for (size_t i = 0; i < sizeof steps / sizeof steps[0] && !s; i++) {
         zir_interp_reset(it);
         for (int rep = 0; rep < 2 && !s; rep++) {
-            int32_t tok[64];
+            int32_t tok[STEP_MAX];
             for (int j = 0; j < steps[i]; j++)
                 tok[j] = (int32_t)(tu_next(&r) % (uint64_t)g->hp.n_vocab);
             zir_step st = {steps[i], zir_interp_pos(it), CTX};
@@ -183,7 +192,7 @@ static void check_model(const model *m, long checks[KM_N]) {
         cr_assert_eq(kh_compile(f, &t, x->phase, x->pipeline, &g, &d), ZOK, "%s", d.msg);
         zcg_opts co = {.target = &t,
                        .phase = x->phase,
-                       .max_tokens = x->phase == ZPH_DECODE ? 1 : 64,
+                       .max_tokens = x->phase == ZPH_DECODE ? 1 : STEP_MAX,
                        .act_f16 = x->f16};
         char what[128];
         snprintf(what, sizeof what, "%s %s %s%s", m->file, zpass_phase_name(x->phase),
@@ -216,10 +225,10 @@ Test(kernels_moe, f32_6_experts_3_used_tail_rows, .timeout = 300) {
     expect_all_kinds(checks, m.file);
 }
 
-/* Experts 0 and 1 take every token of a step (64 pairs each: four 16-pair
- * tiles on llvmpipe), experts 2 to 7 none. */
-Test(kernels_moe, q8_0_all_tokens_to_two_experts, .timeout = 300) {
-    model m = {"kmoe_q80_zero.gguf", ZMK_Q8_0, 128, 96, 8, 2, true};
+/* Experts 0 to 3 take every token of a step (130 pairs each: nine 16-pair
+ * tiles on llvmpipe, the last one partial), experts 4 to 7 none. */
+Test(kernels_moe, q8_0_all_tokens_to_four_experts, .timeout = 300) {
+    model m = {"kmoe_q80_zero.gguf", ZMK_Q8_0, 128, 96, 8, 4, true};
     long checks[KM_N] = {0};
     check_model(&m, checks);
     expect_all_kinds(checks, m.file);
