@@ -231,7 +231,10 @@ static uint32_t grouped_smem(int64_t bm, int64_t E) {
 /* Prefill's grouped GEMM (moe_gemm.glsl): BM pairs of one expert x 64
  * weight rows (32 gate + 32 up rows with GLU) a workgroup. BM is the
  * kernel's token tile (16, 32 or 64), halved while the tiles overflow
- * shared memory. */
+ * shared memory. An expert's last tile is partial (its rows computed on
+ * zeros): Qwen3-30B-A3B's 512-token step gives an expert 32 pairs on
+ * average, half a 64-pair tile. ZINC_MOE_TILE=16, 32 or 64 forces BM, to
+ * measure the trade between those rows and re-reading the weights. */
 static zstatus gen_grouped(const zir_node *n, zcg_builder *b, zdiag *d) {
     moe_match m;
     zstatus s = match(n, &m, d);
@@ -241,7 +244,8 @@ static zstatus gen_grouped(const zir_node *n, zcg_builder *b, zdiag *d) {
     if (!s) s = gemv_bindings(n, &m, b, d);
     if (s) return s;
     const ztarget *t = b->o->target;
-    int64_t bm = n->kp.token_tile <= 16 ? 16 : n->kp.token_tile <= 32 ? 32 : 64;
+    int64_t tile = zcg_knob("ZINC_MOE_TILE", 16, 64, n->kp.token_tile);
+    int64_t bm = tile <= 16 ? 16 : tile <= 32 ? 32 : 64;
     while (bm > 16 && grouped_smem(bm, m.E) > t->smem_bytes)
         bm /= 2;
     if (grouped_smem(bm, m.E) > t->smem_bytes)
