@@ -181,6 +181,7 @@ static zstatus match(const zir_node *n, moe_match *m, zdiag *d) {
         return refuse(n, "expected f32 activations [T, K] or [T, U, K] and a [T, U, 2] or [T, U, 4] route",
                       d);
     if (m->sum && m->x->rank != 3) return refuse(n, "a summed projection reads one row per slot", d);
+    if (m->sum && m->route->shape[2] != 2) return refuse(n, "the weighted sum reads moe_topk's route", d);
     if (m->resid && !act_shape(m->resid, m->N, -1)) return refuse(n, "the residual must be f32 [T, N]", d);
     return ZOK;
 }
@@ -198,7 +199,7 @@ static zstatus gemv_bindings(const zir_node *n, const moe_match *m, zcg_builder 
     const char *const names[] = {"N", "K", "E", "U", "SUM", "GLU", "X3", "ADD_MODE", "HAS_NORM"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
-    zcg_def_i(b, "RS", m->route->shape[2]); /* floats a pair: 2, or 4 for moe_route's */
+    zcg_def_i(b, "RS", m->route->shape[2]); /* floats a pair: 2, or 4 for moe_route's (no weights) */
     return ZOK;
 }
 

@@ -369,20 +369,21 @@ static zstatus op_matmul_id(ctx *c) {
     return s;
 }
 
-/* The route, and its (token, slot) pairs sorted by expert, then token, then
- * slot: out[t,u] = (id, weight, token, slot) where (token, slot) is the
- * pair of rank t * U + u (a counting sort; stable). */
+/* The route's pairs sorted by expert, then token, then slot (a counting
+ * sort; stable): out[p] = (id, expert, token, slot) with id pair p's
+ * expert (what matmul_id reads) and (expert, token, slot) the pair of rank
+ * p. */
 static zstatus op_moe_route(ctx *c) {
     const zir_value *r = c->n->in[0];
     int64_t T = dim(c, r, 0), U = r->shape[1], P = T * U, at = 0, most = 0;
     for (int64_t p = 0; p < P; p++) {
         c->out[p * 4] = c->in[0][p * 2];
-        c->out[p * 4 + 1] = c->in[0][p * 2 + 1];
         if ((int64_t)c->in[0][p * 2] > most) most = (int64_t)c->in[0][p * 2];
     }
     for (int64_t e = 0; e <= most; e++)
         for (int64_t p = 0; p < P; p++)
             if ((int64_t)c->in[0][p * 2] == e) {
+                c->out[at * 4 + 1] = (float)e;
                 c->out[at * 4 + 2] = (float)(p / U);
                 c->out[at * 4 + 3] = (float)(p % U);
                 at++;

@@ -8,8 +8,8 @@
 //   y = silu(x . W0) * (x . W1), the tile's columns BN/2 gate rows then the
 //   same BN/2 up rows (matmul_gemm.glsl's layout).
 //
-// The route is moe_route's [T,U,4]: at rank r the (token, slot) of the r-th
-// pair sorted by expert, so expert e's pairs are one run of ranks. Each
+// The route is moe_route's [T,U,4]: at rank r the expert, token and slot of
+// the r-th pair sorted by expert, so expert e's pairs are one run of ranks. Each
 // workgroup finds the runs' starts by binary search (a thread per expert),
 // lays the experts' tiles out in expert order (ceil(count / BM) each) and
 // takes tile gl_WorkGroupID.y; tiles past the last one return. Grid y:
@@ -38,7 +38,7 @@ shared uint pair_s[BM];      // the tile's (token, slot) ids t * U + u
 // The pair of rank r and its expert; an id the router cannot produce is
 // clamped, so a corrupt route reads a wrong expert rather than out of bounds.
 uint pair_at(uint r) { return uint(float(route[4u * r + 2u])) * uint(U) + uint(float(route[4u * r + 3u])); }
-uint expert_of(uint p) { return min(uint(float(route[4u * p])), uint(E) - 1u); }
+uint expert_at(uint r) { return min(uint(float(route[4u * r + 1u])), uint(E) - 1u); }
 
 // The workgroup's tile: its expert, the rank of its first pair and its
 // pairs (pair_s); false past the last tile (uniform: every thread reads
@@ -49,7 +49,7 @@ bool find_tile(uint P, out uint e, out uint m) {
         uint lo = 0u, hi = P; // the first rank whose expert is >= x
         while (lo < hi) {
             uint mid = (lo + hi) / 2u;
-            if (expert_of(pair_at(mid)) < x) lo = mid + 1u;
+            if (expert_at(mid) < x) lo = mid + 1u;
             else hi = mid;
         }
         start_s[x] = x == uint(E) ? P : lo;

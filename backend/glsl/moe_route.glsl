@@ -1,15 +1,15 @@
 // moe_route.glsl: the step's (token, slot) pairs sorted by expert, then
-// token, then slot (a stable counting sort), beside the route itself:
-// out[p] = (id, weight, token, slot) where (id, weight) is pair p's route
-// entry and (token, slot) the pair of rank p. The grouped GEMMs
-// (moe_gemm.glsl) find each expert's run of ranks in it.
+// token, then slot (a stable counting sort): out[p] = (id, expert, token,
+// slot) where id is pair p's expert (matmul_id's route) and (expert,
+// token, slot) the pair of rank p. The grouped GEMMs (moe_gemm.glsl) find
+// each expert's run of ranks in it.
 //
 // Workgroup e places expert e's pairs: each thread counts, over one
 // contiguous run of pairs, those of experts below e and those of e; a
 // subgroup and a workgroup exclusive scan give expert e's first rank (the
 // pairs below it) and each run's first rank within e, and the threads
 // write their pairs in order. Every workgroup also copies a share of the
-// route.
+// route's ids.
 //
 // Defines: WG, E, U, B_IN (route [T,U,2]), B_OUT ([T,U,4]).
 #extension GL_KHR_shader_subgroup_basic : require
@@ -29,7 +29,6 @@ void main() {
     uint tid = gl_LocalInvocationIndex, e = gl_WorkGroupID.x, P = step.T * uint(U);
     for (uint p = e * uint(WG) + tid; p < P; p += uint(E * WG)) {
         sorted[4u * p] = route[2u * p];
-        sorted[4u * p + 1u] = route[2u * p + 1u];
     }
     uint per = (P + uint(WG) - 1u) / uint(WG), p0 = min(tid * per, P), p1 = min(p0 + per, P);
     uint below = 0u, mine = 0u;
@@ -47,6 +46,7 @@ void main() {
     for (uint s = 0u; s < gl_NumSubgroups; s++) rank += below_s[s] + (s < gl_SubgroupID ? mine_s[s] : 0u);
     for (uint p = p0; p < p1 && mine > 0u; p++) {
         if (expert_of(p) != e) continue;
+        sorted[4u * rank + 1u] = ACT_T(e);
         sorted[4u * rank + 2u] = ACT_T(p / uint(U));
         sorted[4u * rank + 3u] = ACT_T(p % uint(U));
         rank++;

@@ -70,12 +70,33 @@ typedef struct check_arg {
     const char *what;
 } check_arg;
 
+/* The interpreter's moe_route by its definition, so that the kernel is not
+ * only equal to the interpreter but right: column 0 is the route's ids,
+ * and the ranks hold every (token, slot) once, ordered by expert, then
+ * token, then slot, with its expert beside it. */
+static void check_sorted_route(const zir_interp *it, const zir_node *n, zir_step st) {
+    int64_t n_r, n_s, U = n->in[0]->shape[1], P = st.T * U;
+    const float *r = zir_interp_value(it, n->in[0], &n_r), *s = zir_interp_value(it, n->out, &n_s);
+    cr_assert(r && s && n_r == 2 * P && n_s == 4 * P, "'%s': no values", n->out->name);
+    int64_t prev = -1;
+    for (int64_t p = 0; p < P; p++) {
+        cr_assert_eq(s[4 * p], r[2 * p], "'%s': id of pair %lld", n->out->name, (long long)p);
+        int64_t pair = (int64_t)s[4 * p + 2] * U + (int64_t)s[4 * p + 3];
+        cr_assert(pair >= 0 && pair < P && s[4 * p + 1] == r[2 * pair], "'%s': rank %lld", n->out->name,
+                  (long long)p);
+        int64_t key = (int64_t)s[4 * p + 1] * P + pair; /* by expert, then (token, slot) */
+        cr_assert(key > prev, "'%s': rank %lld out of order", n->out->name, (long long)p);
+        prev = key;
+    }
+}
+
 static void check_nodes(const zir_graph *g, const zir_interp *it, zir_step st, void *arg) {
     const check_arg *c = arg;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const zir_node *n = g->nodes[i];
         int kk = kind_of(n);
         if (kk < 0) continue;
+        if (kk == KM_ROUTE) check_sorted_route(it, n, st);
         kh_result r;
         zdiag d = {0};
         zstatus s = kh_check_node(&dev, g, n, c->o, it, st, &r, &d);
