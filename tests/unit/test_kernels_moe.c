@@ -7,7 +7,8 @@
  * interpreter's exactly (ids, weights, and the stable order).
  *
  * Graphs: qwen3moe models from mkmodel, unfused (shape,width) and after the
- * default pipeline, in both phases: Q4_K_M with 8 experts, 2 used (q4_K,
+ * default pipeline, in both phases, and prefill again with
+ * ZINC_MOE_GROUPED=0 (the fused GEMVs over many tokens): Q4_K_M with 8 experts, 2 used (q4_K,
  * q5_K, q6_K and q8_0 experts by llama.cpp's rule), f32 with 6 experts, 3
  * used and widths that leave tail rows (hidden 72, expert width 40), and
  * Q8_0 with 8 experts, 4 used and its router zeroed, so every token takes
@@ -168,11 +169,13 @@ typedef struct variant {
     zpass_phase phase;
     const char *pipeline; /* NULL: the default */
     bool f16;
+    bool gemv; /* ZINC_MOE_GROUPED=0: prefill keeps the GEMVs */
 } variant;
 
 static const variant variants[] = {
-    {ZPH_PREFILL, "shape,width", false}, {ZPH_DECODE, "shape,width", false}, {ZPH_PREFILL, NULL, false},
-    {ZPH_DECODE, NULL, false},           {ZPH_DECODE, NULL, true},
+    {ZPH_PREFILL, "shape,width", false, false}, {ZPH_DECODE, "shape,width", false, false},
+    {ZPH_PREFILL, NULL, false, false},          {ZPH_PREFILL, NULL, false, true},
+    {ZPH_DECODE, NULL, false, false},           {ZPH_DECODE, NULL, true, false},
 };
 
 /* Prefill steps of 1, 17, 64 and 130 random tokens, each at position 0
@@ -210,14 +213,21 @@ static void check_model(const model *m, long checks[KM_N]) {
         const variant *x = &variants[v];
         zir_graph *g;
         zdiag d = {0};
+        if (x->gemv) setenv("ZINC_MOE_GROUPED", "0", 1);
         cr_assert_eq(kh_compile(f, &t, x->phase, x->pipeline, &g, &d), ZOK, "%s", d.msg);
+        unsetenv("ZINC_MOE_GROUPED");
+        int grouped = 0;
+        for (uint32_t i = 0; i < g->n_nodes; i++)
+            grouped += kind_of(g->nodes[i]) >= KM_GROUPED_GATE_UP;
+        bool want = x->phase == ZPH_PREFILL && !x->pipeline && !x->gemv;
+        cr_assert_eq(grouped, want ? 2 : 0, "%s: %d grouped kernels", m->file, grouped);
         zcg_opts co = {.target = &t,
                        .phase = x->phase,
                        .max_tokens = x->phase == ZPH_DECODE ? 1 : STEP_MAX,
                        .act_f16 = x->f16};
         char what[128];
-        snprintf(what, sizeof what, "%s %s %s%s", m->file, zpass_phase_name(x->phase),
-                 x->pipeline ? "unfused" : "fused", x->f16 ? " fp16" : "");
+        snprintf(what, sizeof what, "%s %s %s%s%s", m->file, zpass_phase_name(x->phase),
+                 x->pipeline ? "unfused" : "fused", x->f16 ? " fp16" : "", x->gemv ? " GEMVs" : "");
         check_arg c = {&co, checks, what};
         cr_assert_eq(run_steps(g, co.max_tokens, 4321 + v, check_nodes, &c, &d), ZOK, "%s: %s", what, d.msg);
         zir_graph_free(g);
