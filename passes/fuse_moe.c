@@ -13,9 +13,9 @@
  * (backend/glsl/moe_gemm.glsl), so an expert's rows are read once per tile
  * of its tokens instead of once per token; the down projection is a kernel
  * of its own matmul_id (the same grouped GEMM, writing every (token, slot)
- * product) and moe_sum and the residual add stay nodes. The cost model prices the three partitions and
- * the report states the weight bytes per token of the GEMVs and of the
- * grouped GEMMs against the whole stacks'. */
+ * product) and moe_sum and the residual add stay nodes. The cost model
+ * prices the three partitions and the report states the weight bytes per
+ * token of the GEMVs and of the grouped GEMMs against the whole stacks'. */
 #include <stdio.h>
 
 #include "cost.h"
