@@ -10,7 +10,8 @@
  *                  grouped option): a GEMM per expert over its run of moe_route's
  *                  sorted pairs, gate+up+SwiGLU or the down rows alone (moe_sum
  *                  and the residual add follow as nodes)
- *   moe_sum        the weighted expert sum alone
+ *   moe_sum        the weighted expert sum, alone or with the residual add
+ *                  (ZKT_MOE_SUM, after the grouped GEMMs)
  *
  * Decode reads only the selected experts' rows, a GEMV per (token, slot);
  * the grouped GEMMs read each used expert's tile once per tile of its
@@ -96,21 +97,36 @@ static zstatus gen_route(const zir_graph *g, const zir_node *n, zcg_builder *b, 
     return zcg_build(b, files, n, d);
 }
 
+/* moe_sum, alone or as a ZKT_MOE_SUM kernel with the residual add. */
 static zstatus gen_sum(const zir_node *n, zcg_builder *b, zdiag *d) {
-    const zir_value *y = n->in[0], *r = n->in[1];
+    const zir_node *sum = n->op == ZOP_KERNEL ? n->body[0] : n, *add = NULL;
+    const zir_value *resid = NULL;
+    if (n->op == ZOP_KERNEL) {
+        add = n->n_body == 2 ? n->body[1] : NULL;
+        if (!add || add->op != ZOP_ADD || sum->op != ZOP_MOE_SUM ||
+            (add->in[0] != sum->out && add->in[1] != sum->out))
+            return refuse(n, "expected moe_sum add, the add taking the sum", d);
+        resid = add->in[0] == sum->out ? add->in[1] : add->in[0];
+    }
+    const zir_value *y = sum->in[0], *r = sum->in[1];
     int64_t U = y->rank == 3 ? y->shape[1] : 0, H = y->rank == 3 ? y->shape[2] : 0;
-    if (!act_shape(y, U, H) || !act_shape(r, U, 2) || !act_shape(n->out, H, -1))
-        return refuse(n, "expected f32 [T, U, H] expert outputs and their [T, U, 2] route", d);
+    if (!act_shape(y, U, H) || !act_shape(r, U, 2) || !act_shape(n->out, H, -1) ||
+        (resid && !act_shape(resid, H, -1)))
+        return refuse(
+            n, "expected f32 [T, U, H] expert outputs, their [T, U, 2] route and a [T, H] residual", d);
     zcg_bind(b, NULL, y, false, 0);
     zcg_bind(b, NULL, r, false, 0);
     zcg_bind(b, NULL, n->out, true, 0);
+    if (resid) zcg_bind(b, NULL, resid, false, 0);
+    zcg_def_i(b, "ADD", resid != NULL);
     zcg_def_i(b, "H", H);
     zcg_def_i(b, "U", U);
     zcg_def_i(b, "WG", SUM_WG);
     b->k->groups[0] = (zcg_affine){0, H, SUM_WG};
     b->k->groups[1] = (zcg_affine){1, 0, 1};
     b->k->groups[2] = (zcg_affine){0, 1, 1};
-    snprintf(b->k->name, sizeof b->k->name, "moe_sum_u%lld_h%lld", (long long)U, (long long)H);
+    snprintf(b->k->name, sizeof b->k->name, "moe_sum_u%lld_h%lld%s", (long long)U, (long long)H,
+             resid ? "+add" : "");
     static const char *const files[] = {"moe_sum", NULL};
     return zcg_build(b, files, n, d);
 }
@@ -275,6 +291,7 @@ zstatus zcg_moe(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena
     memset(out, 0, sizeof *out);
     if (!o || !o->target) return zdiag_set(d, ZE_INVALID, "codegen: '%s': no target", n->out->name);
     zcg_builder b = {.g = g, .a = a, .o = o, .k = out};
+    if (n->op == ZOP_KERNEL && n->kp.tmpl == ZKT_MOE_SUM) return gen_sum(n, &b, d);
     if (n->op == ZOP_KERNEL && n->kp.token_tile > 1) return gen_grouped(n, &b, d);
     if (n->op == ZOP_MOE_ROUTE) return gen_route(g, n, &b, d);
     if (n->op == ZOP_KERNEL || is_matmul_id(n)) return gen_gemv(n, &b, d);

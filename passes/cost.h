@@ -58,7 +58,7 @@ double zcost_moe_grouped_weight(const zcost_moe *m, int64_t tokens, int tile);
 /* opt[0] staged (gate, up, SwiGLU, down, sum, add: 6 dispatches),
  * opt[1] moe_gate_up then moe_down (down + weighted sum + residual), GEMVs,
  * opt[2] grouped GEMMs: the pairs sorted by expert (moe_route), moe_gate_up
- * and the down rows per expert tile, then moe_sum and the add (5 dispatches).
+ * and the down rows per expert tile, then moe_sum with the add (4 dispatches).
  * ZINC_MOE_GROUPED=0 makes opt[2] infeasible, to measure the GEMVs. */
 void zcost_price_moe(const zpass_opts *o, const zcost_moe *m, zcost_option opt[ZCOST_MOE_OPTIONS]);
 

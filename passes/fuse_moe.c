@@ -13,7 +13,7 @@
  * (backend/glsl/moe_gemm.glsl), so an expert's rows are read once per tile
  * of its tokens instead of once per token; the down projection is a kernel
  * of its own matmul_id (the same grouped GEMM, writing every (token, slot)
- * product) and moe_sum and the residual add stay nodes. The cost model
+ * product) and moe_sum and the residual add are a third kernel. The cost model
  * prices the three partitions and the report states the weight bytes per
  * token of the GEMVs and of the grouped GEMMs against the whole stacks'. */
 #include <stdio.h>
@@ -66,7 +66,7 @@ static void record(const zpass_opts *o, const moe_match *m, const zcost_moe *c, 
     double whole = c->w_gate + c->w_up + c->w_down;
     static const char *const what[ZCOST_MOE_OPTIONS] = {
         "", " (moe_gate_up + moe_down GEMVs)",
-        " (grouped GEMMs: moe_gate_up, moe_down by expert; moe_sum, add)"};
+        " (grouped GEMMs: moe_gate_up, moe_down by expert; moe_sum+add)"};
     int n = snprintf(x->reason, sizeof x->reason,
                      "%s%s; experts: %lld of %lld read, weights %.0f B/token as GEMVs", why, what[pick],
                      (long long)c->used, (long long)c->experts, zcost_moe_weight(c));
@@ -101,7 +101,7 @@ static zstatus sort_route(zir_graph *g, const moe_match *m, zdiag *d) {
 
 /* gate+up+SwiGLU, then down+sum[+add]; one (token, slot) per workgroup row.
  * Grouped (tile > 1): the route sorted by expert, gate+up+SwiGLU and down
- * alone, as GEMMs by expert. */
+ * alone, as GEMMs by expert, then sum+add. */
 static zstatus fuse(zir_graph *g, const moe_match *m, int tile, zdiag *d) {
     if (tile > 1) {
         zstatus s = sort_route(g, m, d);
@@ -113,7 +113,11 @@ static zstatus fuse(zir_graph *g, const moe_match *m, int tile, zdiag *d) {
     if (!zir_fuse(g, gu, 3, &kp, d)) return d->code;
     zir_node *dn[3] = {m->down, m->sum, m->add};
     kp.tmpl = ZKT_MOE_DOWN;
-    return zir_fuse(g, dn, tile > 1 ? 1 : m->add ? 3 : 2, &kp, d) ? ZOK : d->code;
+    if (!zir_fuse(g, dn, tile > 1 ? 1 : m->add ? 3 : 2, &kp, d)) return d->code;
+    if (tile == 1 || !m->add) return ZOK;
+    zir_node *sa[2] = {m->sum, m->add};
+    kp.tmpl = ZKT_MOE_SUM;
+    return zir_fuse(g, sa, 2, &kp, d) ? ZOK : d->code;
 }
 
 zstatus zpass_fuse_moe(zir_graph *g, const zpass_opts *o, zdiag *d) {

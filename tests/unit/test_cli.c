@@ -730,7 +730,7 @@ Test(cli, moe_report) {
     char *out = NULL;
     cr_expect_eq(tu_run(&out, ZINCC " %s --report --target h200 2>&1", gguf), 0, "%s", out);
     cr_expect(
-        strstr(out, "(grouped GEMMs: moe_gate_up, moe_down by expert; moe_sum, add); experts: 2 of 8 read"),
+        strstr(out, "(grouped GEMMs: moe_gate_up, moe_down by expert; moe_sum+add); experts: 2 of 8 read"),
         "%s", out);
     cr_expect(strstr(out, "B/token as grouped GEMMs (512-token step, 64-pair tiles) of the whole stacks'"),
               "%s", out);

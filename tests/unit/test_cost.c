@@ -244,7 +244,7 @@ Test(moe, grouped_gemms_in_prefill_gemvs_in_decode) {
     zcost_price_moe(&o, &m, opt);
     cr_expect(opt[2].feasible);
     cr_expect_eq(opt[2].token_tile, 64);
-    cr_expect_eq(opt[2].dispatches, 5);
+    cr_expect_eq(opt[2].dispatches, 4);
     EXPECT_BYTES(opt[2].weight, 663552, "grouped option's weight term");
     EXPECT_BYTES(opt[1].weight, 21233664, "GEMV option's weight term");
     expect_sum(&opt[2]);

@@ -25,9 +25,21 @@
 #include "kernel_harness.h"
 #include "testutil.h"
 
-enum { KM_TOPK, KM_ID, KM_GATE_UP, KM_DOWN, KM_SUM, KM_ROUTE, KM_GROUPED_GATE_UP, KM_GROUPED_DOWN, KM_N };
-static const char *const km_name[KM_N] = {"moe_topk", "matmul_id", "moe_gate_up",         "moe_down",
-                                          "moe_sum",  "moe_route", "grouped moe_gate_up", "grouped moe_down"};
+enum {
+    KM_TOPK,
+    KM_ID,
+    KM_GATE_UP,
+    KM_DOWN,
+    KM_SUM,
+    KM_SUM_ADD,
+    KM_ROUTE,
+    KM_GROUPED_GATE_UP,
+    KM_GROUPED_DOWN,
+    KM_N
+};
+static const char *const km_name[KM_N] = {
+    "moe_topk",    "matmul_id", "moe_gate_up",         "moe_down",        "moe_sum",
+    "moe_sum+add", "moe_route", "grouped moe_gate_up", "grouped moe_down"};
 
 /* Bounds on max |got - want| / rms(want) with fp32 storage: dot products
  * and sums in another order (a few ulps of the RMS). A wrong expert id, row
@@ -41,6 +53,7 @@ static const char *const km_name[KM_N] = {"moe_topk", "matmul_id", "moe_gate_up"
 #define KM_TOL_GEMM 1e-4
 
 static int kind_of(const zir_node *n) {
+    if (n->op == ZOP_KERNEL && n->kp.tmpl == ZKT_MOE_SUM) return KM_SUM_ADD;
     if (n->op == ZOP_KERNEL && n->kp.token_tile > 1)
         return n->kp.tmpl == ZKT_MOE_GATE_UP ? KM_GROUPED_GATE_UP
                : n->kp.tmpl == ZKT_MOE_DOWN  ? KM_GROUPED_DOWN

@@ -166,6 +166,7 @@ static bool body_fits(zir_ktemplate t, const char *b) {
         [ZKT_HEAD] = {"rms_norm rope", "rms_norm rope kv_store", "rope kv_store"},
         [ZKT_MOE_GATE_UP] = {"matmul_id matmul_id swiglu"},
         [ZKT_MOE_DOWN] = {"matmul_id moe_sum", "matmul_id moe_sum add", "matmul_id" /* grouped */},
+        [ZKT_MOE_SUM] = {"moe_sum add"},
         [ZKT_MATMUL_ROWS] = {"rms_norm matmul matmul", "rms_norm matmul matmul matmul",
                              "rms_norm matmul matmul reshape kv_store",
                              "rms_norm matmul matmul matmul reshape kv_store"},
