@@ -35,24 +35,26 @@ shared float ws[BK * BNP]; // [k][tile column]
 shared uint start_s[E + 1]; // each expert's first rank; start_s[E] = T * U
 shared uint pair_s[BM];      // the tile's (token, slot) ids t * U + u
 
-// The pair of rank r and its expert; an id the router cannot produce is
-// clamped, so a corrupt route reads a wrong expert rather than out of bounds.
-uint pair_at(uint r) { return uint(float(route[4u * r + 2u])) * uint(U) + uint(float(route[4u * r + 3u])); }
+// The pair of rank r (of P) and the expert of rank r; values a sort cannot
+// produce are clamped, so a corrupt route reads wrong rows rather than out
+// of bounds.
+uint pair_at(uint r, uint P) {
+    return min(uint(float(route[4u * r + 2u])) * uint(U) + uint(float(route[4u * r + 3u])), P - 1u);
+}
 uint expert_at(uint r) { return min(uint(float(route[4u * r + 1u])), uint(E) - 1u); }
 
-// The workgroup's tile: its expert, the rank of its first pair and its
-// pairs (pair_s); false past the last tile (uniform: every thread reads
-// start_s).
+// The workgroup's tile: its expert e and its m pairs (pair_s); false past
+// the last tile (uniform: every thread reads start_s).
 bool find_tile(uint P, out uint e, out uint m) {
     uint tid = gl_LocalInvocationIndex;
     for (uint x = tid; x <= uint(E); x += uint(WG)) {
-        uint lo = 0u, hi = P; // the first rank whose expert is >= x
+        uint lo = x < uint(E) ? 0u : P, hi = P; // the first rank whose expert is >= x
         while (lo < hi) {
             uint mid = (lo + hi) / 2u;
             if (expert_at(mid) < x) lo = mid + 1u;
             else hi = mid;
         }
-        start_s[x] = x == uint(E) ? P : lo;
+        start_s[x] = lo;
     }
     barrier();
     uint tile = gl_WorkGroupID.y, base = 0u;
@@ -61,7 +63,7 @@ bool find_tile(uint P, out uint e, out uint m) {
         if (tile < base + nt) {
             uint r0 = (tile - base) * uint(BM);
             m = min(uint(BM), c - r0);
-            for (uint j = tid; j < m; j += uint(WG)) pair_s[j] = pair_at(start_s[e] + r0 + j);
+            for (uint j = tid; j < m; j += uint(WG)) pair_s[j] = pair_at(start_s[e] + r0 + j, P);
             barrier();
             return true;
         }
