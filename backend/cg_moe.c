@@ -1,13 +1,21 @@
 /* Mixture-of-experts kernels (ZK_MOE ops and the fuse-moe templates):
  *
  *   moe_topk       the router's softmax, top-k and renormalization, a thread per token
+ *   moe_route      the route's pairs sorted by expert (a workgroup per expert), for
+ *                  the grouped GEMMs
  *   moe_gemv       the chosen experts' rows of a stacked weight: a plain matmul_id,
  *                  gate+up+SwiGLU (ZKT_MOE_GATE_UP), or the down projection with the
  *                  weighted expert sum and the residual add (ZKT_MOE_DOWN)
- *   moe_sum        the weighted expert sum alone (when fuse-moe did not run)
+ *   moe_gemm       prefill (a kernel node with a token tile above 1, fuse-moe's
+ *                  grouped option): a GEMM per expert over its run of moe_route's
+ *                  sorted pairs, gate+up+SwiGLU or the down rows alone (moe_sum
+ *                  and the residual add follow as nodes)
+ *   moe_sum        the weighted expert sum, alone or with the residual add
+ *                  (ZKT_MOE_SUM, after the grouped GEMMs)
  *
- * Decode reads only the selected experts' rows; prefill runs the same GEMV
- * with a workgroup row per (token, slot) (docs/performance.md). */
+ * Decode reads only the selected experts' rows, a GEMV per (token, slot);
+ * the grouped GEMMs read each used expert's tile once per tile of its
+ * tokens (docs/performance.md). */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,9 +25,14 @@ enum {
     TOPK_WG = 64,
     TOPK_MAX_E = 1024, /* the taken-bitmask and the loops are sized by E */
     SUM_WG = 256,
+    ROUTE_WG = 256,
     GEMV_NSG = 4, /* subgroups per workgroup */
     GEMV_ROWS = 8,
     MAX_GRID_Y = 65535,
+    GEMM_BN = 64, /* matmul_gemm.glsl's tile: weight rows, contraction step, rows per thread */
+    GEMM_BK = 32,
+    GEMM_TN = 4,
+    GEMM_WG = 256,
 };
 
 static zstatus refuse(const zir_node *n, const char *why, zdiag *d) {
@@ -52,21 +65,68 @@ static zstatus gen_topk(const zir_node *n, zcg_builder *b, zdiag *d) {
     return zcg_build(b, files, n, d);
 }
 
+/* The experts of the stacked weights that read route v (a moe_route's
+ * output): a matmul_id's, top-level or in a kernel body; 0 if none. */
+static int64_t experts_reading(const zir_graph *g, const zir_value *v) {
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *n = g->nodes[i];
+        int nb = n->op == ZOP_KERNEL ? n->n_body : 1;
+        for (int j = 0; j < nb; j++) {
+            const zir_node *x = n->op == ZOP_KERNEL ? n->body[j] : n;
+            if (zir_ops[x->op].kind == ZK_MOE && (zir_ops[x->op].flags & ZF_W1) && x->in[2] == v)
+                return x->in[1]->shape[0];
+        }
+    }
+    return 0;
+}
+
+static zstatus gen_route(const zir_graph *g, const zir_node *n, zcg_builder *b, zdiag *d) {
+    const zir_value *r = n->in[0];
+    int64_t U = r->rank == 3 ? r->shape[1] : 0, E = experts_reading(g, n->out);
+    if (!act_shape(r, U, 2) || !act_shape(n->out, U, 4) || E < 1)
+        return refuse(n, "expected an f32 [T, U, 2] route read by expert matmuls", d);
+    zcg_bind(b, "B_IN", r, false, 0);
+    zcg_bind(b, "B_OUT", n->out, true, 0);
+    zcg_def_i(b, "E", E);
+    zcg_def_i(b, "U", U);
+    zcg_def_i(b, "WG", ROUTE_WG);
+    b->k->groups[0] = (zcg_affine){0, E, 1};
+    b->k->groups[1] = b->k->groups[2] = (zcg_affine){0, 1, 1};
+    snprintf(b->k->name, sizeof b->k->name, "moe_route_e%lld_u%lld", (long long)E, (long long)U);
+    static const char *const files[] = {"moe_route", NULL};
+    return zcg_build(b, files, n, d);
+}
+
+/* moe_sum, alone or as a ZKT_MOE_SUM kernel with the residual add. */
 static zstatus gen_sum(const zir_node *n, zcg_builder *b, zdiag *d) {
-    const zir_value *y = n->in[0], *r = n->in[1];
+    const zir_node *sum = n->op == ZOP_KERNEL ? n->body[0] : n, *add = NULL;
+    const zir_value *resid = NULL;
+    if (n->op == ZOP_KERNEL) {
+        add = n->n_body == 2 ? n->body[1] : NULL;
+        if (!add || add->op != ZOP_ADD || sum->op != ZOP_MOE_SUM ||
+            (add->in[0] != sum->out && add->in[1] != sum->out))
+            return refuse(n, "expected moe_sum add, the add taking the sum", d);
+        resid = add->in[0] == sum->out ? add->in[1] : add->in[0];
+    }
+    const zir_value *y = sum->in[0], *r = sum->in[1];
     int64_t U = y->rank == 3 ? y->shape[1] : 0, H = y->rank == 3 ? y->shape[2] : 0;
-    if (!act_shape(y, U, H) || !act_shape(r, U, 2) || !act_shape(n->out, H, -1))
-        return refuse(n, "expected f32 [T, U, H] expert outputs and their [T, U, 2] route", d);
+    if (!act_shape(y, U, H) || !act_shape(r, U, 2) || !act_shape(n->out, H, -1) ||
+        (resid && !act_shape(resid, H, -1)))
+        return refuse(
+            n, "expected f32 [T, U, H] expert outputs, their [T, U, 2] route and a [T, H] residual", d);
     zcg_bind(b, NULL, y, false, 0);
     zcg_bind(b, NULL, r, false, 0);
     zcg_bind(b, NULL, n->out, true, 0);
+    if (resid) zcg_bind(b, NULL, resid, false, 0);
+    zcg_def_i(b, "ADD", resid != NULL);
     zcg_def_i(b, "H", H);
     zcg_def_i(b, "U", U);
     zcg_def_i(b, "WG", SUM_WG);
     b->k->groups[0] = (zcg_affine){0, H, SUM_WG};
     b->k->groups[1] = (zcg_affine){1, 0, 1};
     b->k->groups[2] = (zcg_affine){0, 1, 1};
-    snprintf(b->k->name, sizeof b->k->name, "moe_sum_u%lld_h%lld", (long long)U, (long long)H);
+    snprintf(b->k->name, sizeof b->k->name, "moe_sum_u%lld_h%lld%s", (long long)U, (long long)H,
+             resid ? "+add" : "");
     static const char *const files[] = {"moe_sum", NULL};
     return zcg_build(b, files, n, d);
 }
@@ -100,11 +160,13 @@ static zstatus match_gate_up(const zir_node *n, moe_match *m, zdiag *d) {
     return ZOK;
 }
 
-/* matmul_id moe_sum [add]: the sum weighs the matmul's slots by its route,
- * and the add takes the sum and an f32 [T, N] residual. */
+/* matmul_id [moe_sum [add]]: the sum weighs the matmul's slots by its
+ * route, and the add takes the sum and an f32 [T, N] residual. The grouped
+ * form is the matmul_id alone. */
 static zstatus match_down(const zir_node *n, moe_match *m, zdiag *d) {
-    if (n->n_body < 2 || n->n_body > 3) return refuse(n, "expected matmul_id moe_sum [add]", d);
+    if (n->n_body < 1 || n->n_body > 3) return refuse(n, "expected matmul_id [moe_sum [add]]", d);
     m->first = n->body[0];
+    if (n->n_body == 1) return is_matmul_id(m->first) ? ZOK : refuse(n, "expected matmul_id", d);
     m->sum = n->body[1];
     m->add = n->n_body == 3 ? n->body[2] : NULL;
     if (!is_matmul_id(m->first) || m->sum->n_in != 2 || zir_ops[m->sum->op].kind != ZK_MOE ||
@@ -130,9 +192,12 @@ static zstatus match(const zir_node *n, moe_match *m, zdiag *d) {
     m->route = m->first->in[2];
     if (w->rank != 3) return refuse(n, "the experts must be stacked [E, N, K]", d);
     m->E = w->shape[0], m->N = w->shape[1], m->K = w->shape[2], m->U = m->route->shape[1];
-    if (!act_shape(m->route, m->U, 2) || !(act_shape(m->x, m->K, -1) || act_shape(m->x, m->U, m->K)))
-        return refuse(n, "expected f32 activations [T, K] or [T, U, K] and a [T, U, 2] route", d);
+    if (!(act_shape(m->route, m->U, 2) || act_shape(m->route, m->U, 4)) ||
+        !(act_shape(m->x, m->K, -1) || act_shape(m->x, m->U, m->K)))
+        return refuse(n, "expected f32 activations [T, K] or [T, U, K] and a [T, U, 2] or [T, U, 4] route",
+                      d);
     if (m->sum && m->x->rank != 3) return refuse(n, "a summed projection reads one row per slot", d);
+    if (m->sum && m->route->shape[2] != 2) return refuse(n, "the weighted sum reads moe_topk's route", d);
     if (m->resid && !act_shape(m->resid, m->N, -1)) return refuse(n, "the residual must be f32 [T, N]", d);
     return ZOK;
 }
@@ -150,6 +215,7 @@ static zstatus gemv_bindings(const zir_node *n, const moe_match *m, zcg_builder 
     const char *const names[] = {"N", "K", "E", "U", "SUM", "GLU", "X3", "ADD_MODE", "HAS_NORM"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
+    zcg_def_i(b, "RS", m->route->shape[2]); /* floats a pair: 2, or 4 for moe_route's (no weights) */
     return ZOK;
 }
 
@@ -173,11 +239,61 @@ static zstatus gen_gemv(const zir_node *n, zcg_builder *b, zdiag *d) {
     return zcg_build(b, files, n, d);
 }
 
+/* Shared memory of a grouped tile: matmul_gemm.glsl's x and weight tiles,
+ * the experts' first ranks and the tile's pair ids. */
+static uint32_t grouped_smem(int64_t bm, int64_t E) {
+    return 4u * (uint32_t)(GEMM_BK * (bm + 1) + GEMM_BK * (GEMM_BN + 1) + E + 1 + bm);
+}
+
+/* Prefill's grouped GEMM (moe_gemm.glsl): BM pairs of one expert x 64
+ * weight rows (32 gate + 32 up rows with GLU) a workgroup. BM is the
+ * kernel's token tile (16, 32 or 64), halved while the tiles overflow
+ * shared memory. An expert's last tile is partial (its rows computed on
+ * zeros): Qwen3-30B-A3B's 512-token step gives an expert 32 pairs on
+ * average, half a 64-pair tile. ZINC_MOE_TILE=16, 32 or 64 forces BM, to
+ * measure the trade between those rows and re-reading the weights. */
+static zstatus gen_grouped(const zir_node *n, zcg_builder *b, zdiag *d) {
+    moe_match m;
+    zstatus s = match(n, &m, d);
+    if (!s && m.sum) return refuse(n, "a grouped GEMM writes the products; the sum is a node of its own", d);
+    if (!s && m.route->shape[2] != 4)
+        return refuse(n, "a grouped GEMM reads moe_route's sorted [T, U, 4] route", d);
+    if (!s) s = gemv_bindings(n, &m, b, d);
+    if (s) return s;
+    const ztarget *t = b->o->target;
+    int64_t tile = zcg_knob("ZINC_MOE_TILE", 16, 64, n->kp.token_tile);
+    int64_t bm = tile <= 16 ? 16 : tile <= 32 ? 32 : 64;
+    while (bm > 16 && grouped_smem(bm, m.E) > t->smem_bytes)
+        bm /= 2;
+    if (grouped_smem(bm, m.E) > t->smem_bytes)
+        return refuse(n, "a 16-pair grouped tile does not fit the target's shared memory", d);
+    int64_t maxt = b->o->max_tokens > 0 ? b->o->max_tokens : 1;
+    if ((maxt * m.U + m.E * (bm - 1)) / bm > MAX_GRID_Y)
+        return refuse(n, "more than 65535 tiles in a step", d);
+    zcg_def_i(b, "BM", bm);
+    zcg_def_i(b, "BN", GEMM_BN);
+    zcg_def_i(b, "BK", GEMM_BK);
+    zcg_def_i(b, "TM", bm / (GEMM_WG / (GEMM_BN / GEMM_TN)));
+    zcg_def_i(b, "TN", GEMM_TN);
+    zcg_def_i(b, "WG", GEMM_WG);
+    b->k->groups[0] = (zcg_affine){0, m.N, m.glu ? GEMM_BN / 2 : GEMM_BN};
+    b->k->groups[1] = (zcg_affine){m.U, m.E * (bm - 1), bm};
+    b->k->groups[2] = (zcg_affine){0, 1, 1};
+    snprintf(b->k->name, sizeof b->k->name, "moe_gemm%s_%s_e%lld_n%lld_k%lld_u%lld_t%lld",
+             m.glu ? "_gateup" : "", ztype_name(m.first->in[1]->dtype), (long long)m.E, (long long)m.N,
+             (long long)m.K, (long long)m.U, (long long)bm);
+    static const char *const files[] = {"dequant", "matmul_io", "moe_gemm", NULL};
+    return zcg_build(b, files, n, d);
+}
+
 zstatus zcg_moe(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
                 zdiag *d) {
     memset(out, 0, sizeof *out);
     if (!o || !o->target) return zdiag_set(d, ZE_INVALID, "codegen: '%s': no target", n->out->name);
     zcg_builder b = {.g = g, .a = a, .o = o, .k = out};
+    if (n->op == ZOP_KERNEL && n->kp.tmpl == ZKT_MOE_SUM) return gen_sum(n, &b, d);
+    if (n->op == ZOP_KERNEL && n->kp.token_tile > 1) return gen_grouped(n, &b, d);
+    if (n->op == ZOP_MOE_ROUTE) return gen_route(g, n, &b, d);
     if (n->op == ZOP_KERNEL || is_matmul_id(n)) return gen_gemv(n, &b, d);
     if (n->n_in == 1) return gen_topk(n, &b, d);
     return gen_sum(n, &b, d);

@@ -118,7 +118,8 @@ static zstatus node_kernel(const zir_graph *g, const zir_node *n, const zcg_opts
         case ZKT_MATMUL_ROWS: return zcg_matmul_family(g, n, o, a, out, d);
         case ZKT_HEAD: return zcg_misc(g, n, o, a, out, d);
         case ZKT_MOE_GATE_UP:
-        case ZKT_MOE_DOWN: return zcg_moe(g, n, o, a, out, d);
+        case ZKT_MOE_DOWN:
+        case ZKT_MOE_SUM: return zcg_moe(g, n, o, a, out, d);
         default: break;
         }
         return zdiag_set(d, ZE_UNSUPPORTED, "codegen: kernel '%s' has template %s, which has no generator",

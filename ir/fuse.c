@@ -4,8 +4,9 @@
 
 #include <string.h>
 
-static const char *const ktemplate_names[ZKT_COUNT] = {
-    "none", "matmul", "gate_up_swiglu", "mlp", "attention", "head", "moe_gate_up", "moe_down", "matmul_rows"};
+static const char *const ktemplate_names[ZKT_COUNT] = {"none",        "matmul", "gate_up_swiglu", "mlp",
+                                                       "attention",   "head",   "moe_gate_up",    "moe_down",
+                                                       "matmul_rows", "moe_sum"};
 _Static_assert(sizeof ktemplate_names / sizeof ktemplate_names[0] == ZKT_COUNT,
                "ktemplate_names out of date");
 

@@ -349,13 +349,14 @@ static zstatus op_moe_topk(ctx *c) {
 static zstatus op_matmul_id(ctx *c) {
     const zir_value *x = c->n->in[0], *w = c->n->in[1];
     int64_t T = dim(c, x, 0), U = c->n->out->shape[1], E = w->shape[0], N = w->shape[1], K = w->shape[2];
+    int64_t rs = c->n->in[2]->shape[2]; /* 2, or 4 for a sorted route */
     int64_t *sel = malloc(sizeof(int64_t) * (size_t)(T * U)), n_sel;
     if (!sel) return zdiag_set(c->d, ZE_NOMEM, "interpreter: out of memory for '%s'", c->n->out->name);
     zstatus s = ZOK;
     for (int64_t e = 0; e < E && !s; e++) {
         n_sel = 0;
         for (int64_t tu = 0; tu < T * U; tu++)
-            if ((int64_t)c->in[2][tu * 2] == e) sel[n_sel++] = tu;
+            if ((int64_t)c->in[2][tu * rs] == e) sel[n_sel++] = tu;
         for (int64_t r = 0; r < N && n_sel && !s; r++) {
             if ((s = zir_weight_row(w, e * N + r, c->it->row, c->d))) break;
             for (int64_t i = 0; i < n_sel; i++) {
@@ -366,6 +367,28 @@ static zstatus op_matmul_id(ctx *c) {
     }
     free(sel);
     return s;
+}
+
+/* The route's pairs sorted by expert, then token, then slot (a counting
+ * sort; stable): out[p] = (id, expert, token, slot) with id pair p's
+ * expert (what matmul_id reads) and (expert, token, slot) the pair of rank
+ * p. */
+static zstatus op_moe_route(ctx *c) {
+    const zir_value *r = c->n->in[0];
+    int64_t T = dim(c, r, 0), U = r->shape[1], P = T * U, at = 0, most = 0;
+    for (int64_t p = 0; p < P; p++) {
+        c->out[p * 4] = c->in[0][p * 2];
+        if ((int64_t)c->in[0][p * 2] > most) most = (int64_t)c->in[0][p * 2];
+    }
+    for (int64_t e = 0; e <= most; e++)
+        for (int64_t p = 0; p < P; p++)
+            if ((int64_t)c->in[0][p * 2] == e) {
+                c->out[at * 4 + 1] = (float)e;
+                c->out[at * 4 + 2] = (float)(p / U);
+                c->out[at * 4 + 3] = (float)(p % U);
+                at++;
+            }
+    return ZOK;
 }
 
 /* ggml's order: the weighted experts summed one after another. */
@@ -526,6 +549,7 @@ static op_fn op_table(zir_op op) {
     case ZOP_MOE_TOPK: return op_moe_topk;
     case ZOP_MATMUL_ID: return op_matmul_id;
     case ZOP_MOE_SUM: return op_moe_sum;
+    case ZOP_MOE_ROUTE: return op_moe_route;
     case ZOP_MUL: return op_mul;
     case ZOP_SILU:
     case ZOP_SIGMOID:

@@ -163,6 +163,7 @@ typedef enum zir_ktemplate {
     ZKT_MATMUL_ROWS,    /* rms_norm matmul matmul [matmul] [reshape kv_store]: matmuls of one normed
                          * input as one GEMV over their concatenated rows, each output its own: the
                          * last the kernel's, the others exported (fuse-qkv); at most ZIR_MAX_SEGMENTS */
+    ZKT_MOE_SUM,        /* moe_sum add: the grouped GEMMs' products weighed and summed, and the residual */
     ZKT_COUNT
 } zir_ktemplate;
 const char *zir_ktemplate_name(zir_ktemplate t);

@@ -173,10 +173,13 @@ static zstatus infer_basic(const zir_node *n, int *rank, zdim *shape, zdiag *d) 
 
 /* Mixture of experts. A route [T,U,2] holds, per token, U (expert id,
  * weight) pairs; the contractions read the experts it names. */
-static zstatus want_route(zdiag *d, const zir_value *r, int input, zdim t) {
+/* A route [T,U,2] (moe_topk's), or [T,U,4] when sorted is true (moe_route's). */
+static zstatus want_route(zdiag *d, const zir_value *r, int input, zdim t, bool sorted) {
     CHECK(want_rank(d, r, input, 3));
     SAME("route", input, 0, t, r->shape[0]);
-    SAME("route", input, 2, (zdim)2, r->shape[2]);
+    if (!(r->shape[2] == 2 || (sorted && r->shape[2] == 4)))
+        return zdiag_set(d, ZE_INVALID, "route (input %d): last dimension %lld: expected 2%s", input,
+                         (long long)r->shape[2], sorted ? " or 4" : "");
     return ZOK;
 }
 
@@ -190,18 +193,23 @@ static zstatus infer_moe(const zir_node *n, int *rank, zdim *shape, zdiag *d) {
         set(rank, shape, 3, in[0]->shape[0], n->attr.topk, 2);
         return ZOK;
     }
+    if (n->op == ZOP_MOE_ROUTE) { /* route[T,U,2] -> [T,U,4] */
+        CHECK(want_route(d, in[0], 0, in[0] ? in[0]->shape[0] : 0, false));
+        set(rank, shape, 3, in[0]->shape[0], in[0]->shape[1], 4);
+        return ZOK;
+    }
     if (n->op == ZOP_MOE_SUM) { /* y[T,U,H], route[T,U,2] -> [T,H] */
         CHECK(want_rank(d, in[0], 0, 3));
-        CHECK(want_route(d, in[1], 1, in[0]->shape[0]));
+        CHECK(want_route(d, in[1], 1, in[0]->shape[0], false));
         SAME("moe_sum", 1, 1, in[0]->shape[1], in[1]->shape[1]);
         set(rank, shape, 2, in[0]->shape[0], in[0]->shape[2], 0);
         return ZOK;
     }
-    /* matmul_id: x[T,K] or x[T,U,K], w[E,N,K], route[T,U,2] -> [T,U,N] */
+    /* matmul_id: x[T,K] or x[T,U,K], w[E,N,K], route[T,U,2] or [T,U,4] -> [T,U,N] */
     if (!in[0] || (in[0]->rank != 2 && in[0]->rank != 3))
         return zdiag_set(d, ZE_INVALID, "matmul_id: input 0 must have rank 2 or 3");
     CHECK(want_rank(d, in[1], 1, 3));
-    CHECK(want_route(d, in[2], 2, in[0]->shape[0]));
+    CHECK(want_route(d, in[2], 2, in[0]->shape[0], true));
     SAME("matmul_id", 1, 2, in[0]->shape[in[0]->rank - 1], in[1]->shape[2]);
     if (in[0]->rank == 3) SAME("matmul_id", 2, 1, in[0]->shape[1], in[2]->shape[1]);
     set(rank, shape, 3, in[0]->shape[0], in[2]->shape[1], in[1]->shape[1]);

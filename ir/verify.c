@@ -41,9 +41,12 @@ static zstatus verify_operands(const zir_graph *g, const zir_node *n, const zir_
             return zdiag_set(d, ZE_INTERNAL, "node '%s': weight '%s' in a non-weight slot", n->out->name,
                              v->name);
     }
-    /* The expert ids a route holds index a weight: only moe_topk makes them. */
-    int route = n->op == ZOP_MATMUL_ID ? 2 : n->op == ZOP_MOE_SUM ? 1 : -1;
-    if (route >= 0 && n->in[route] && (!n->in[route]->producer || n->in[route]->producer->op != ZOP_MOE_TOPK))
+    /* The expert ids a route holds index a weight: only moe_topk makes them
+     * (and moe_route sorts a moe_topk route, for matmul_id). */
+    int route = n->op == ZOP_MATMUL_ID ? 2 : n->op == ZOP_MOE_SUM ? 1 : n->op == ZOP_MOE_ROUTE ? 0 : -1;
+    const zir_node *rp = route >= 0 && n->in[route] ? n->in[route]->producer : NULL;
+    if (rp && n->op == ZOP_MATMUL_ID && rp->op == ZOP_MOE_ROUTE) rp = rp->in[0] ? rp->in[0]->producer : NULL;
+    if (route >= 0 && n->in[route] && (!rp || rp->op != ZOP_MOE_TOPK))
         return zdiag_set(d, ZE_INTERNAL, "node '%s': input %d ('%s') is not a moe_topk route", n->out->name,
                          route, n->in[route]->name);
     return ZOK;

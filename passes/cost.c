@@ -137,11 +137,26 @@ double zcost_moe_weight(const zcost_moe *m) {
     return (m->w_gate + m->w_up + m->w_down) * (double)m->used / (double)m->experts;
 }
 
+double zcost_moe_grouped_weight(const zcost_moe *m, int64_t tokens, int tile) {
+    double pairs = (double)tokens * (double)m->used, e = (double)m->experts;
+    double touched = e * (1.0 - pow(1.0 - (double)m->used / e, (double)tokens));
+    if (touched < 1) touched = 1;
+    /* touched is within rounding of E for long steps: 32.0000001 pairs
+     * an expert is one 32-pair tile, not two. */
+    double tiles = touched * ceil(pairs / touched / (tile > 0 ? tile : 1) - 1e-6);
+    return (m->w_gate + m->w_up + m->w_down) / e * tiles / (double)tokens;
+}
+
 /* Staged, the [U, ff] intermediate crosses six times (gate and up write it,
  * SwiGLU reads both and writes, down reads), the [U, hidden] expert outputs
  * twice and the summed row twice; fused, the SwiGLU output crosses twice
  * (moe_gate_up writes it, moe_down reads it) and the rest stays on chip.
- * Both read the same chosen experts' rows. */
+ * Both read the same chosen experts' rows, once per (token, slot). Grouped
+ * (moe_route, moe_gate_up, moe_down, moe_sum+add), the SwiGLU output and
+ * the [U, hidden] products cross twice each, and the weights are read once
+ * per expert tile; every workgroup also searches the
+ * sorted route (T x U pairs, from cache) for the experts' runs, which is
+ * not priced. */
 void zcost_price_moe(const zpass_opts *o, const zcost_moe *m, zcost_option opt[ZCOST_MOE_OPTIONS]) {
     double ab = o->target->act_bytes, uff = (double)(m->used * m->ff), uh = (double)(m->used * m->hidden);
     double w = weight_time(o, zcost_moe_weight(m), o->target->gemv_eff);
@@ -155,12 +170,33 @@ void zcost_price_moe(const zpass_opts *o, const zcost_moe *m, zcost_option opt[Z
                             .dispatches = 2,
                             .crossings = 2};
     opt[1].act = 2 * uff * ab;
-    for (int i = 0; i < ZCOST_MOE_OPTIONS; i++) {
+    for (int i = 0; i < 2; i++) {
         opt[i].weight = w;
         snprintf(opt[i].note, sizeof opt[i].note, "%lld of %lld experts read", (long long)m->used,
                  (long long)m->experts);
         finish(o, &opt[i]);
     }
+    int tile = zcost_token_tile(o);
+    int64_t S = zcost_step_tokens(o);
+    const char *e = getenv("ZINC_MOE_GROUPED");
+    opt[2] = (zcost_option){.tmpl = ZKT_MOE_GATE_UP,
+                            .feasible = !(e && !strcmp(e, "0")),
+                            .token_tile = tile,
+                            .split = 1,
+                            .dispatches = 4,
+                            .crossings = 2};
+    opt[2].act = (2 * uff + 2 * uh) * ab;
+    opt[2].weight = weight_time(o, zcost_moe_grouped_weight(m, S, tile), o->target->gemv_eff);
+    if (!opt[2].feasible) {
+        snprintf(opt[2].note, sizeof opt[2].note, "ZINC_MOE_GROUPED=0 keeps the GEMVs");
+        opt[2].total = INFINITY;
+        return;
+    }
+    if (S == 1)
+        snprintf(opt[2].note, sizeof opt[2].note, "one token a step: the GEMVs' rows, in 4 dispatches");
+    else
+        snprintf(opt[2].note, sizeof opt[2].note, "%lld-token step, %d-pair tiles", (long long)S, tile);
+    finish(o, &opt[2]);
 }
 
 void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt[ZCOST_ATTN_OPTIONS]) {

@@ -38,7 +38,7 @@ typedef struct zcost_mlp {
 /* opt[0] staged (4 dispatches), opt[1] gate+up+SwiGLU, opt[2] the full MLP. */
 void zcost_price_mlp(const zpass_opts *o, const zcost_mlp *m, zcost_option opt[ZCOST_MLP_OPTIONS]);
 
-enum { ZCOST_MOE_OPTIONS = 2 };
+enum { ZCOST_MOE_OPTIONS = 3 };
 
 typedef struct zcost_moe {
     int64_t hidden, ff, experts, used; /* ff: one expert's width */
@@ -49,8 +49,17 @@ typedef struct zcost_moe {
  * stacks (each (token, slot) reads its expert's rows; no tile shares them). */
 double zcost_moe_weight(const zcost_moe *m);
 
+/* Bytes per token of the grouped GEMMs' weights in a step of `tokens`
+ * tokens with `tile` pairs of an expert per workgroup: each expert the step
+ * uses (expected, with uniform routing) reads its rows once per tile of its
+ * pairs. One token: the GEMVs' bytes. */
+double zcost_moe_grouped_weight(const zcost_moe *m, int64_t tokens, int tile);
+
 /* opt[0] staged (gate, up, SwiGLU, down, sum, add: 6 dispatches),
- * opt[1] moe_gate_up then moe_down (down + weighted sum + residual). */
+ * opt[1] moe_gate_up then moe_down (down + weighted sum + residual), GEMVs,
+ * opt[2] grouped GEMMs: the pairs sorted by expert (moe_route), moe_gate_up
+ * and the down rows per expert tile, then moe_sum with the add (4 dispatches).
+ * ZINC_MOE_GROUPED=0 makes opt[2] infeasible, to measure the GEMVs. */
 void zcost_price_moe(const zpass_opts *o, const zcost_moe *m, zcost_option opt[ZCOST_MOE_OPTIONS]);
 
 typedef struct zcost_attn {

@@ -15,14 +15,15 @@
 // each reads its expert's rows (shared in cache by tokens that chose the
 // same expert), not a grouped GEMM (docs/performance.md says what is missing).
 //
-// Defines: WG, ROWS_WG (rows per workgroup), N, K, E, U, SUM, GLU, X3,
+// Defines: WG, ROWS_WG (rows per workgroup), N, K, E, U, SUM, GLU, X3, RS
+// (the route's floats a pair: 2, or 4 for moe_route's),
 // B_ROUTE, and matmul_io.glsl's / dequant.glsl's (W0, W1 when GLU).
 layout(local_size_x = WG) in;
 layout(std430, binding = B_ROUTE) readonly buffer Rt { ACT_T route[]; };
 
 // The expert of slot tu; an id the router cannot produce is clamped, so a
 // corrupt route reads a wrong expert rather than out of bounds.
-uint expert_of(uint tu) { return min(uint(float(route[2u * tu])), uint(E) - 1u); }
+uint expert_of(uint tu) { return min(uint(float(route[uint(RS) * tu])), uint(E) - 1u); }
 
 // x[xo .. xo+K) . row `row` of W0 (and W1), summed over the subgroup.
 vec2 row_dot(uint xo, uint row) {
@@ -45,7 +46,7 @@ void row_of(uint t, uint n) {
     precise float o = 0.0;
     for (uint u = 0u; u < uint(U); u++) {
         uint tu = t * uint(U) + u;
-        precise float v = row_dot(tu * uint(K), expert_of(tu) * uint(N) + n).x * float(route[2u * tu + 1u]);
+        precise float v = row_dot(tu * uint(K), expert_of(tu) * uint(N) + n).x * float(route[uint(RS) * tu + 1u]);
         o = u == 0u ? v : o + v;
     }
     if (gl_SubgroupInvocationID == 0u) store_y(t, n, epilogue(t, n, o));

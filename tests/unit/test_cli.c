@@ -720,6 +720,29 @@ Test(cli, bench_like_llama_bench) {
     }
 }
 
+/* ---- mixture of experts ------------------------------------------------------ */
+
+/* zincc --report says how the experts run in each phase and why, with the
+ * bytes: prefill's grouped GEMMs against the GEMVs, decode's GEMVs, and
+ * ZINC_MOE_GROUPED=0 keeping the GEMVs in prefill. */
+Test(cli, moe_report) {
+    const char *gguf = model("qwen3moe", "q4_k_m", 11, "moe.gguf");
+    char *out = NULL;
+    cr_expect_eq(tu_run(&out, ZINCC " %s --report --target h200 2>&1", gguf), 0, "%s", out);
+    cr_expect(
+        strstr(out, "(grouped GEMMs: moe_gate_up, moe_down by expert; moe_sum+add); experts: 2 of 8 read"),
+        "%s", out);
+    cr_expect(strstr(out, "B/token as grouped GEMMs (512-token step, 64-pair tiles) of the whole stacks'"),
+              "%s", out);
+    cr_expect(strstr(out, "(moe_gate_up + moe_down GEMVs); experts: 2 of 8 read"), "decode: %s", out);
+    free(out);
+    cr_expect_eq(tu_run(&out, "ZINC_MOE_GROUPED=0 " ZINCC " %s --report --target h200 2>&1", gguf), 0, "%s",
+                 out);
+    cr_expect(!strstr(out, "(grouped GEMMs:"), "%s", out);
+    cr_expect(strstr(out, "B/token as GEMVs (ZINC_MOE_GROUPED=0 keeps the GEMVs)"), "%s", out);
+    free(out);
+}
+
 /* ---- small things --------------------------------------------------------- */
 
 /* zinc help CMD; zincc --report json spaced like --emit dot, and --report

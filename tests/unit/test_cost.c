@@ -211,6 +211,63 @@ Test(mlp, qwen3_8b_worked_example) {
     }
 }
 
+/* ---- mixture of experts ---------------------------------------------------- */
+
+/* Qwen3-30B-A3B's experts in Q4_K: hidden 2048, 128 experts of width 768, 8
+ * used. A stack is 128 x 884736 B = 113246208 B, the three 339738624 B.
+ * As GEMVs a token reads 8/128 of them: 21233664 B. In a 512-token prefill
+ * step the 4096 pairs touch all 128 experts (1 - (120/128)^512 of them),
+ * 32 pairs each: one tile of 64 (the H200's) per expert, so the stacks are
+ * read once a step, 339738624 / 512 = 663552 B a token, 32x less. Decode's
+ * one token touches 8 experts once: the GEMVs' bytes, in more dispatches. */
+static zcost_moe moe_30b(void) {
+    double stack = 128 * q4k(768, 2048);
+    return (zcost_moe){.hidden = 2048,
+                       .ff = 768,
+                       .experts = 128,
+                       .used = 8,
+                       .w_gate = stack,
+                       .w_up = stack,
+                       .w_down = stack};
+}
+
+Test(moe, grouped_gemms_in_prefill_gemvs_in_decode) {
+    zcost_moe m = moe_30b();
+    EXPECT_BYTES(zcost_moe_weight(&m), 21233664, "GEMV bytes a token");
+    EXPECT_BYTES(zcost_moe_grouped_weight(&m, 512, 64), 663552, "grouped bytes a token, 512-token step");
+    EXPECT_BYTES(zcost_moe_grouped_weight(&m, 1, 1), 21233664, "grouped bytes of one token");
+    /* 16-pair tiles: two per expert, the stacks read twice a step. */
+    EXPECT_BYTES(zcost_moe_grouped_weight(&m, 512, 16), 2 * 663552, "grouped bytes, 16-pair tiles");
+    char why[256];
+    zcost_option opt[ZCOST_MOE_OPTIONS];
+    zpass_opts o = opts(target("h200"), ZPH_PREFILL);
+    zcost_price_moe(&o, &m, opt);
+    cr_expect(opt[2].feasible);
+    cr_expect_eq(opt[2].token_tile, 64);
+    cr_expect_eq(opt[2].dispatches, 4);
+    EXPECT_BYTES(opt[2].weight, 663552, "grouped option's weight term");
+    EXPECT_BYTES(opt[1].weight, 21233664, "GEMV option's weight term");
+    expect_sum(&opt[2]);
+    cr_expect_eq(zcost_choose(&o, opt, ZCOST_MOE_OPTIONS, why, sizeof why), 2, "prefill: %s", why);
+    o = opts(target("h200"), ZPH_DECODE);
+    zcost_price_moe(&o, &m, opt);
+    cr_expect_eq(zcost_choose(&o, opt, ZCOST_MOE_OPTIONS, why, sizeof why), 1, "decode: %s", why);
+    cr_expect(strstr(opt[2].note, "one token") != NULL, "%s", opt[2].note);
+}
+
+Test(moe, knob_keeps_the_gemvs) {
+    setenv("ZINC_MOE_GROUPED", "0", 1);
+    zcost_moe m = moe_30b();
+    zcost_option opt[ZCOST_MOE_OPTIONS];
+    zpass_opts o = opts(target("h200"), ZPH_PREFILL);
+    zcost_price_moe(&o, &m, opt);
+    char why[256];
+    cr_expect(!opt[2].feasible);
+    cr_expect(strstr(opt[2].note, "ZINC_MOE_GROUPED=0") != NULL, "%s", opt[2].note);
+    cr_expect_eq(zcost_choose(&o, opt, ZCOST_MOE_OPTIONS, why, sizeof why), 1, "%s", why);
+    unsetenv("ZINC_MOE_GROUPED");
+}
+
 /* ---- attention ----------------------------------------------------------- */
 
 /* Qwen3-8B attention (32 heads, 8 KV heads of 128) at a 4096 context: the

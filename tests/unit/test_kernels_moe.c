@@ -1,14 +1,23 @@
 /* The mixture-of-experts kernels (backend/cg_moe.c) against the CPU
  * interpreter, every element, on the default Vulkan device (llvmpipe in CI):
  * the router's top-k, the expert GEMV alone (x [T, K] and [T, U, K]), gate+up
- * +SwiGLU, down + weighted sum + residual, and the weighted sum alone.
+ * +SwiGLU, down + weighted sum + residual, the weighted sum alone, and
+ * prefill's grouped GEMMs (the route sorted by expert, gate+up+SwiGLU and
+ * down over each expert's run of pairs); the sorted route must match the
+ * interpreter's exactly (ids, weights, and the stable order).
  *
  * Graphs: qwen3moe models from mkmodel, unfused (shape,width) and after the
- * default pipeline, in both phases: Q4_K_M with 8 experts, 2 used (q4_K,
- * q5_K, q6_K and q8_0 experts by llama.cpp's rule), and f32 with 6 experts,
- * 3 used and widths that leave tail rows (hidden 72, expert width 40). Steps
- * of T = 1, 7, 17 random tokens at position 0 and again at position T. */
+ * default pipeline, in both phases, and prefill again with
+ * ZINC_MOE_GROUPED=0 (the fused GEMVs over many tokens): Q4_K_M with 8 experts, 2 used (q4_K,
+ * q5_K, q6_K and q8_0 experts by llama.cpp's rule), f32 with 6 experts, 3
+ * used and widths that leave tail rows (hidden 72, expert width 40), and
+ * Q8_0 with 8 experts, 4 used and its router zeroed, so every token takes
+ * experts 0 to 3 (the lower ids win the ties) and the other four get none.
+ * Prefill steps of T = 1, 17, 64 and 130 random tokens at position 0 and
+ * again at position T (an expert's pairs fill the grouped tiles several
+ * times over); decode six single tokens. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "frontend/arch.h"
@@ -16,8 +25,21 @@
 #include "kernel_harness.h"
 #include "testutil.h"
 
-enum { KM_TOPK, KM_ID, KM_GATE_UP, KM_DOWN, KM_SUM, KM_N };
-static const char *const km_name[KM_N] = {"moe_topk", "matmul_id", "moe_gate_up", "moe_down", "moe_sum"};
+enum {
+    KM_TOPK,
+    KM_ID,
+    KM_GATE_UP,
+    KM_DOWN,
+    KM_SUM,
+    KM_SUM_ADD,
+    KM_ROUTE,
+    KM_GROUPED_GATE_UP,
+    KM_GROUPED_DOWN,
+    KM_N
+};
+static const char *const km_name[KM_N] = {
+    "moe_topk",    "matmul_id", "moe_gate_up",         "moe_down",        "moe_sum",
+    "moe_sum+add", "moe_route", "grouped moe_gate_up", "grouped moe_down"};
 
 /* Bounds on max |got - want| / rms(want) with fp32 storage: dot products
  * and sums in another order (a few ulps of the RMS). A wrong expert id, row
@@ -25,14 +47,24 @@ static const char *const km_name[KM_N] = {"moe_topk", "matmul_id", "moe_gate_up"
  * output to 11 bits. */
 #define KM_TOL     1e-5
 #define KM_TOL_F16 1.5e-2
+/* The grouped GEMMs sum K in one fp32 chain per output, as the dense GEMM
+ * (test_kernels_matmul's TOL_F32), where the GEMV sums per lane and then
+ * across the subgroup. */
+#define KM_TOL_GEMM 1e-4
 
 static int kind_of(const zir_node *n) {
+    if (n->op == ZOP_KERNEL && n->kp.tmpl == ZKT_MOE_SUM) return KM_SUM_ADD;
+    if (n->op == ZOP_KERNEL && n->kp.token_tile > 1)
+        return n->kp.tmpl == ZKT_MOE_GATE_UP ? KM_GROUPED_GATE_UP
+               : n->kp.tmpl == ZKT_MOE_DOWN  ? KM_GROUPED_DOWN
+                                             : -1;
     if (n->op == ZOP_KERNEL)
         return n->kp.tmpl == ZKT_MOE_GATE_UP ? KM_GATE_UP : n->kp.tmpl == ZKT_MOE_DOWN ? KM_DOWN : -1;
     switch (n->op) {
     case ZOP_MOE_TOPK: return KM_TOPK;
     case ZOP_MATMUL_ID: return KM_ID;
     case ZOP_MOE_SUM: return KM_SUM;
+    case ZOP_MOE_ROUTE: return KM_ROUTE;
     default: return -1;
     }
 }
@@ -52,18 +84,42 @@ typedef struct check_arg {
     const char *what;
 } check_arg;
 
+/* The interpreter's moe_route by its definition, so that the kernel is not
+ * only equal to the interpreter but right: column 0 is the route's ids,
+ * and the ranks hold every (token, slot) once, ordered by expert, then
+ * token, then slot, with its expert beside it. */
+static void check_sorted_route(const zir_interp *it, const zir_node *n, zir_step st) {
+    int64_t n_r, n_s, U = n->in[0]->shape[1], P = st.T * U;
+    const float *r = zir_interp_value(it, n->in[0], &n_r), *s = zir_interp_value(it, n->out, &n_s);
+    cr_assert(r && s && n_r == 2 * P && n_s == 4 * P, "'%s': no values", n->out->name);
+    int64_t prev = -1;
+    for (int64_t p = 0; p < P; p++) {
+        cr_assert_eq(s[4 * p], r[2 * p], "'%s': id of pair %lld", n->out->name, (long long)p);
+        int64_t pair = (int64_t)s[4 * p + 2] * U + (int64_t)s[4 * p + 3];
+        cr_assert(pair >= 0 && pair < P && s[4 * p + 1] == r[2 * pair], "'%s': rank %lld", n->out->name,
+                  (long long)p);
+        int64_t key = (int64_t)s[4 * p + 1] * P + pair; /* by expert, then (token, slot) */
+        cr_assert(key > prev, "'%s': rank %lld out of order", n->out->name, (long long)p);
+        prev = key;
+    }
+}
+
 static void check_nodes(const zir_graph *g, const zir_interp *it, zir_step st, void *arg) {
     const check_arg *c = arg;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const zir_node *n = g->nodes[i];
         int kk = kind_of(n);
         if (kk < 0) continue;
+        if (kk == KM_ROUTE) check_sorted_route(it, n, st);
         kh_result r;
         zdiag d = {0};
         zstatus s = kh_check_node(&dev, g, n, c->o, it, st, &r, &d);
         cr_assert_eq(s, ZOK, "%s: '%s' at T=%lld pos=%lld: %s", c->what, n->out->name, (long long)st.T,
                      (long long)st.pos, d.msg);
-        double tol = c->o->act_f16 ? KM_TOL_F16 : KM_TOL;
+        double tol = kk == KM_ROUTE             ? 0
+                     : c->o->act_f16            ? KM_TOL_F16
+                     : kk >= KM_GROUPED_GATE_UP ? KM_TOL_GEMM
+                                                : KM_TOL;
         cr_assert(r.checked > 0, "%s: '%s' compared nothing", c->what, n->out->name);
         cr_assert(r.max_err <= tol, "%s: %s for '%s' at T=%lld pos=%lld: error %.3g of the RMS > %.1g",
                   c->what, r.kernel, n->out->name, (long long)st.T, (long long)st.pos, r.max_err, tol);
@@ -75,7 +131,27 @@ typedef struct model {
     const char *file;
     zmk_quant quant;
     uint32_t hidden, expert_ff, experts, used;
+    bool zero_router; /* every token takes experts 0 .. used-1 */
 } model;
+
+/* Overwrites layer 0's router weight with zero bytes (zero in every type:
+ * the block scales too), so all logits tie at 0. */
+static void zero_router(const char *path) {
+    gguf_file *f;
+    zdiag d = {0};
+    cr_assert_eq(gguf_open(path, &f, &d), ZOK, "%s", d.msg);
+    const gguf_tensor *r = gguf_find_tensor(f, "blk.0.ffn_gate_inp.weight");
+    cr_assert(r, "%s: no router weight", path);
+    long off = (long)(f->data_offset + r->offset);
+    size_t n = (size_t)r->nbytes;
+    gguf_close(f);
+    void *zero = calloc(1, n);
+    FILE *w = fopen(path, "r+b");
+    cr_assert(zero && w, "cannot rewrite %s", path);
+    cr_assert(fseek(w, off, SEEK_SET) == 0 && fwrite(zero, 1, n, w) == n, "cannot rewrite %s", path);
+    cr_assert(fclose(w) == 0, "cannot rewrite %s", path);
+    free(zero);
+}
 
 static gguf_file *make_model(const model *m) {
     zmk_opts o;
@@ -96,6 +172,7 @@ static gguf_file *make_model(const model *m) {
     zdiag d = {0};
     const char *path = tu_tmp(m->file);
     cr_assert_eq(zmk_write(&o, path, NULL, &d), ZOK, "%s", d.msg);
+    if (m->zero_router) zero_router(path);
     gguf_file *f;
     cr_assert_eq(gguf_open(path, &f, &d), ZOK, "%s", d.msg);
     return f;
@@ -105,12 +182,42 @@ typedef struct variant {
     zpass_phase phase;
     const char *pipeline; /* NULL: the default */
     bool f16;
+    bool gemv; /* ZINC_MOE_GROUPED=0: prefill keeps the GEMVs */
 } variant;
 
 static const variant variants[] = {
-    {ZPH_PREFILL, "shape,width", false}, {ZPH_DECODE, "shape,width", false}, {ZPH_PREFILL, NULL, false},
-    {ZPH_DECODE, NULL, false},           {ZPH_DECODE, NULL, true},
+    {ZPH_PREFILL, "shape,width", false, false}, {ZPH_DECODE, "shape,width", false, false},
+    {ZPH_PREFILL, NULL, false, false},          {ZPH_PREFILL, NULL, false, true},
+    {ZPH_DECODE, NULL, false, false},           {ZPH_DECODE, NULL, true, false},
 };
+
+/* Prefill steps of 1, 17, 64 and 130 random tokens, each at position 0
+ * and again at position T (130 x 3 or 4 pairs: moe_route's threads walk
+ * runs of two pairs); decode: kh_run_steps's six single tokens. */
+enum { STEP_MAX = 130 };
+
+static zstatus run_steps(const zir_graph *g, int64_t max_tokens, uint64_t seed, kh_step_fn fn, void *arg,
+                         zdiag *d) {
+    enum { CTX = 2 * STEP_MAX };
+    if (max_tokens == 1) return kh_run_steps(g, CTX, 1, seed, fn, arg, d);
+    static const int steps[] = {1, 17, 64, STEP_MAX};
+    zir_interp *it;
+    zstatus s = zir_interp_new(g, CTX, &it, d);
+    if (s) return s;
+    tu_rng r = tu_rng_seed(seed);
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0] && !s; i++) {
+        zir_interp_reset(it);
+        for (int rep = 0; rep < 2 && !s; rep++) {
+            int32_t tok[STEP_MAX];
+            for (int j = 0; j < steps[i]; j++)
+                tok[j] = (int32_t)(tu_next(&r) % (uint64_t)g->hp.n_vocab);
+            zir_step st = {steps[i], zir_interp_pos(it), CTX};
+            if (!(s = zir_interp_step(it, tok, steps[i], NULL, d))) fn(g, it, st, arg);
+        }
+    }
+    zir_interp_free(it);
+    return s;
+}
 
 static void check_model(const model *m, long checks[KM_N]) {
     gguf_file *f = make_model(m);
@@ -119,16 +226,23 @@ static void check_model(const model *m, long checks[KM_N]) {
         const variant *x = &variants[v];
         zir_graph *g;
         zdiag d = {0};
+        if (x->gemv) setenv("ZINC_MOE_GROUPED", "0", 1);
         cr_assert_eq(kh_compile(f, &t, x->phase, x->pipeline, &g, &d), ZOK, "%s", d.msg);
+        unsetenv("ZINC_MOE_GROUPED");
+        int grouped = 0;
+        for (uint32_t i = 0; i < g->n_nodes; i++)
+            grouped += kind_of(g->nodes[i]) >= KM_GROUPED_GATE_UP;
+        bool want = x->phase == ZPH_PREFILL && !x->pipeline && !x->gemv;
+        cr_assert_eq(grouped, want ? 2 : 0, "%s: %d grouped kernels", m->file, grouped);
         zcg_opts co = {.target = &t,
                        .phase = x->phase,
-                       .max_tokens = x->phase == ZPH_DECODE ? 1 : 64,
+                       .max_tokens = x->phase == ZPH_DECODE ? 1 : STEP_MAX,
                        .act_f16 = x->f16};
         char what[128];
-        snprintf(what, sizeof what, "%s %s %s%s", m->file, zpass_phase_name(x->phase),
-                 x->pipeline ? "unfused" : "fused", x->f16 ? " fp16" : "");
+        snprintf(what, sizeof what, "%s %s %s%s%s", m->file, zpass_phase_name(x->phase),
+                 x->pipeline ? "unfused" : "fused", x->f16 ? " fp16" : "", x->gemv ? " GEMVs" : "");
         check_arg c = {&co, checks, what};
-        cr_assert_eq(kh_run_steps(g, 64, co.max_tokens, 4321 + v, check_nodes, &c, &d), ZOK, "%s: %s", what, d.msg);
+        cr_assert_eq(run_steps(g, co.max_tokens, 4321 + v, check_nodes, &c, &d), ZOK, "%s: %s", what, d.msg);
         zir_graph_free(g);
     }
     gguf_close(f);
@@ -142,14 +256,23 @@ static void expect_all_kinds(const long checks[KM_N], const char *what) {
 TestSuite(kernels_moe, .init = open_dev, .fini = close_dev);
 
 Test(kernels_moe, q4km_8_experts_2_used, .timeout = 300) {
-    model m = {"kmoe_q4km.gguf", ZMK_Q4_K_M, 256, 256, 8, 2};
+    model m = {"kmoe_q4km.gguf", ZMK_Q4_K_M, 256, 256, 8, 2, false};
     long checks[KM_N] = {0};
     check_model(&m, checks);
     expect_all_kinds(checks, m.file);
 }
 
 Test(kernels_moe, f32_6_experts_3_used_tail_rows, .timeout = 300) {
-    model m = {"kmoe_f32.gguf", ZMK_F32, 72, 40, 6, 3};
+    model m = {"kmoe_f32.gguf", ZMK_F32, 72, 40, 6, 3, false};
+    long checks[KM_N] = {0};
+    check_model(&m, checks);
+    expect_all_kinds(checks, m.file);
+}
+
+/* Experts 0 to 3 take every token of a step (130 pairs each: nine 16-pair
+ * tiles on llvmpipe, the last one partial), experts 4 to 7 none. */
+Test(kernels_moe, q8_0_all_tokens_to_four_experts, .timeout = 300) {
+    model m = {"kmoe_q80_zero.gguf", ZMK_Q8_0, 128, 96, 8, 4, true};
     long checks[KM_N] = {0};
     check_model(&m, checks);
     expect_all_kinds(checks, m.file);

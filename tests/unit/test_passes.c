@@ -165,7 +165,8 @@ static bool body_fits(zir_ktemplate t, const char *b) {
                            "rope rope kv_store attn_scores softmax_causal attn_mix"},
         [ZKT_HEAD] = {"rms_norm rope", "rms_norm rope kv_store", "rope kv_store"},
         [ZKT_MOE_GATE_UP] = {"matmul_id matmul_id swiglu"},
-        [ZKT_MOE_DOWN] = {"matmul_id moe_sum", "matmul_id moe_sum add"},
+        [ZKT_MOE_DOWN] = {"matmul_id moe_sum", "matmul_id moe_sum add", "matmul_id" /* grouped */},
+        [ZKT_MOE_SUM] = {"moe_sum add"},
         [ZKT_MATMUL_ROWS] = {"rms_norm matmul matmul", "rms_norm matmul matmul matmul",
                              "rms_norm matmul matmul reshape kv_store",
                              "rms_norm matmul matmul matmul reshape kv_store"},
@@ -401,8 +402,10 @@ EQ_ARCH(qwen2, ZMK_QWEN2)
 
 /* qwen3moe (8 experts, 2 used): fuse-moe alone and the default pipeline give
  * the unfused logits exactly, with a moe_gate_up and a moe_down kernel per
- * layer (the residual add inside), on every target and phase, and one
- * decision per layer naming the experts read. */
+ * layer, on every target and phase, and one decision per layer naming the
+ * experts read. Decode runs them as GEMVs (the residual add inside
+ * moe_down), prefill as grouped GEMMs (token tile above 1; moe_down is the
+ * matmul_id alone), and the decision says so. */
 static void check_moe(const char *pipeline) {
     gguf_file *f = make_model(ZMK_QWEN3MOE, ZMK_Q4_K_M, EQ_SHAPE, "eqmoe.gguf");
     int32_t tok[N_TOK] = {7, 300, 12, 511, 64, 3};
@@ -421,10 +424,21 @@ static void check_moe(const char *pipeline) {
             cr_expect_eq(c.kernels[ZKT_MOE_GATE_UP], (int)EQ_SHAPE.layers, "%s: moe_gate_up kernels",
                          targets[t]);
             cr_expect_eq(c.kernels[ZKT_MOE_DOWN], (int)EQ_SHAPE.layers, "%s: moe_down kernels", targets[t]);
-            int decided = 0;
-            for (int i = 0; i < rep.n; i++)
+            int grouped = 0, decided = 0, said = 0;
+            for (uint32_t i = 0; i < g->n_nodes; i++) {
+                const zir_node *k = g->nodes[i];
+                grouped += k->op == ZOP_KERNEL && k->kp.token_tile > 1 &&
+                           (k->kp.tmpl == ZKT_MOE_GATE_UP || k->kp.tmpl == ZKT_MOE_DOWN);
+            }
+            cr_expect_eq(grouped, ph == ZPH_PREFILL ? 2 * (int)EQ_SHAPE.layers : 0, "%s %s: grouped kernels",
+                         targets[t], zpass_phase_name((zpass_phase)ph));
+            for (int i = 0; i < rep.n; i++) {
                 decided += rep.items[i].fused && strstr(rep.items[i].reason, "experts: 2 of 8 read") != NULL;
+                said += strstr(rep.items[i].reason, "(grouped GEMMs:") != NULL;
+            }
             cr_expect_eq(decided, (int)EQ_SHAPE.layers, "%s: fuse-moe decisions", targets[t]);
+            cr_expect_eq(said, ph == ZPH_PREFILL ? (int)EQ_SHAPE.layers : 0, "%s %s: grouped decisions",
+                         targets[t], zpass_phase_name((zpass_phase)ph));
             run_modes(g, tok, out);
             for (int m = 0; m < N_MODES; m++)
                 expect_same(out[m], want[m], n, mode_names[m]);
