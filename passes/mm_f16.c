@@ -86,7 +86,8 @@ static int mark_q8(zir_node *n) {
 
 static bool idot_wanted(const zpass_opts *o) {
     if (!o->target->int_dot) return false;
-    return o->gemv_idot == ZIDOT_TARGET ? o->target->gemv_int8 : o->gemv_idot == ZIDOT_ON;
+    bool target = o->phase == ZPH_DECODE ? o->target->gemv_int8 : o->target->batch_gemv_int8;
+    return o->gemv_idot == ZIDOT_TARGET ? target : o->gemv_idot == ZIDOT_ON;
 }
 
 static int mark(zir_node *n) {

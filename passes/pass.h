@@ -37,6 +37,10 @@ typedef struct ztarget {
      * the packed dot products are accelerated and the GEMVs were measured
      * bound by their arithmetic there, not their bytes (docs/performance.md). */
     bool gemv_int8;
+    /* The same for the batch schedule's multi-row GEMVs: false on the h200,
+     * where each workgroup quantizing all the step's rows of x made them
+     * slower than fp32 x (run 31, docs/performance.md). */
+    bool batch_gemv_int8;
     /* The batch schedule's matmuls are multi-row GEMVs up to this many rows
      * (--parallel), GEMMs beyond: the GEMV's step grows with its rows, the
      * GEMMs' tiles do not (measured; 0: ZCOST_GEMVN_ROWS, the kernel's limit). */
