@@ -16,6 +16,15 @@ void zcg_def_f(zcg_builder *b, const char *name, float v) {
     zcg_def_s(b, name, zarena_printf(b->a, "float(%.9g)", (double)v));
 }
 
+void zcg_def_gemm_tile(zcg_builder *b, int64_t bm) {
+    zcg_def_i(b, "BM", bm);
+    zcg_def_i(b, "BN", GEMM_BN);
+    zcg_def_i(b, "BK", GEMM_BK);
+    zcg_def_i(b, "TM", bm / (GEMM_WG / (GEMM_BN / GEMM_TN)));
+    zcg_def_i(b, "TN", GEMM_TN);
+    zcg_def_i(b, "WG", GEMM_WG);
+}
+
 int zcg_bind(zcg_builder *b, const char *macro, const zir_value *v, bool written, uint64_t bytes) {
     zcg_kernel *k = b->k;
     int i = 0;

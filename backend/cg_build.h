@@ -32,6 +32,14 @@ int zcg_bind(zcg_builder *b, const char *macro, const zir_value *v, bool written
 zstatus zcg_weight(zcg_builder *b, const zir_node *n, const char *slot, const zir_value *w, int64_t k,
                    zdiag *d);
 
+/* The scalar GEMM's tile (matmul_gemm.glsl, and moe_gemm.glsl over an
+ * expert's run of tokens): GEMM_BN weight rows, GEMM_BK of the contraction a
+ * step (a Q8_0 block, a Q4_K sub-block), GEMM_TN rows a thread. */
+enum { GEMM_BN = 64, GEMM_BK = 32, GEMM_TN = 4, GEMM_WG = 256 };
+
+/* Defines BM (tokens or pairs a tile), BN, BK, TM, TN and WG for that tile. */
+void zcg_def_gemm_tile(zcg_builder *b, int64_t bm);
+
 /* Composes the kernel's source from the defines and the files. */
 zstatus zcg_build(zcg_builder *b, const char *const *files, const zir_node *n, zdiag *d);
 

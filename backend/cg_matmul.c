@@ -22,10 +22,6 @@
 #include "cg_build.h"
 
 enum {
-    GEMM_BN = 64, /* weight rows per prefill tile */
-    GEMM_BK = 32, /* contraction step: a Q8_0 block, a Q4_K sub-block */
-    GEMM_TN = 4,  /* rows per thread */
-    GEMM_WG = 256,
     MLP_MB_PREFILL = 32, /* intermediate rows per on-chip block (x the tile: shared memory) */
     MLP_MB_DECODE = 64,  /* one token: a longer block, 8 lanes per down row */
     EMBED_WG = 64,
@@ -556,17 +552,12 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, zcg_builder *b, zd
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
     if (m->first->attr.mm_f16) zcg_def_s(b, "MM_F16", "1");
-    zcg_def_i(b, "BM", bm);
-    zcg_def_i(b, "BN", GEMM_BN);
-    zcg_def_i(b, "BK", GEMM_BK);
-    zcg_def_i(b, "TM", bm / (GEMM_WG / (GEMM_BN / GEMM_TN)));
-    zcg_def_i(b, "TN", GEMM_TN);
-    zcg_def_i(b, "WG", GEMM_WG);
+    zcg_def_gemm_tile(b, bm);
     b->k->groups[0] = konst(m->N, m->glu ? GEMM_BN / 2 : GEMM_BN);
     b->k->groups[1] = per_token(1, bm);
     b->k->groups[2] = konst(1, 1);
     mm_name(b, "gemm", m, zarena_printf(b->a, "_t%d", bm));
-    static const char *const files[] = {"dequant", "matmul_io", "matmul_gemm", NULL};
+    static const char *const files[] = {"dequant", "matmul_io", "gemm_tile", "matmul_gemm", NULL};
     return zcg_build(b, files, n, d);
 }
 

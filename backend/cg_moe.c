@@ -29,10 +29,6 @@ enum {
     GEMV_NSG = 4, /* subgroups per workgroup */
     GEMV_ROWS = 8,
     MAX_GRID_Y = 65535,
-    GEMM_BN = 64, /* matmul_gemm.glsl's tile: weight rows, contraction step, rows per thread */
-    GEMM_BK = 32,
-    GEMM_TN = 4,
-    GEMM_WG = 256,
 };
 
 static zstatus refuse(const zir_node *n, const char *why, zdiag *d) {
@@ -270,19 +266,14 @@ static zstatus gen_grouped(const zir_node *n, zcg_builder *b, zdiag *d) {
     int64_t maxt = b->o->max_tokens > 0 ? b->o->max_tokens : 1;
     if ((maxt * m.U + m.E * (bm - 1)) / bm > MAX_GRID_Y)
         return refuse(n, "more than 65535 tiles in a step", d);
-    zcg_def_i(b, "BM", bm);
-    zcg_def_i(b, "BN", GEMM_BN);
-    zcg_def_i(b, "BK", GEMM_BK);
-    zcg_def_i(b, "TM", bm / (GEMM_WG / (GEMM_BN / GEMM_TN)));
-    zcg_def_i(b, "TN", GEMM_TN);
-    zcg_def_i(b, "WG", GEMM_WG);
+    zcg_def_gemm_tile(b, bm);
     b->k->groups[0] = (zcg_affine){0, m.N, m.glu ? GEMM_BN / 2 : GEMM_BN};
     b->k->groups[1] = (zcg_affine){m.U, m.E * (bm - 1), bm};
     b->k->groups[2] = (zcg_affine){0, 1, 1};
     snprintf(b->k->name, sizeof b->k->name, "moe_gemm%s_%s_e%lld_n%lld_k%lld_u%lld_t%lld",
              m.glu ? "_gateup" : "", ztype_name(m.first->in[1]->dtype), (long long)m.E, (long long)m.N,
              (long long)m.K, (long long)m.U, (long long)bm);
-    static const char *const files[] = {"dequant", "matmul_io", "moe_gemm", NULL};
+    static const char *const files[] = {"dequant", "matmul_io", "gemm_tile", "moe_gemm", NULL};
     return zcg_build(b, files, n, d);
 }
 

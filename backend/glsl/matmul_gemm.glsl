@@ -17,19 +17,7 @@
 // staged, as the matrix units would take them (on a device without them).
 //
 // Defines: BM, BN, BK (multiple of 8), TM, TN (even), WG = (BM/TM)*(BN/TN),
-// GLU, MM_F16, W*_TYPE/W*_ROWB.
-
-layout(local_size_x = WG) in;
-
-#define GX (BN / TN) /* thread grid columns */
-#define GY (BM / TM) /* thread grid rows */
-#define BMP (BM + 1) /* padded strides: conflict-free column writes */
-#define BNP (BN + 1)
-#if GLU
-#define ON (BN / 2) /* outputs per tile */
-#else
-#define ON BN
-#endif
+// GLU, MM_F16, W*_TYPE/W*_ROWB; the tile itself is gemm_tile.glsl's.
 
 #ifdef MM_F16
 // Round to fp16 and back, without needing fp16 arithmetic on the device.
@@ -38,8 +26,6 @@ float op_round(float v) { return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x; }
 #define op_round(v) (v)
 #endif
 
-shared float xs[BK * BMP]; // [k][token]
-shared float ws[BK * BNP]; // [k][tile column]
 #if HAS_NORM
 shared float sc_s[BM];
 #endif
@@ -89,20 +75,9 @@ void main() {
     for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
         load_tiles(m0, n0, k0, T);
         barrier();
-        for (uint k = 0u; k < uint(BK); k++) {
-            float a[TM], b[TN];
-            [[unroll]] for (uint i = 0u; i < uint(TM); i++) a[i] = xs[k * uint(BMP) + ty + i * uint(GY)];
-            [[unroll]] for (uint j = 0u; j < uint(TN); j++) b[j] = ws[k * uint(BNP) + tx + j * uint(GX)];
-            [[unroll]] for (uint i = 0u; i < uint(TM); i++)
-                [[unroll]] for (uint j = 0u; j < uint(TN); j++) acc[i][j] += a[i] * b[j];
-        }
+        tile_products(tx, ty, acc);
         barrier();
     }
-#if GLU
-#define JN (TN / 2)
-#else
-#define JN TN
-#endif
     [[unroll]] for (uint i = 0u; i < uint(TM); i++) {
         uint t = m0 + ty + i * uint(GY);
         if (t >= T) continue;

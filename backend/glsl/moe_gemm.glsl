@@ -16,22 +16,11 @@
 // ceil((U*T + E*(BM-1)) / BM) >= sum over e of ceil(count_e / BM).
 //
 // Defines: BM, BN, BK (multiple of 8), TM, TN (even), WG = (BM/TM)*(BN/TN),
-// N, K, E, U, GLU, X3, B_ROUTE, and matmul_io.glsl's / dequant.glsl's.
-layout(local_size_x = WG) in;
+// N, K, E, U, GLU, X3, B_ROUTE, and matmul_io.glsl's / dequant.glsl's; the
+// tile itself is gemm_tile.glsl's.
+
 layout(std430, binding = B_ROUTE) readonly buffer Rt { ACT_T route[]; };
 
-#define GX (BN / TN) /* thread grid columns */
-#define GY (BM / TM) /* thread grid rows */
-#define BMP (BM + 1) /* padded strides: conflict-free column writes */
-#define BNP (BN + 1)
-#if GLU
-#define ON (BN / 2) /* outputs per tile */
-#else
-#define ON BN
-#endif
-
-shared float xs[BK * BMP]; // [k][pair of the tile]
-shared float ws[BK * BNP]; // [k][tile column]
 shared uint start_s[E + 1]; // each expert's first rank; start_s[E] = T * U
 shared uint pair_s[BM];      // the tile's (token, slot) ids t * U + u
 
@@ -113,20 +102,9 @@ void main() {
     for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
         load_tiles(e, m, n0, k0);
         barrier();
-        for (uint k = 0u; k < uint(BK); k++) {
-            float a[TM], b[TN];
-            [[unroll]] for (uint i = 0u; i < uint(TM); i++) a[i] = xs[k * uint(BMP) + ty + i * uint(GY)];
-            [[unroll]] for (uint j = 0u; j < uint(TN); j++) b[j] = ws[k * uint(BNP) + tx + j * uint(GX)];
-            [[unroll]] for (uint i = 0u; i < uint(TM); i++)
-                [[unroll]] for (uint j = 0u; j < uint(TN); j++) acc[i][j] += a[i] * b[j];
-        }
+        tile_products(tx, ty, acc);
         barrier();
     }
-#if GLU
-#define JN (TN / 2)
-#else
-#define JN TN
-#endif
     [[unroll]] for (uint i = 0u; i < uint(TM); i++) {
         uint j0 = ty + i * uint(GY);
         if (j0 >= m) continue;
