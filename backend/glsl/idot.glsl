@@ -28,3 +28,25 @@ int zdot4sat(uint a, uint b, int acc) {
     if (s < 0 && r > acc) r = int(0x80000000u);
     return r;
 }
+
+#ifdef Q8_INV127
+// A block of 32 activations quantized as q8_1 (ir/interp.c's zir_quantize_q8
+// rounds the same way): w, its 32 signed bytes packed four a word; s, the
+// sums of the quants per 8 elements; returns the scale d.
+float q8_1_block(float v[32], out uint w[8], out int s[4]) {
+    float amax = 0.0;
+    [[unroll]] for (uint e = 0u; e < 32u; e++) amax = max(amax, abs(v[e]));
+    float d = amax * Q8_INV127, id = d > 0.0 ? 1.0 / d : 0.0;
+    s = int[4](0, 0, 0, 0);
+    [[unroll]] for (uint k = 0u; k < 8u; k++) {
+        uint pk = 0u;
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            int q = clamp(int(roundEven(v[4u * k + j] * id)), -127, 127);
+            s[k >> 1u] += q;
+            pk |= uint(q & 0xff) << (8u * j);
+        }
+        w[k] = pk;
+    }
+    return d;
+}
+#endif

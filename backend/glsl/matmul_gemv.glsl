@@ -102,25 +102,15 @@ void stage_x(uint t) {
     uint tid = gl_LocalInvocationID.x;
     float ss = 0.0;
     for (uint r = tid; r < uint(K) / 32u; r += WG) {
-        float v[32], unused = 0.0, amax = 0.0;
+        float v[32], unused = 0.0;
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
             float v8[8];
             x8_normed(t * uint(K), 32u * r + 8u * c, v8, ss, unused);
             [[unroll]] for (uint e = 0u; e < 8u; e++) v[8u * c + e] = v8[e];
         }
-        [[unroll]] for (uint e = 0u; e < 32u; e++) amax = max(amax, abs(v[e]));
-        float d = amax * Q8_INV127, id = d > 0.0 ? 1.0 / d : 0.0;
         uint w[8];
-        int s[4] = int[4](0, 0, 0, 0); // per 8 elements
-        [[unroll]] for (uint k = 0u; k < 8u; k++) {
-            uint pk = 0u;
-            [[unroll]] for (uint j = 0u; j < 4u; j++) {
-                int q = clamp(int(roundEven(v[4u * k + j] * id)), -127, 127);
-                s[k >> 1u] += q;
-                pk |= uint(q & 0xff) << (8u * j);
-            }
-            w[k] = pk;
-        }
+        int s[4]; // per 8 elements
+        float d = q8_1_block(v, w, s);
 #if GMODE == 12
         sq[2u * r] = uvec4(w[0], w[1], w[2], w[3]);
         sq[2u * r + 1u] = uvec4(w[4], w[5], w[6], w[7]);

@@ -73,7 +73,7 @@ void stage_q8(uint t0, uint nt) {
         uint xo = (t0 + tt) * uint(K);
         float ss = 0.0;
         for (uint r = tid; r < uint(K) / 32u; r += WG) {
-            float v[32], amax = 0.0;
+            float v[32];
             [[unroll]] for (uint c = 0u; c < 4u; c++) {
                 float v8[8];
                 load_x8(xo + 32u * r + 8u * c, v8);
@@ -89,19 +89,9 @@ void stage_q8(uint t0, uint nt) {
                     v[8u * c + e] = v8[e];
                 }
             }
-            [[unroll]] for (uint e = 0u; e < 32u; e++) amax = max(amax, abs(v[e]));
-            float d = amax * Q8_INV127, id = d > 0.0 ? 1.0 / d : 0.0;
             uint w[8];
-            int s[4] = int[4](0, 0, 0, 0); // per 8 elements
-            [[unroll]] for (uint k = 0u; k < 8u; k++) {
-                uint pk = 0u;
-                [[unroll]] for (uint j = 0u; j < 4u; j++) {
-                    int q = clamp(int(roundEven(v[4u * k + j] * id)), -127, 127);
-                    s[k >> 1u] += q;
-                    pk |= uint(q & 0xff) << (8u * j);
-                }
-                w[k] = pk;
-            }
+            int s[4]; // per 8 elements
+            float d = q8_1_block(v, w, s);
             uint b = tt * (uint(K) / 32u) + r;
 #if GMODE == 12
             sq[2u * b] = uvec4(w[0], w[1], w[2], w[3]);
