@@ -467,9 +467,46 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, zcg_builder *b, zd
     return zcg_build(b, files, n, d);
 }
 
-/* Shared memory of one token row of int8 x in the multi-row GEMV. */
-static int64_t gemvn_q8_row_bytes(int64_t K, int mode) {
-    return ZPASS_GEMVN_Q8_ROW(K, mode == 12);
+/* 16-byte units of one token row of int8 x in the multi-row GEMV's scratch
+ * (glsl/gemvn_xq.glsl): K bytes of quants, then K/16 run sums, K/32
+ * scales and the norm's 1/rms as floats. */
+static int64_t gemvn_xq_row16(int64_t K) {
+    return K / 16 + (K / 16 + K / 32 + 1 + 3) / 4;
+}
+
+/* The quantizing pass of an int8-x multi-row GEMV (gemvn_quant.glsl): the
+ * same bindings as the GEMV (so one descriptor set serves both), writing
+ * only the x scratch (binding xq); a workgroup per token row of the step.
+ * The lowering dispatches it just before the GEMV, the scratch one buffer
+ * for the two. */
+static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_match *m, int xq, zdiag *d) {
+    zcg_kernel *q = zarena_alloc(b->a, sizeof *q);
+    if (!q) return zdiag_set(d, ZE_NOMEM, "codegen: out of memory for '%s'", n->out->name);
+    *q = *b->k;
+    for (int i = 0; i < q->n_bind; i++)
+        q->bind[i].written = i == xq - 1;
+    q->pre = NULL;
+    q->int_dot = false;
+    snprintf(q->name, sizeof q->name, "gemvn_xq8_k%lld%s", (long long)m->K, m->norm ? "+norm" : "");
+    q->key[0] = '\0';
+    q->groups[0] = konst(1, 1);
+    q->groups[1] = per_token(1, 1);
+    q->groups[2] = konst(1, 1);
+    zcg_kernel *gemv = b->k;
+    b->k = q;
+    zcg_def_s(b, "XQ_ACCESS", "writeonly");
+    const char *files[8] = {"dequant", "matmul_io"};
+    int nf = 2;
+    if (m->norm) files[nf++] = "attn_reduce";
+    files[nf++] = "idot";
+    files[nf++] = "gemvn_xq";
+    files[nf++] = "gemvn_quant";
+    files[nf] = NULL;
+    zstatus s = zcg_build(b, files, n, d);
+    b->nd--; /* the GEMV's own access follows */
+    b->k = gemv;
+    gemv->pre = q;
+    return s;
 }
 
 /* A batch step's rows (o->gemv_rows, the cost model's choice): NTOK token
@@ -477,10 +514,9 @@ static int64_t gemvn_q8_row_bytes(int64_t K, int mode) {
  * Each lane holds its rows' dequantized groups and NTOK sums per row, so
  * RS is 2 rows a subgroup, 1 with gate+up (two matrices' groups), and four
  * subgroups. ZINC_GEMVN_LAYOUT=rs,nsg replaces it, to measure others.
- * With int8 x (attr.gemv_q8) x is staged quantized in shared memory, TC
- * rows at a time: all NTOK where they fit (an 8B's K = 4096 at 8 rows),
- * fewer where not (its down projection's 12288: two), the weights of the
- * later chunks then read again from the cache (kernel names end _c<TC>). */
+ * With int8 x (attr.gemv_q8) the kernel's quantizing pass (kernel.pre)
+ * writes the step's rows of x once into a scratch that every workgroup
+ * reads (where each used to quantize them all itself). */
 static zstatus gen_gemvn(const zir_node *n, const mm_match *m, zcg_builder *b, zdiag *d) {
     int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32, rs = m->glu ? 1 : 2, nsg = 4, er, en;
     const char *e = getenv("ZINC_GEMVN_LAYOUT");
@@ -493,38 +529,31 @@ static zstatus gen_gemvn(const zir_node *n, const mm_match *m, zcg_builder *b, z
                          n->out->name, rows);
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    int mode = gemv_mode(m), tc = rows;
+    int mode = gemv_mode(m), xq = 0;
     bool idot;
     if ((s = gemv_idot(b, n, m, mode, &idot, d))) return s;
     if (idot) {
-        int64_t room = (int64_t)b->o->target->smem_bytes - 4 * nsg * sg; /* attn_reduce's slots */
-        int64_t fit = room / gemvn_q8_row_bytes(m->K, mode);
-        if (fit < 1)
-            return zdiag_set(
-                d, ZE_UNSUPPORTED,
-                "codegen: '%s': a row of int8 x of %lld elements needs %lld bytes of shared memory, "
-                "the target has %u",
-                n->out->name, (long long)m->K, (long long)gemvn_q8_row_bytes(m->K, mode),
-                b->o->target->smem_bytes);
-        tc = fit < rows ? (int)fit : rows;
+        int64_t T = b->o->max_tokens > rows ? b->o->max_tokens : rows; /* a step's rows */
+        xq = zcg_bind(b, "B_XQ", NULL, false, (uint64_t)T * (uint64_t)gemvn_xq_row16(m->K) * 16u);
+        zcg_def_i(b, "XQ_ROW16", gemvn_xq_row16(m->K));
         zcg_def_i(b, "IDOT", 1);
         zcg_def_f(b, "Q8_INV127", ZIR_Q8_INV127);
         b->k->int_dot = true;
     }
-    const int64_t v[] = {rows, tc, nsg * sg, rs, nsg * rs, mode};
-    const char *const names[] = {"NTOK", "TC", "WG", "RS", "ROWS_WG", "GMODE"};
+    const int64_t v[] = {rows, nsg * sg, rs, nsg * rs, mode};
+    const char *const names[] = {"NTOK", "WG", "RS", "ROWS_WG", "GMODE"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
     b->k->groups[0] = m->n_seg ? konst(seg_groups(b, m, nsg * rs), 1) : konst(m->N, nsg * rs);
     b->k->groups[1] = per_token(1, rows);
     b->k->groups[2] = konst(1, 1);
-    const char *lay = zarena_printf(b->a, "_t%d_r%dg%d", rows, rs, nsg);
-    if (idot) lay = zarena_printf(b->a, tc < rows ? "%s_idot_c%d" : "%s_idot", lay, tc);
-    mm_name(b, "gemvn", m, lay);
+    mm_name(b, "gemvn", m, zarena_printf(b->a, "_t%d_r%dg%d%s", rows, rs, nsg, idot ? "_idot" : ""));
+    if (idot && (s = gemvn_quant_pass(b, n, m, xq, d))) return s;
+    if (idot) zcg_def_s(b, "XQ_ACCESS", "readonly");
     const char *files[8] = {"dequant", "matmul_io"};
     int nf = 2;
-    if (idot && m->norm) files[nf++] = "attn_reduce";
     if (idot) files[nf++] = "idot";
+    if (idot) files[nf++] = "gemvn_xq";
     files[nf++] = "gemv_groups";
     files[nf++] = "gemv_segs";
     files[nf++] = "matmul_gemvn";

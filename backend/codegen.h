@@ -80,6 +80,10 @@ typedef struct zcg_kernel {
     zcg_binding bind[ZCG_MAX_BIND];
     zcg_affine groups[3];
     bool int_dot; /* calls the zdot4 markers (glsl/idot.glsl): compile with zvk_glsl_opts.int_dot */
+    /* A kernel dispatched just before this one for the same node, or NULL:
+     * same bindings (one descriptor set), its scratch bindings the same
+     * buffers as this kernel's (the int8-x multi-row GEMV's quantizing pass). */
+    const struct zcg_kernel *pre;
 } zcg_kernel;
 
 /* The kernel for top-level node n. Unsupported nodes are ZE_UNSUPPORTED

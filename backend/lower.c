@@ -334,8 +334,10 @@ static zstatus locate(lw *w, const zir_graph *g, const zcg_binding *b, zplan_bin
     return ZOK;
 }
 
+/* share: the first binding of a dispatch whose scratch buffers this one
+ * binds too (a kernel's pre pass), or UINT32_MAX. */
 static zstatus add_dispatch(lw *w, const zir_graph *g, const zir_node *n, const zcg_kernel *k,
-                            interval_set *open) {
+                            interval_set *open, uint32_t share) {
     zplan *p = w->p;
     uint32_t kernel = 0;
     zstatus s = intern_kernel(w, k, &kernel);
@@ -352,7 +354,11 @@ static zstatus add_dispatch(lw *w, const zir_graph *g, const zir_node *n, const 
     access acc[ZCG_MAX_BIND + 1];
     for (int i = 0; i <= k->n_bind; i++) {
         zplan_binding b = {.buffer = p->step_buffer};
-        if (i && (s = locate(w, g, &k->bind[i - 1], &b))) return s;
+        const zcg_binding *kb = i ? &k->bind[i - 1] : NULL;
+        if (kb && !kb->value && !kb->special && share != UINT32_MAX)
+            b = p->bindings[share + (uint32_t)i];
+        else if (kb && (s = locate(w, g, kb, &b)))
+            return s;
         if (!GROW(w, p->bindings, p->n_bindings, w->cap_bind))
             return zdiag_set(w->d, ZE_NOMEM, "out of memory");
         p->bindings[p->n_bindings++] = b;
@@ -396,14 +402,16 @@ static zstatus lower_phase(lw *w, const zir_graph *g, zplan_phase ph) {
     for (uint32_t i = 0; i < g->n_nodes && !s; i++) {
         zcg_kernel k;
         s = zcg_node(g, g->nodes[i], &co, w->tmp, &k, w->d);
-        if (!s && k.glsl) s = add_dispatch(w, g, g->nodes[i], &k, &open);
+        uint32_t pre = w->p->n_bindings;
+        if (!s && k.glsl && k.pre) s = add_dispatch(w, g, g->nodes[i], k.pre, &open, UINT32_MAX);
+        if (!s && k.glsl) s = add_dispatch(w, g, g->nodes[i], &k, &open, k.pre ? pre : UINT32_MAX);
         if (s && co.batch) zdiag_prefix(w->d, "batch schedule (--parallel %lld)", (long long)w->o->parallel);
     }
     /* A batch step's rows are sampled from their logits, read back whole:
      * the top-k kernel selects from one row. */
     zcg_kernel k;
     if (!s && !co.batch) s = zcg_topk(g, &co, w->tmp, &k, w->d);
-    if (!s && !co.batch) s = add_dispatch(w, g, g->logits->producer, &k, &open);
+    if (!s && !co.batch) s = add_dispatch(w, g, g->logits->producer, &k, &open, UINT32_MAX);
     free(open.a);
     w->p->sched[ph].count = w->p->n_dispatches - w->p->sched[ph].first;
     /* The first dispatch of a phase waits for whatever ran before. */

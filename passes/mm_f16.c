@@ -45,13 +45,12 @@ static void record(const zpass_opts *o, const zir_node *n, const char *reason) {
     snprintf(x->reason, sizeof x->reason, "%s", reason);
 }
 
-/* The decode GEMV templates (cg_matmul.c's gen_gemv) whose matmuls are all
- * q4_K or all q6_K (one group layout), with x fitting the target's shared
- * memory as int8: one row of it (the multi-row GEMV stages a batch step's
- * rows a few at a time where all do not fit), or with ZINC_GEMVN_Q8=fit
- * all `rows` of a batch step at once beside the default workgroup's 128
- * reduction slots (to measure the chunks against fp32 x). */
-static bool idot_gemv(const zir_node *n, const ztarget *t, int64_t rows) {
+/* The GEMV templates (cg_matmul.c's gen_gemv, gen_gemvn) whose matmuls are
+ * all q4_K or all q6_K (one group layout), with a row of x fitting the
+ * target's shared memory as int8 (the decode GEMV stages it there; the
+ * multi-row GEMV's quantizing pass writes a batch step's rows to a scratch
+ * buffer instead). */
+static bool idot_gemv(const zir_node *n, const ztarget *t) {
     bool kernel = n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU ||
                                           n->kp.tmpl == ZKT_MATMUL_ROWS);
     if (n->op != ZOP_MATMUL && !kernel) return false;
@@ -64,9 +63,6 @@ static bool idot_gemv(const zir_node *n, const ztarget *t, int64_t rows) {
         if (k == 0) ty = w->dtype;
         if (w->dtype != ty || (ty != ZT_Q4_K && ty != ZT_Q6_K) || w->rank != 2 ||
             ZPASS_IDOT_SMEM(w->shape[1], 1024) > (int64_t)t->smem_bytes)
-            return false;
-        const char *e = getenv("ZINC_GEMVN_Q8");
-        if (rows > 1 && e && !strcmp(e, "fit") && rows * ZPASS_GEMVN_Q8_ROW(w->shape[1], ty == ZT_Q4_K) + 4 * 128 > (int64_t)t->smem_bytes)
             return false;
         k++;
     }
@@ -119,7 +115,7 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
             gemvs += n->op == ZOP_MATMUL || (n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL ||
                                                                     n->kp.tmpl == ZKT_GATE_UP_SWIGLU ||
                                                                     n->kp.tmpl == ZKT_MATMUL_ROWS));
-            if (idot_gemv(n, o->target, o->phase == ZPH_DECODE ? 1 : o->batch_rows)) marked += mark_q8(n);
+            if (idot_gemv(n, o->target)) marked += mark_q8(n);
         }
         /* one line for the model, under the output group: the rows of the
          * layers stay the fusions' */

@@ -119,11 +119,6 @@ typedef struct zpass_opts {
  * threads: int8 x, a run sum per 8 elements (q6_K; q4_K needs half), a d
  * per 32, the norm's slots. */
 #define ZPASS_IDOT_SMEM(K, wg) ((K) + 4 * ((K) / 8) + 4 * ((K) / 32) + 4 * (wg))
-/* Shared memory of one token row of int8 x in the multi-row GEMV
- * (matmul_gemvn.glsl, IDOT): a byte an element, a d per 32, for q4_K a
- * d*sum(q) per 16 (q6_K folds its -32 into the weights), the norm's scale. */
-#define ZPASS_GEMVN_Q8_ROW(K, q4k) ((K) + 4 * ((K) / 32) + ((q4k) ? 4 * ((K) / 16) : 0) + 4)
-
 typedef zstatus (*zpass_fn)(zir_graph *g, const zpass_opts *o, zdiag *d);
 
 typedef enum zpass_type { ZPK_ANALYSIS, ZPK_TRANSFORM } zpass_type;

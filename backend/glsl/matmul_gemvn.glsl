@@ -14,16 +14,15 @@
 // and adds the products to the token's sums, in registers. x comes from
 // L1: NTOK x K floats do not fit shared memory.
 //
-// IDOT (GMODE 12 or 14; the matmuls' attr.gemv_q8): each token row's x is
-// quantized once per workgroup into shared memory as the decode GEMV's
-// q8_1 (d = amax/127 per 32 elements, q = round-to-even(x/d), x times the
-// norm weight first), TC rows at a time (as many as shared memory holds:
-// codegen's choice; the weights of a chunk after the first come from the
-// cache). A lane unpacks a weight group of each of its rows once (q4_K:
-// its nibbles masked into words; q6_K: its 6-bit values minus 32 as
-// signed bytes) and meets each token's int8 x with packed 4x8-bit dot
-// products (zdot4, idot.glsl). The interpreter quantizes x the same way
-// (ir/interp.c), so the kernel is still checked element by element.
+// IDOT (GMODE 12 or 14; the matmuls' attr.gemv_q8): x was quantized once
+// for the step by the kernel's quantizing pass (gemvn_quant.glsl, the
+// decode GEMV's q8_1: d = amax/127 per 32 elements, q = round-to-even(x/d),
+// x times the norm weight first) into gemvn_xq.glsl's layout, which every
+// workgroup reads through L1. A lane unpacks a weight group of each of its
+// rows once (q4_K: its nibbles masked into words; q6_K: its 6-bit values
+// minus 32 as signed bytes) and meets each token's int8 x with packed
+// 4x8-bit dot products (zdot4, idot.glsl). The interpreter quantizes x the
+// same way (ir/interp.c), so the kernel is still checked element by element.
 //
 // A token's sums are formed in one order whatever the other rows (a
 // lane's groups in K order, then one subgroupAdd; its x quantized alone),
@@ -31,8 +30,7 @@
 // sequence alone gives the bits it gives among others
 // (tests/unit/test_batch.c).
 //
-// Defines: WG (threads), NTOK (token rows per workgroup), TC (token rows
-// staged at a time with IDOT, else NTOK), RS (weight rows per subgroup),
+// Defines: WG (threads), NTOK (token rows per workgroup), RS (weight rows per subgroup),
 // ROWS_WG (per workgroup), GMODE, IDOT, GLU (W1 is the up projection:
 // y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB; SEGS, N0..N2,
 // WG_SEG0..2, W2_TYPE/W2_ROWB for the segments.
@@ -51,65 +49,6 @@ layout(local_size_x = WG) in;
 
 #if IDOT
 // ---- int8 x --------------------------------------------------------------
-
-// Token row tt's x as int8 in element order (GMODE 12: 16 per uvec4, a
-// q4_K run; 14: 8 per uvec2, a q6_K run), d*sum(q) of each 16-element run
-// (q4_K's mins), d of each 32-element block, and the norm's 1/rms.
-#if GMODE == 12
-shared uvec4 sq[TC * (K / 16)];
-shared float sqs[TC * (K / 16)];
-#else
-shared uvec2 sq[TC * (K / 8)];
-#endif
-shared float sqd[TC * (K / 32)];
-shared float snorm[TC];
-
-// Token rows t0 .. t0+nt-1 of x (nt <= TC) into the tables. Every
-// invocation calls it (barriers); one invocation per block of a row.
-void stage_q8(uint t0, uint nt) {
-    uint tid = gl_LocalInvocationID.x;
-    for (uint tt = 0u; tt < uint(TC); tt++) {
-        if (tt >= nt) break; // uniform
-        uint xo = (t0 + tt) * uint(K);
-        float ss = 0.0;
-        for (uint r = tid; r < uint(K) / 32u; r += WG) {
-            float v[32];
-            [[unroll]] for (uint c = 0u; c < 4u; c++) {
-                float v8[8];
-                load_x8(xo + 32u * r + 8u * c, v8);
-#if HAS_NORM
-                float nv[8];
-                DQ8(WQ_NW, NW_TYPE, 0u, 0u, 32u * r + 8u * c, nv);
-#endif
-                [[unroll]] for (uint e = 0u; e < 8u; e++) {
-#if HAS_NORM
-                    ss += v8[e] * v8[e];
-                    v8[e] *= nv[e];
-#endif
-                    v[8u * c + e] = v8[e];
-                }
-            }
-            uint w[8];
-            int s[4]; // per 8 elements
-            float d = q8_1_block(v, w, s);
-            uint b = tt * (uint(K) / 32u) + r;
-#if GMODE == 12
-            sq[2u * b] = uvec4(w[0], w[1], w[2], w[3]);
-            sq[2u * b + 1u] = uvec4(w[4], w[5], w[6], w[7]);
-            sqs[2u * b] = d * float(s[0] + s[1]);
-            sqs[2u * b + 1u] = d * float(s[2] + s[3]);
-#else
-            [[unroll]] for (uint j = 0u; j < 4u; j++) sq[4u * b + j] = uvec2(w[2u * j], w[2u * j + 1u]);
-#endif
-            sqd[b] = d;
-        }
-#if HAS_NORM
-        float tot = wg_sum(ss); // attn_reduce.glsl
-        if (tid == 0u) snorm[tt] = inversesqrt(tot / float(K) + NORM_EPS);
-#endif
-    }
-    barrier();
-}
 
 #if GMODE == 12
 // A group of a q4_K row: its two runs' nibbles as bytes (lo: sub-block 2p,
@@ -136,11 +75,12 @@ struct XG {
     vec4 ds;
 };
 XG x_q8(uint tt, uint g) {
-    uint k0 = tt * uint(K) + run_start(g, 0u), u = k0 >> 4u, blk = k0 >> 5u;
+    uint k0 = run_start(g, 0u), u = XQ_SUMS(tt) + (k0 >> 4u), blk = XQ_D(tt) + (k0 >> 5u);
     XG x;
-    x.q0 = sq[u];
-    x.q1 = sq[u + 2u];
-    x.ds = vec4(sqd[blk], sqd[blk + 1u], sqs[u], sqs[u + 2u]);
+    x.q0 = XQ_Q16(tt, k0);
+    x.q1 = XQ_Q16(tt, k0 + 32u);
+    x.ds = uintBitsToFloat(uvec4(xq4[blk >> 2u][blk & 3u], xq4[(blk + 1u) >> 2u][(blk + 1u) & 3u],
+                                 xq4[u >> 2u][u & 3u], xq4[(u + 2u) >> 2u][(u + 2u) & 3u]));
     return x;
 }
 
@@ -188,9 +128,10 @@ struct XG {
 XG x_q8(uint tt, uint g) {
     XG x;
     [[unroll]] for (uint k = 0u; k < 4u; k++) {
-        uint k0 = tt * uint(K) + run_start(g, k);
-        x.q[k] = sq[k0 >> 3u];
-        x.dx[k] = sqd[k0 >> 5u];
+        uint k0 = run_start(g, k), f = XQ_D(tt) + (k0 >> 5u);
+        uvec4 q = XQ_Q16(tt, k0);
+        x.q[k] = (k0 & 8u) != 0u ? q.zw : q.xy;
+        x.dx[k] = uintBitsToFloat(xq4[f >> 2u][f & 3u]);
     }
     return x;
 }
@@ -295,8 +236,8 @@ void norm_group(uint g, out float nw[GE]) {
 #endif
 
 // acc[(t * RS + r) * NMAT + m]: token t's sum for row r of matrix m.
-float acc[TC * RS * NMAT];
-float ss[TC];
+float acc[NTOK * RS * NMAT];
+float ss[NTOK];
 
 // Group g of rows n0 .. n0+RS-1 (of segment seg) for tokens t0 .. t0+nt-1.
 void group(uint t0, uint nt, uint n0, uint g, const uint seg) {
@@ -307,9 +248,9 @@ void group(uint t0, uint nt, uint n0, uint g, const uint seg) {
         [[unroll]] for (uint m = 0u; m < NMAT; m++) { W_OF(seg, m, row, g, w[r * NMAT + m]) }
     }
 #if IDOT
-    [[unroll]] for (uint t = 0u; t < TC; t++) {
+    [[unroll]] for (uint t = 0u; t < NTOK; t++) {
         if (t >= nt) break; // uniform
-        XG xv = x_q8(t, g);
+        XG xv = x_q8(t0 + t, g);
         [[unroll]] for (uint j = 0u; j < RS * NMAT; j++) acc[t * RS * NMAT + j] += dot_q8(w[j], xv);
     }
 #else
@@ -319,7 +260,7 @@ void group(uint t0, uint nt, uint n0, uint g, const uint seg) {
     [[unroll]] for (uint j = 0u; j < RS * NMAT; j++)
         [[unroll]] for (uint e = 0u; e < GE; e++) w[j][e] *= nw[e];
 #endif
-    [[unroll]] for (uint t = 0u; t < TC; t++) {
+    [[unroll]] for (uint t = 0u; t < NTOK; t++) {
         if (t >= nt) break; // uniform
         float xv[GE];
         x_group((t0 + t) * uint(K), g, xv, ss[t]);
@@ -333,13 +274,14 @@ void group(uint t0, uint nt, uint n0, uint g, const uint seg) {
 // t0+nt-1: one subgroup.
 void rows_of(uint t0, uint nt, uint n0, const uint seg) {
     uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, NS = seg_rows(seg);
-    [[unroll]] for (uint i = 0u; i < TC * RS * NMAT; i++) acc[i] = 0.0;
-    [[unroll]] for (uint t = 0u; t < TC; t++) ss[t] = 0.0;
+    [[unroll]] for (uint i = 0u; i < NTOK * RS * NMAT; i++) acc[i] = 0.0;
+    [[unroll]] for (uint t = 0u; t < NTOK; t++) ss[t] = 0.0;
     for (uint g = lane; g < uint(K) / GE; g += S) group(t0, nt, n0, g, seg);
-    [[unroll]] for (uint t = 0u; t < TC; t++) {
+    [[unroll]] for (uint t = 0u; t < NTOK; t++) {
         if (t >= nt) break; // uniform
 #if HAS_NORM && IDOT
-        float sc = snorm[t];
+        uint f = XQ_NORM(t0 + t);
+        float sc = uintBitsToFloat(xq4[f >> 2u][f & 3u]);
 #elif HAS_NORM
         float sc = inversesqrt(subgroupAdd(ss[t]) / float(K) + NORM_EPS);
 #endif
@@ -377,21 +319,14 @@ void main() {
     uint t0 = gl_WorkGroupID.y * uint(NTOK), wg = gl_WorkGroupID.x;
     if (t0 >= step.T) return; // uniform across the workgroup
     uint nt = min(uint(NTOK), step.T - t0);
-    for (uint c = 0u; c < nt; c += uint(TC)) { // once, but with IDOT where TC rows of x fill shared memory
-        uint nc = min(uint(TC), nt - c);
-#if IDOT
-        if (c > 0u) barrier(); // the previous chunk's x has been read
-        stage_q8(t0 + c, nc);
-#endif
 #if SEGS
-        if (wg < uint(WG_SEG1))
-            rows_wg(t0 + c, nc, wg, 0u);
-        else if (SEGS == 2 || wg < uint(WG_SEG2))
-            rows_wg(t0 + c, nc, wg - uint(WG_SEG1), 1u);
-        else
-            rows_wg(t0 + c, nc, wg - uint(WG_SEG2), 2u);
+    if (wg < uint(WG_SEG1))
+        rows_wg(t0, nt, wg, 0u);
+    else if (SEGS == 2 || wg < uint(WG_SEG2))
+        rows_wg(t0, nt, wg - uint(WG_SEG1), 1u);
+    else
+        rows_wg(t0, nt, wg - uint(WG_SEG2), 2u);
 #else
-        rows_wg(t0 + c, nc, wg, 0u);
+    rows_wg(t0, nt, wg, 0u);
 #endif
-    }
 }

@@ -239,7 +239,8 @@ zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zc
     for (int rep = 0; !s && rep < (k->replays > 1 ? k->replays : 1); rep++) {
         for (int i = 0; rep && i < kn.n_bind; i++)
             repoison(k, &kn.bind[i], st, binding_f16(&kn.bind[i], o), &slots[i]);
-        s = dispatch(k, &kn, slots, kn.n_bind, &stepb, st, d);
+        if (kn.pre) s = dispatch(k, kn.pre, slots, kn.n_bind, &stepb, st, d); /* its scratch: the same slot */
+        if (!s) s = dispatch(k, &kn, slots, kn.n_bind, &stepb, st, d);
         for (int i = 0; !s && i < kn.n_bind; i++)
             if (slots[i].want)
                 s = compare(&slots[i], binding_f16(&kn.bind[i], o), kn.bind[i].value->name, r, d);

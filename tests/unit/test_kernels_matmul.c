@@ -607,16 +607,15 @@ Test(kernels_matmul, gemvn_f16_activations, .timeout = 300) {
  * GEMV, the norms in the prologues, every q4_K and q6_K matmul with
  * attr.gemv_q8, all multi-row GEMVs of `rows` token rows a workgroup, at
  * steps of 1, 3 and 8 tokens from fresh random tokens, against the
- * interpreter quantizing x the same way. smem (0: the device's) shrinks
- * shared memory so that x is staged a few rows at a time (_c<TC>). */
-static void check_gemvn_q8(const mspec *m, int rows, uint32_t smem) {
+ * interpreter quantizing x the same way. Each int8-x GEMV runs its
+ * quantizing pass first (kernel.pre, as the lowering dispatches it). */
+static void check_gemvn_q8(const mspec *m, int rows) {
     kh_ctx *k = open_device();
     cr_assert(k->dev.prof.int_dot, "%s: no shaderIntegerDotProduct", k->dev.prof.name);
     gguf_file *f = open_model(m);
     bool seen[F_COUNT] = {0};
     worst w[MAX_KINDS] = {0};
     ztarget t = device_target(k, "h200");
-    if (smem) t.smem_bytes = smem;
     zir_graph *g = NULL;
     zdiag d = {0};
     cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
@@ -629,8 +628,7 @@ static void check_gemvn_q8(const mspec *m, int rows, uint32_t smem) {
         n_q8 += gemv_q8(g->nodes[i]);
     cr_assert_gt(n_q8, 0, "no matmul of the batch graph was given int8 x");
     char what[96];
-    snprintf(what, sizeof what, "%s h200/batch int8 x, %d rows a workgroup%s", m->label, rows,
-             smem ? ", x staged in chunks" : "");
+    snprintf(what, sizeof what, "%s h200/batch int8 x, %d rows a workgroup", m->label, rows);
     run_ctx r = {k, g, {&t, ZPH_PREFILL, 8, false}, ztarget_find("h200"), what, TOL_F32, seen, w};
     r.o.gemv_rows = rows;
     static const int64_t T[] = {1, 3, 8};
@@ -649,15 +647,20 @@ static void check_gemvn_q8(const mspec *m, int rows, uint32_t smem) {
     }
     cr_expect(idot && gate_up, "%s: the int8-x multi-row GEMV ran %s, %s", what,
               idot ? "alone" : "never alone", gate_up ? "as gate+up" : "never as gate+up");
-    /* x staged in chunks exactly where shared memory asks for it */
+    /* a quantizing pass exactly before the int8-x GEMVs */
     zarena *a = zarena_new();
-    int chunked = 0;
+    int with_pre = 0, n_idot = 0;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         zcg_kernel kn;
         if (!in_family(g->nodes[i]) || zcg_node(g, g->nodes[i], &r.o, a, &kn, &d)) continue;
-        chunked += strstr(kn.name, "_idot_c") != NULL;
+        bool idot_kernel = strstr(kn.name, "_idot") != NULL;
+        n_idot += idot_kernel;
+        with_pre += kn.pre != NULL;
+        cr_expect_eq(kn.pre != NULL, idot_kernel, "%s: %s %s a quantizing pass", what, kn.name,
+                     kn.pre ? "has" : "lacks");
+        if (kn.pre) cr_expect(strstr(kn.pre->name, "gemvn_xq8") && kn.pre->n_bind == kn.n_bind, "%s: %s", what, kn.pre->name);
     }
-    cr_expect_eq(chunked > 0, smem != 0, "%s: %d kernels stage x in chunks", what, chunked);
+    cr_expect(n_idot > 0 && with_pre == n_idot, "%s: %d int8-x GEMVs, %d quantizing passes", what, n_idot, with_pre);
     zarena_free(a);
     zir_graph_free(g);
     gguf_close(f);
@@ -666,20 +669,20 @@ static void check_gemvn_q8(const mspec *m, int rows, uint32_t smem) {
 
 Test(kernels_matmul, gemvn_q4_K_int8_x, .timeout = 300) {
     static const mspec m = {"q4_K_bq8", ZMK_LLAMA, ZMK_F32, ZT_Q4_K};
-    check_gemvn_q8(&m, 1, 0);
-    check_gemvn_q8(&m, 4, 0);
-    check_gemvn_q8(&m, 8, 0);
+    check_gemvn_q8(&m, 1);
+    check_gemvn_q8(&m, 4);
+    check_gemvn_q8(&m, 8);
 }
 Test(kernels_matmul, gemvn_q6_K_int8_x, .timeout = 300) {
     static const mspec m = {"q6_K_bq8", ZMK_QWEN3, ZMK_F32, ZT_Q6_K};
-    check_gemvn_q8(&m, 1, 0);
-    check_gemvn_q8(&m, 4, 0);
-    check_gemvn_q8(&m, 8, 0);
+    check_gemvn_q8(&m, 1);
+    check_gemvn_q8(&m, 4);
+    check_gemvn_q8(&m, 8);
 }
 /* Q4_K_M: q and k in q4_K as one rows GEMV, v's q6_K on its own, q5_0's
- * rows of 288 with fp32 x; x staged 5 rows (K 512) or 1 (K 1536) at a time. */
-Test(kernels_matmul, gemvn_q4_k_m_int8_x_chunks, .timeout = 300) {
-    check_gemvn_q8(&MODELS[M_Q4_K_M], 8, 4096);
+ * rows of 288 with fp32 x. */
+Test(kernels_matmul, gemvn_q4_k_m_int8_x, .timeout = 300) {
+    check_gemvn_q8(&MODELS[M_Q4_K_M], 8);
 }
 
 /* ---- the census: every template appears in the graphs checked above ---------- */
