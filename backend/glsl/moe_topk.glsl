@@ -1,51 +1,96 @@
-// moe_topk.glsl: the router's top-k, one thread per token, exactly as the
+// moe_topk.glsl: the router's top-k, one subgroup per token, exactly as the
 // interpreter (ir/interp.c op_moe_topk) and llama.cpp's build_moe_ffn for
 // qwen3moe: p = softmax(logits) with the max subtracted, the TOPK largest p
 // in descending order (the lower id first on a tie), each weight
-// p / max(sum of the chosen p, 2^-14). A token's E logits are a few hundred
-// bytes and TOPK x E comparisons; p is recomputed per round rather than
-// kept in a private array of E floats.
+// p / max(sum of the chosen p, 2^-14).
 //
-// Defines: E (experts), TOPK, WG. Bindings: 1 logits [T, E], 2 route [T, TOPK, 2].
+// Why a subgroup: with a thread per token, decode's single token was one
+// thread walking all E experts TOPK + 2 times (123 us for 4 layers of 128
+// experts on the H200, as slow as attention). Here lane i of S (the
+// device's subgroup size, read at run time: any power of two) owns experts
+// i, i + S, i + 2S, ...; the first NP of them keep p = exp(l - mx) in
+// registers, computed once, and any past NP * S (a device whose subgroup is
+// narrower than the target's) recompute the same expression each round. The
+// max and the sum are subgroupMax / subgroupAdd (so the sum is added in
+// another order than the interpreter's), and each round is one walk of a
+// lane's experts and two reductions: the largest p (subgroupMax), then the
+// lowest id among the lanes that hold it (subgroupMin). No taken-mask: the
+// picks come in the strict order (p descending, id ascending), so round k's
+// candidates are the experts after round k-1's pick in that order.
+//
+// Workgroup: TPW tokens, its subgroups taking them in turn (TPW subgroups
+// when the device's subgroup is the target's). The early-out past T is per
+// subgroup, so the reductions run in uniform control flow.
+//
+// Defines: E (experts), TOPK, WG, TPW (tokens a workgroup), NP (p values a
+// lane keeps). Bindings: 1 logits [T, E], 2 route [T, TOPK, 2].
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_basic : require
 layout(local_size_x = WG) in;
 layout(std430, binding = 1) readonly buffer Lg { ACT_T logits[]; };
 layout(std430, binding = 2) writeonly buffer Rt { ACT_T route[]; };
 
-#define NWORD ((E + 31) / 32)
+// Expert e (of this lane) is still a candidate after the pick (lp, lid).
+bool after(float p, uint e, float lp, uint lid) {
+    return p < lp || (p == lp && e > lid);
+}
 
-void main() {
-    uint t = gl_GlobalInvocationID.x;
-    if (t >= step.T) return;
-    uint lo = t * uint(E);
+void token(uint t, uint lane, uint S) {
+    uint lo = t * uint(E), rest = lane + uint(NP) * S; // first expert not in registers
+    float p[NP];
     float mx = -1.0 / 0.0;
-    for (uint e = 0u; e < uint(E); e++)
+    [[unroll]] for (uint j = 0u; j < uint(NP); j++) {
+        uint e = lane + j * S;
+        p[j] = -1.0 / 0.0;
+        if (e < uint(E)) p[j] = float(logits[lo + e]);
+        mx = max(mx, p[j]);
+    }
+    for (uint e = rest; e < uint(E); e += S)
         mx = max(mx, float(logits[lo + e]));
+    mx = subgroupMax(mx);
     float sum = 0.0;
-    for (uint e = 0u; e < uint(E); e++)
+    [[unroll]] for (uint j = 0u; j < uint(NP); j++) {
+        uint e = lane + j * S;
+        p[j] = e < uint(E) ? exp(p[j] - mx) : -1.0; // -1: no expert, never picked
+        if (e < uint(E)) sum += p[j];
+    }
+    for (uint e = rest; e < uint(E); e += S)
         sum += exp(float(logits[lo + e]) - mx);
-    float inv = 1.0 / sum;
-    uint taken[NWORD];
-    for (uint i = 0u; i < uint(NWORD); i++)
-        taken[i] = 0u;
+    float inv = 1.0 / subgroupAdd(sum);
     uint id[TOPK];
     float w[TOPK];
-    float wsum = 0.0;
+    float wsum = 0.0, lp = 1.0 / 0.0; // the last pick (lp, lid)
+    uint lid = 0u;
     for (uint k = 0u; k < uint(TOPK); k++) {
-        uint best = 0u;
         float bp = -1.0;
-        for (uint e = 0u; e < uint(E); e++) {
-            if ((taken[e >> 5u] & (1u << (e & 31u))) != 0u) continue;
-            float p = exp(float(logits[lo + e]) - mx);
-            if (p > bp) bp = p, best = e;
+        uint bid = 0xffffffffu;
+        [[unroll]] for (uint j = 0u; j < uint(NP); j++) { // ascending e: the lower id keeps a tie
+            uint e = lane + j * S;
+            if (p[j] > bp && after(p[j], e, lp, lid)) bp = p[j], bid = e;
         }
-        taken[best >> 5u] |= 1u << (best & 31u);
-        id[k] = best;
-        w[k] = bp * inv;
+        for (uint e = rest; e < uint(E); e += S) {
+            float q = exp(float(logits[lo + e]) - mx);
+            if (q > bp && after(q, e, lp, lid)) bp = q, bid = e;
+        }
+        lp = subgroupMax(bp);
+        lid = subgroupMin(bp == lp ? bid : 0xffffffffu);
+        id[k] = lid;
+        w[k] = lp * inv;
         wsum += w[k];
     }
     float div = max(wsum, 6.103515625e-5);
-    for (uint k = 0u; k < uint(TOPK); k++) {
+    for (uint k = lane; k < uint(TOPK); k += S) {
         route[(t * uint(TOPK) + k) * 2u] = ACT_T(float(id[k]));
         route[(t * uint(TOPK) + k) * 2u + 1u] = ACT_T(w[k] / div);
+    }
+}
+
+void main() {
+    // A workgroup narrower than the device's subgroup is one partial subgroup.
+    uint S = min(gl_SubgroupSize, uint(WG));
+    for (uint i = gl_SubgroupID; i < uint(TPW); i += gl_NumSubgroups) {
+        uint t = gl_WorkGroupID.x * uint(TPW) + i;
+        if (t >= step.T) break; // uniform in the subgroup
+        token(t, gl_SubgroupInvocationID, S);
     }
 }

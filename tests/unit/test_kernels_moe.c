@@ -15,7 +15,15 @@
  * experts 0 to 3 (the lower ids win the ties) and the other four get none.
  * Prefill steps of T = 1, 17, 64 and 130 random tokens at position 0 and
  * again at position T (an expert's pairs fill the grouped tiles several
- * times over); decode six single tokens. */
+ * times over); decode six single tokens.
+ *
+ * The router's top-k alone, on hand-built graphs (logits looked up by
+ * token): E of 6, 37, 128 and 300 (fewer experts than a subgroup's lanes,
+ * and counts that no subgroup size divides, up to more than a lane keeps in
+ * registers), rows of many ties (at the max, everywhere, and at p = 0 after
+ * one expert takes all), kernels for llvmpipe's subgroup and for h200's 32
+ * (on llvmpipe wider than the device's: the lanes recompute the experts
+ * past their registers). Steps as above, every element compared. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,4 +284,74 @@ Test(kernels_moe, q8_0_all_tokens_to_four_experts, .timeout = 300) {
     long checks[KM_N] = {0};
     check_model(&m, checks);
     expect_all_kinds(checks, m.file);
+}
+
+/* ---- the router's top-k on hand-built logits ------------------------------ */
+
+enum { TK_VOCAB = 64 };
+
+/* Row r of the logit table: uniform in [-4, 4] (r % 4 == 0), a few levels
+ * (ties at the max and below), all equal, or one expert at 0 and the rest
+ * at -200 (p = 0 after the first: every later pick a tie). */
+static zir_graph *topk_graph(int64_t E, int K, uint64_t seed) {
+    zir_graph *g = zir_graph_new();
+    cr_assert_not_null(g);
+    g->hp = (zir_hparams){
+        .arch = "hand", .n_layer = 1, .n_embd = (uint32_t)E, .n_vocab = TK_VOCAB, .n_ctx_train = 1 << 16};
+    zdim ts[1] = {ZDIM_T}, ws[2] = {TK_VOCAB, E};
+    zdiag d = {0};
+    zir_value *tok = g->tokens = zir_value_new(g, "tokens", ZR_INPUT, ZT_I32, 1, ts, &d);
+    zir_value *w = zir_value_new(g, "router.table", ZR_WEIGHT, ZT_F32, 2, ws, &d);
+    cr_assert(tok && w, "%s", d.msg);
+    float *p = zarena_alloc(g->arena, sizeof(float) * TK_VOCAB * (size_t)E);
+    cr_assert_not_null(p);
+    tu_rng r = tu_rng_seed(seed);
+    for (int64_t row = 0; row < TK_VOCAB; row++) {
+        int64_t hot = (int64_t)(tu_next(&r) % (uint64_t)E);
+        for (int64_t e = 0; e < E; e++) {
+            float *x = &p[row * E + e];
+            switch (row % 4) {
+            case 0: *x = tu_uniform(&r, -4.0f, 4.0f); break;
+            case 1: *x = 0.5f * (float)(tu_next(&r) % 4) - 1.0f; break;
+            case 2: *x = 0.25f; break;
+            default: *x = e == hot ? 0.0f : -200.0f;
+            }
+        }
+    }
+    w->data = p;
+    w->nbytes = sizeof(float) * TK_VOCAB * (uint64_t)E;
+    w->layer = 0;
+    zir_value *in[2] = {w, tok};
+    zir_node *l = zir_node_add(g, ZOP_EMBED, "router_logits", in, 2, NULL, 0, ZG_MLP, &d);
+    cr_assert_not_null(l, "%s", d.msg);
+    zir_attrs a = {.topk = K};
+    zir_node *t = zir_node_add(g, ZOP_MOE_TOPK, "route", &l->out, 1, &a, 0, ZG_MLP, &d);
+    cr_assert_not_null(t, "%s", d.msg);
+    g->logits = t->out;
+    cr_assert_eq(zir_verify(g, &d), ZOK, "%s", d.msg);
+    return g;
+}
+
+Test(kernels_moe, topk_ties_and_odd_expert_counts, .timeout = 300) {
+    static const struct {
+        int64_t E;
+        int K;
+    } cases[] = {{6, 6}, {37, 5}, {128, 8}, {300, 3}};
+    static const char *const targets[] = {"llvmpipe", "h200"};
+    cr_log_info("device subgroup size %u", dev.dev.prof.subgroup_size);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t j = 0; j < sizeof targets / sizeof targets[0]; j++) {
+            zir_graph *g = topk_graph(cases[i].E, cases[i].K, 99 + i);
+            ztarget t = *ztarget_find(targets[j]);
+            zcg_opts co = {.target = &t, .phase = ZPH_PREFILL, .max_tokens = STEP_MAX};
+            char what[96];
+            snprintf(what, sizeof what, "top-%d of %lld for %s", cases[i].K, (long long)cases[i].E,
+                     targets[j]);
+            long checks[KM_N] = {0};
+            check_arg c = {&co, checks, what};
+            zdiag d = {0};
+            cr_assert_eq(run_steps(g, STEP_MAX, 77 + i, check_nodes, &c, &d), ZOK, "%s: %s", what, d.msg);
+            cr_assert_eq(checks[KM_TOPK], 8, "%s: %ld steps checked", what, checks[KM_TOPK]);
+            zir_graph_free(g);
+        }
 }
