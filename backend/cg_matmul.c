@@ -468,10 +468,10 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, zcg_builder *b, zd
 }
 
 /* 16-byte units of one token row of int8 x in the multi-row GEMV's scratch
- * (glsl/gemvn_xq.glsl): K bytes of quants, then K/16 run sums, K/32
- * scales and the norm's 1/rms as floats. */
+ * (glsl/gemvn_xq.glsl): K bytes of quants, four floats for each group of
+ * 32 elements, the norm's 1/rms. */
 static int64_t gemvn_xq_row16(int64_t K) {
-    return K / 16 + (K / 16 + K / 32 + 1 + 3) / 4;
+    return K / 16 + K / 32 + 1;
 }
 
 /* The quantizing pass of an int8-x multi-row GEMV (gemvn_quant.glsl): the
@@ -499,6 +499,7 @@ static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_matc
     int nf = 2;
     if (m->norm) files[nf++] = "attn_reduce";
     files[nf++] = "idot";
+    files[nf++] = "gemv_groups";
     files[nf++] = "gemvn_xq";
     files[nf++] = "gemvn_quant";
     files[nf] = NULL;
@@ -511,18 +512,21 @@ static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_matc
 
 /* A batch step's rows (o->gemv_rows, the cost model's choice): NTOK token
  * rows a workgroup, each weight group dequantized once for all of them.
- * Each lane holds its rows' dequantized groups and NTOK sums per row, so
- * RS is 2 rows a subgroup, 1 with gate+up (two matrices' groups), and four
- * subgroups. ZINC_GEMVN_LAYOUT=rs,nsg replaces it, to measure others.
+ * Each lane holds its rows' groups and NTOK sums per row: RS = 2 rows a
+ * subgroup up to 8 token rows (gate+up too: run 33 measured its 8-row step
+ * 31 % faster than with one), 1 beyond, and four subgroups.
+ * ZINC_GEMVN_LAYOUT=rs,nsg replaces it, ZINC_GEMVN_ALL=1 forms every
+ * token row's products without a branch, to measure them.
  * With int8 x (attr.gemv_q8) the kernel's quantizing pass (kernel.pre)
  * writes the step's rows of x once into a scratch that every workgroup
  * reads (where each used to quantize them all itself). */
 static zstatus gen_gemvn(const zir_node *n, const mm_match *m, zcg_builder *b, zdiag *d) {
-    int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32, rs = m->glu ? 1 : 2, nsg = 4, er, en;
+    int rows = b->o->gemv_rows;
+    int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32, rs = rows > 8 ? 1 : 2, nsg = 4, er, en;
     const char *e = getenv("ZINC_GEMVN_LAYOUT");
     if (e && sscanf(e, "%d,%d", &er, &en) == 2 && er >= 1 && er <= 8 && en >= 1 && en * sg <= 1024)
         rs = er, nsg = en;
-    int rows = b->o->gemv_rows;
+    if (zcg_knob("ZINC_GEMVN_ALL", 0, 1, 0)) zcg_def_i(b, "ALL_ROWS", 1);
     if (rows > 16)
         return zdiag_set(d, ZE_INVALID,
                          "codegen: '%s': a multi-row GEMV of %d token rows: expected at most 16",

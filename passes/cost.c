@@ -264,12 +264,15 @@ void zcost_price_rows(const zpass_opts *o, const zcost_rows *r, zcost_option opt
  * one workgroup row; beyond, the sums outgrow the registers and the GEMMs'
  * tiles fill. The GEMV's step grows with its rows where the GEMMs' does not:
  * the target's measured crossover (ztarget.batch_gemv_rows) bounds it too.
- * ZINC_BATCH_GEMV=0 keeps the GEMMs, to measure the difference. */
+ * ZINC_BATCH_GEMV=0 keeps the GEMMs, =N moves the crossover to N rows (at
+ * most ZCOST_GEMVN_ROWS), to measure the difference. */
 int zcost_batch_gemv(const ztarget *t, int64_t rows, char *why, size_t whysz) {
     const char *e = getenv("ZINC_BATCH_GEMV");
     int most = t && t->batch_gemv_rows > 0 && t->batch_gemv_rows < ZCOST_GEMVN_ROWS ? t->batch_gemv_rows
                                                                                   : ZCOST_GEMVN_ROWS;
-    int pick = rows >= 1 && rows <= most && !(e && !strcmp(e, "0")) ? (int)rows : 0;
+    int knob = e ? atoi(e) : -1;
+    if (knob > 0) most = knob < ZCOST_GEMVN_ROWS ? knob : ZCOST_GEMVN_ROWS;
+    int pick = rows >= 1 && rows <= most && knob != 0 ? (int)rows : 0;
     if (!why) return pick;
     if (pick)
         snprintf(

@@ -38,11 +38,11 @@ static const ztarget targets[] = {
      /* run 23: the 2-layer 8B-wide decode step 600.6 -> 491.1 us, gate+up
       * GEMV 90.0 -> 57.3 us (docs/performance.md) */
      .gemv_int8 = true,
-     /* run 31, the 8B at 1, 4, 8 rows: 94.4, 197.0, 237.8 tok/s in all with
-      * int8 x in the multi-row GEMV against run 26's 119.3, 252.3, 304.5 with
-      * fp32 x; gate+up 3511 us a step at 1 row against the decode GEMV's 903:
-      * every workgroup quantizes every row of x */
-     .batch_gemv_int8 = false,
+     /* run 32, the 8B at 1, 4, 8 rows, x quantized once a step (the
+      * multi-row GEMV's quantizing pass): 152.6, 396.6, 510.9 tok/s in all
+      * with int8 x against 120.8, 259.0, 312.4 with fp32 x, same call (run
+      * 31, every workgroup quantizing every row: 94.4, 197.0, 237.8) */
+     .batch_gemv_int8 = true,
      /* run 25, 2-layer 8B-wide batch step: GEMVs 2365 against GEMMs 2923 us
       * at 8 rows, 16 rows 1668 against 2100 tok/s in all for the GEMMs */
      .batch_gemv_rows = 8,

@@ -2,11 +2,17 @@
 // workgroup per token row of the step, one invocation per 32-element block
 // at a time, writes the row into gemvn_xq.glsl's layout as the decode
 // GEMV's q8_1 (idot.glsl's q8_1_block: d = amax/127, q = round-to-even(x/d)),
-// x times the norm weight first, and the norm's 1/rms, which the GEMV
+// x times the norm weight first; then each group's scales, gathered from
+// the blocks' through shared memory; and the norm's 1/rms, which the GEMV
 // applies to the finished dot products. The interpreter quantizes the same
 // values the same way (ir/interp.c zir_quantize_q8).
 
 layout(local_size_x = WG) in;
+
+shared float s_d[K / 32];   // d of each block
+#if GMODE == 12
+shared float s_sum[K / 16]; // d * sum(q) of each 16-element run
+#endif
 
 void main() {
     uint tt = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x, xo = tt * uint(K);
@@ -33,16 +39,25 @@ void main() {
         float d = q8_1_block(v, w, s);
         XQ_Q16(tt, 32u * r) = uvec4(w[0], w[1], w[2], w[3]);
         XQ_Q16(tt, 32u * r + 16u) = uvec4(w[4], w[5], w[6], w[7]);
-        uint f = XQ_SUMS(tt) + 2u * r;
-        xq4[f >> 2u][f & 3u] = floatBitsToUint(d * float(s[0] + s[1]));
-        f++;
-        xq4[f >> 2u][f & 3u] = floatBitsToUint(d * float(s[2] + s[3]));
-        f = XQ_D(tt) + r;
-        xq4[f >> 2u][f & 3u] = floatBitsToUint(d);
+        s_d[r] = d;
+#if GMODE == 12
+        s_sum[2u * r] = d * float(s[0] + s[1]);
+        s_sum[2u * r + 1u] = d * float(s[2] + s[3]);
+#endif
+    }
+    barrier();
+    for (uint g = tid; g < uint(K) / GE; g += WG) {
+#if GMODE == 12
+        uint k0 = run_start(g, 0u);
+        vec4 ds = vec4(s_d[k0 >> 5u], s_d[(k0 >> 5u) + 1u], s_sum[k0 >> 4u], s_sum[(k0 >> 4u) + 2u]);
+#else
+        vec4 ds;
+        [[unroll]] for (uint k = 0u; k < 4u; k++) ds[k] = s_d[run_start(g, k) >> 5u];
+#endif
+        XQ_G(tt, g) = floatBitsToUint(ds);
     }
 #if HAS_NORM
     float tot = wg_sum(ss); // attn_reduce.glsl
-    uint f = XQ_NORM(tt);
-    if (tid == 0u) xq4[f >> 2u][f & 3u] = floatBitsToUint(inversesqrt(tot / float(K) + NORM_EPS));
+    if (tid == 0u) XQ_NORM(tt).x = floatBitsToUint(inversesqrt(tot / float(K) + NORM_EPS));
 #endif
 }

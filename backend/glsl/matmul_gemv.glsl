@@ -266,7 +266,7 @@ float dot_group_q8(const uint which, uint rowb, uint row, uint g, XG x) {
         i0 = zdot4(q.qs[w] & 0x0f0f0f0fu, x.q0[w], i0);
         i1 = zdot4((q.qs[w] >> 4u) & 0x0f0f0f0fu, x.q1[w], i1);
     }
-    return q.dm.x * (q.sc0 * x.ds.x * float(i0) + q.sc1 * x.ds.y * float(i1)) -
+    return q.dm.x * (q.sc0 * x.ds.x * zi2f(i0) + q.sc1 * x.ds.y * zi2f(i1)) -
            q.dm.y * (q.m0 * x.ds.z + q.m1 * x.ds.w);
 }
 #endif
@@ -309,7 +309,7 @@ float dot_group_q8(const uint which, uint rowb, uint row, uint g, XG x) {
             is = zdot4(v, x.q[k][w], is);
         }
         int s8 = bitfieldExtract(int(q.sc[sbyte >> 2u]), int(8u * (sbyte & 3u)), 8);
-        acc += float(s8) * x.dx[k] * float(is);
+        acc += float(s8) * x.dx[k] * zi2f(is);
     }
     return q.d * acc;
 }

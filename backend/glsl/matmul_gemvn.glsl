@@ -40,6 +40,12 @@ layout(local_size_x = WG) in;
 #ifndef IDOT
 #define IDOT 0
 #endif
+// ALL_ROWS: every token row's products are formed, those past T too (their
+// x is whatever the scratch holds; they are neither summed nor stored), so
+// that no branch splits the unrolled loop over the rows.
+#ifndef ALL_ROWS
+#define ALL_ROWS 0
+#endif
 
 #if GLU
 #define NMAT 2u
@@ -52,56 +58,56 @@ layout(local_size_x = WG) in;
 
 #if GMODE == 12
 // A group of a q4_K row: its two runs' nibbles as bytes (lo: sub-block 2p,
-// hi: 2p+1), d and dmin, and the runs' scales and mins.
+// hi: 2p+1), and the runs' scales d*sc and mins dmin*m, multiplied once
+// for all the step's rows.
 struct WQ8 {
     uvec4 lo, hi;
-    vec2 dm;
-    float sc0, m0, sc1, m1;
+    vec4 a; // d * sc0, d * sc1, -dmin * m0, -dmin * m1
 };
 WQ8 w_q8(const uint which, uint rowb, uint row, uint g) {
     Q4G q = q4_group(which, rowb, row, g);
     WQ8 w;
     w.lo = q.qs & 0x0f0f0f0fu;
     w.hi = (q.qs >> 4u) & 0x0f0f0f0fu;
-    w.dm = q.dm;
-    w.sc0 = q.sc0, w.m0 = q.m0, w.sc1 = q.sc1, w.m1 = q.m1;
+    w.a = vec4(q.dm.x * q.sc0, q.dm.x * q.sc1, -q.dm.y * q.m0, -q.dm.y * q.m1);
     return w;
 }
 
 // Token row tt's x over group g: the runs' int8 and ds = (d of run 0's
-// block, of run 1's, d*sum(q) of run 0, of run 1).
+// block, of run 1's, d*sum(q) of run 0, of run 1), one load.
 struct XG {
     uvec4 q0, q1;
     vec4 ds;
 };
 XG x_q8(uint tt, uint g) {
-    uint k0 = run_start(g, 0u), u = XQ_SUMS(tt) + (k0 >> 4u), blk = XQ_D(tt) + (k0 >> 5u);
+    uint k0 = run_start(g, 0u);
     XG x;
     x.q0 = XQ_Q16(tt, k0);
     x.q1 = XQ_Q16(tt, k0 + 32u);
-    x.ds = uintBitsToFloat(uvec4(xq4[blk >> 2u][blk & 3u], xq4[(blk + 1u) >> 2u][(blk + 1u) & 3u],
-                                 xq4[u >> 2u][u & 3u], xq4[(u + 2u) >> 2u][(u + 2u) & 3u]));
+    x.ds = uintBitsToFloat(XQ_G(tt, g));
     return x;
 }
 
-float dot_q8(WQ8 w, XG x) {
+// acc += the group's dot product: the runs' integer sums, their scales, the mins.
+void dot_q8(WQ8 w, XG x, inout float acc) {
     int i0 = 0, i1 = 0;
     [[unroll]] for (uint k = 0u; k < 4u; k++) {
         i0 = zdot4(w.lo[k], x.q0[k], i0);
         i1 = zdot4(w.hi[k], x.q1[k], i1);
     }
-    return w.dm.x * (w.sc0 * x.ds.x * float(i0) + w.sc1 * x.ds.y * float(i1)) -
-           w.dm.y * (w.m0 * x.ds.z + w.m1 * x.ds.w);
+    acc = fma(w.a.x * x.ds.x, zi2f(i0), acc);
+    acc = fma(w.a.y * x.ds.y, zi2f(i1), acc);
+    acc = fma(w.a.z, x.ds.z, acc);
+    acc = fma(w.a.w, x.ds.w, acc);
 }
 #else
 // A group of a q6_K row: the 6-bit values minus 32 of its four runs as
 // signed bytes (v ^ 32 is v - 32 as a 6-bit two's complement; bit 5
 // spread to bits 6-7 sign-extends it: (b & 0x20) * 6 = 0xc0), so the
-// products need no -32 * sum(q); the runs' scales and d.
+// products need no -32 * sum(q); the runs' scales times d.
 struct WQ8 {
     uvec2 v[4];
     vec4 s;
-    float d;
 };
 WQ8 w_q8(const uint which, uint rowb, uint row, uint g) {
     Q6G q = q6_group(which, rowb, row, g);
@@ -114,9 +120,8 @@ WQ8 w_q8(const uint which, uint rowb, uint row, uint g) {
             uint b = u ^ 0x20202020u;
             w.v[k][h] = b | ((b & 0x20202020u) * 6u);
         }
-        w.s[k] = float(bitfieldExtract(int(q.sc[sbyte >> 2u]), int(8u * (sbyte & 3u)), 8));
+        w.s[k] = q.d * float(bitfieldExtract(int(q.sc[sbyte >> 2u]), int(8u * (sbyte & 3u)), 8));
     }
-    w.d = q.d;
     return w;
 }
 
@@ -128,22 +133,20 @@ struct XG {
 XG x_q8(uint tt, uint g) {
     XG x;
     [[unroll]] for (uint k = 0u; k < 4u; k++) {
-        uint k0 = run_start(g, k), f = XQ_D(tt) + (k0 >> 5u);
+        uint k0 = run_start(g, k);
         uvec4 q = XQ_Q16(tt, k0);
         x.q[k] = (k0 & 8u) != 0u ? q.zw : q.xy;
-        x.dx[k] = uintBitsToFloat(xq4[f >> 2u][f & 3u]);
     }
+    x.dx = uintBitsToFloat(XQ_G(tt, g));
     return x;
 }
 
-float dot_q8(WQ8 w, XG x) {
-    float acc = 0.0;
+void dot_q8(WQ8 w, XG x, inout float acc) {
     [[unroll]] for (uint k = 0u; k < 4u; k++) {
         int is = zdot4(w.v[k][0], x.q[k][0], 0);
         is = zdot4(w.v[k][1], x.q[k][1], is);
-        acc += w.s[k] * x.dx[k] * float(is);
+        acc = fma(w.s[k] * x.dx[k], zi2f(is), acc);
     }
-    return w.d * acc;
 }
 #endif
 #define W_LOAD(which, ty, rowb, row, g, w) w = w_q8(which, rowb, row, g)
@@ -249,9 +252,9 @@ void group(uint t0, uint nt, uint n0, uint g, const uint seg) {
     }
 #if IDOT
     [[unroll]] for (uint t = 0u; t < NTOK; t++) {
-        if (t >= nt) break; // uniform
+        if (ALL_ROWS == 0 && t >= nt) break; // uniform
         XG xv = x_q8(t0 + t, g);
-        [[unroll]] for (uint j = 0u; j < RS * NMAT; j++) acc[t * RS * NMAT + j] += dot_q8(w[j], xv);
+        [[unroll]] for (uint j = 0u; j < RS * NMAT; j++) dot_q8(w[j], xv, acc[t * RS * NMAT + j]);
     }
 #else
 #if HAS_NORM
@@ -261,7 +264,7 @@ void group(uint t0, uint nt, uint n0, uint g, const uint seg) {
         [[unroll]] for (uint e = 0u; e < GE; e++) w[j][e] *= nw[e];
 #endif
     [[unroll]] for (uint t = 0u; t < NTOK; t++) {
-        if (t >= nt) break; // uniform
+        if (ALL_ROWS == 0 && t >= nt) break; // uniform
         float xv[GE];
         x_group((t0 + t) * uint(K), g, xv, ss[t]);
         [[unroll]] for (uint j = 0u; j < RS * NMAT; j++)
@@ -280,8 +283,7 @@ void rows_of(uint t0, uint nt, uint n0, const uint seg) {
     [[unroll]] for (uint t = 0u; t < NTOK; t++) {
         if (t >= nt) break; // uniform
 #if HAS_NORM && IDOT
-        uint f = XQ_NORM(t0 + t);
-        float sc = uintBitsToFloat(xq4[f >> 2u][f & 3u]);
+        float sc = uintBitsToFloat(XQ_NORM(t0 + t).x);
 #elif HAS_NORM
         float sc = inversesqrt(subgroupAdd(ss[t]) / float(K) + NORM_EPS);
 #endif
