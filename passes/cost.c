@@ -269,7 +269,7 @@ void zcost_price_rows(const zpass_opts *o, const zcost_rows *r, zcost_option opt
 int zcost_batch_gemv(const ztarget *t, int64_t rows, char *why, size_t whysz) {
     const char *e = getenv("ZINC_BATCH_GEMV");
     int most = t && t->batch_gemv_rows > 0 && t->batch_gemv_rows < ZCOST_GEMVN_ROWS ? t->batch_gemv_rows
-                                                                                  : ZCOST_GEMVN_ROWS;
+                                                                                    : ZCOST_GEMVN_ROWS;
     int knob = e ? atoi(e) : -1;
     if (knob > 0) most = knob < ZCOST_GEMVN_ROWS ? knob : ZCOST_GEMVN_ROWS;
     int pick = rows >= 1 && rows <= most && knob != 0 ? (int)rows : 0;
@@ -282,9 +282,10 @@ int zcost_batch_gemv(const ztarget *t, int64_t rows, char *why, size_t whysz) {
             pick, (long long)rows, most);
     else
         snprintf(why, whysz, "GEMM tiles: %lld rows %s", (long long)rows,
-                 rows > ZCOST_GEMVN_ROWS ? "outgrow the multi-row GEMV's registers"
-                 : rows > most           ? "are past the target's measured crossover, where the GEMMs' tiles win"
-                                         : "(ZINC_BATCH_GEMV=0 keeps the GEMMs)");
+                 rows > ZCOST_GEMVN_ROWS   ? "outgrow the multi-row GEMV's registers"
+                 : rows > most && knob > 0 ? "are past the crossover ZINC_BATCH_GEMV sets"
+                 : rows > most ? "are past the target's measured crossover, where the GEMMs' tiles win"
+                               : "(ZINC_BATCH_GEMV=0 keeps the GEMMs)");
     return pick;
 }
 

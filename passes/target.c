@@ -43,9 +43,11 @@ static const ztarget targets[] = {
       * with int8 x against 120.8, 259.0, 312.4 with fp32 x, same call (run
       * 31, every workgroup quantizing every row: 94.4, 197.0, 237.8) */
      .batch_gemv_int8 = true,
-     /* run 25, 2-layer 8B-wide batch step: GEMVs 2365 against GEMMs 2923 us
-      * at 8 rows, 16 rows 1668 against 2100 tok/s in all for the GEMMs */
-     .batch_gemv_rows = 8,
+     /* run 34, the 8B at 16 rows: the multi-row GEMV (int8 x, quantized
+      * once a step) 697.9 tok/s in all against the GEMMs' 555.8 (run 25,
+      * before it: the GEMMs ahead at 16 rows, 2100 against 1668 for the
+      * 2-layer model) */
+     .batch_gemv_rows = 16,
      .act_bytes = 2,
      /* zinc bench --profile, Qwen3-8B shape decode (docs/performance.md):
       * the split MLP streamed 85-98 MB a layer in 133-152 us (~650 GB/s),

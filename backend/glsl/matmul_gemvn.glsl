@@ -40,11 +40,10 @@ layout(local_size_x = WG) in;
 #ifndef IDOT
 #define IDOT 0
 #endif
-// ALL_ROWS: every token row's products are formed, those past T too (their
-// x is whatever the scratch holds; they are neither summed nor stored), so
-// that no branch splits the unrolled loop over the rows.
-#ifndef ALL_ROWS
-#define ALL_ROWS 0
+// PREFETCH: a lane loads its next weight group before the products of
+// this one (twice the weight registers).
+#ifndef PREFETCH
+#define PREFETCH 0
 #endif
 
 #if GLU
@@ -242,17 +241,26 @@ void norm_group(uint g, out float nw[GE]) {
 float acc[NTOK * RS * NMAT];
 float ss[NTOK];
 
-// Group g of rows n0 .. n0+RS-1 (of segment seg) for tokens t0 .. t0+nt-1.
-void group(uint t0, uint nt, uint n0, uint g, const uint seg) {
-    W_DECL(w, RS * NMAT);
+#if IDOT
+#define W_PARAM(name) WQ8 name[RS * NMAT]
+#else
+#define W_PARAM(name) float name[RS * NMAT][GE]
+#endif
+
+// Group g of weight rows n0 .. n0+RS-1 (of segment seg), each matrix's.
+void load_rows(uint n0, uint g, const uint seg, out W_PARAM(w)) {
     uint NS = seg_rows(seg);
     [[unroll]] for (uint r = 0u; r < RS; r++) {
         uint row = min(n0 + r, NS - 1u); // a tail row repeats the last one; not written
         [[unroll]] for (uint m = 0u; m < NMAT; m++) { W_OF(seg, m, row, g, w[r * NMAT + m]) }
     }
+}
+
+// Their products with group g of tokens t0 .. t0+nt-1, added to the sums.
+void use_rows(uint t0, uint nt, uint g, W_PARAM(w)) {
 #if IDOT
     [[unroll]] for (uint t = 0u; t < NTOK; t++) {
-        if (ALL_ROWS == 0 && t >= nt) break; // uniform
+        if (t >= nt) break; // uniform
         XG xv = x_q8(t0 + t, g);
         [[unroll]] for (uint j = 0u; j < RS * NMAT; j++) dot_q8(w[j], xv, acc[t * RS * NMAT + j]);
     }
@@ -264,7 +272,7 @@ void group(uint t0, uint nt, uint n0, uint g, const uint seg) {
         [[unroll]] for (uint e = 0u; e < GE; e++) w[j][e] *= nw[e];
 #endif
     [[unroll]] for (uint t = 0u; t < NTOK; t++) {
-        if (ALL_ROWS == 0 && t >= nt) break; // uniform
+        if (t >= nt) break; // uniform
         float xv[GE];
         x_group((t0 + t) * uint(K), g, xv, ss[t]);
         [[unroll]] for (uint j = 0u; j < RS * NMAT; j++)
@@ -279,7 +287,24 @@ void rows_of(uint t0, uint nt, uint n0, const uint seg) {
     uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, NS = seg_rows(seg);
     [[unroll]] for (uint i = 0u; i < NTOK * RS * NMAT; i++) acc[i] = 0.0;
     [[unroll]] for (uint t = 0u; t < NTOK; t++) ss[t] = 0.0;
-    for (uint g = lane; g < uint(K) / GE; g += S) group(t0, nt, n0, g, seg);
+#if PREFETCH
+    // the next group's weights are loaded before this one's products
+    uint NG = uint(K) / GE;
+    W_PARAM(w);
+    if (lane < NG) load_rows(n0, lane, seg, w);
+    for (uint g = lane; g < NG; g += S) {
+        W_PARAM(wn);
+        if (g + S < NG) load_rows(n0, g + S, seg, wn);
+        use_rows(t0, nt, g, w);
+        w = wn;
+    }
+#else
+    for (uint g = lane; g < uint(K) / GE; g += S) {
+        W_PARAM(w);
+        load_rows(n0, g, seg, w);
+        use_rows(t0, nt, g, w);
+    }
+#endif
     [[unroll]] for (uint t = 0u; t < NTOK; t++) {
         if (t >= nt) break; // uniform
 #if HAS_NORM && IDOT

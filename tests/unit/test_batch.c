@@ -114,11 +114,12 @@ static void uses_gemvn(const zplan *p, const zir_graph *bg, bool want_q8) {
                            zplan_str(p, p->dispatches[i].node));
         const zir_node *nd = v->producer;
         if (!strncmp(k, "gemvn_xq8_", 10)) { /* the quantizing pass, just before its int8-x GEMV */
-            bool next = i + 1 < s->first + s->count &&
-                        !strcmp(zplan_str(p, p->dispatches[i + 1].node), zplan_str(p, p->dispatches[i].node)) &&
-                        strstr(zplan_str(p, p->kernels[p->dispatches[i + 1].kernel].name), "_idot");
-            cr_expect(has_q8(nd) && next, "batch dispatch %u: %s for node '%s', not before its int8-x GEMV", i, k,
-                      v->name);
+            bool next =
+                i + 1 < s->first + s->count &&
+                !strcmp(zplan_str(p, p->dispatches[i + 1].node), zplan_str(p, p->dispatches[i].node)) &&
+                strstr(zplan_str(p, p->kernels[p->dispatches[i + 1].kernel].name), "_idot");
+            cr_expect(has_q8(nd) && next, "batch dispatch %u: %s for node '%s', not before its int8-x GEMV",
+                      i, k, v->name);
             continue;
         }
         cr_expect(strncmp(k, "gemm", 4), "batch dispatch %u runs %s, a GEMM", i, k);

@@ -572,7 +572,8 @@ Test(passes, fuse_qkv_records_the_arithmetic) {
     double saved = 2 * 12e6 + 2 * 8192 + 2 * 16384 / t->gemv_eff;
     char want[64];
     snprintf(want, sizeof want, "(saves %.0f >= threshold", saved);
-    cr_expect(strstr(x.reason, "3 of its 3 matmuls as one GEMV over their rows: matmul_rows: "), "%s", x.reason);
+    cr_expect(strstr(x.reason, "3 of its 3 matmuls as one GEMV over their rows: matmul_rows: "), "%s",
+              x.reason);
     cr_expect(strstr(x.reason, want), "%s: %s", want, x.reason);
     const zir_node *k = top_producer(g, "l0.v");
     cr_expect_eq(k->kp.tmpl, ZKT_MATMUL_ROWS);
@@ -617,17 +618,26 @@ Test(batch, gemv_up_to_16_rows) {
     static const int64_t rows[] = {1, 3, 8, 16, 17, 64};
     static const int want[] = {1, 3, 8, 16, 0, 0};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        cr_expect_eq(zcost_batch_gemv(ztarget_find("llvmpipe"), rows[i], why, sizeof why), want[i], "%lld rows: %s",
-                     (long long)rows[i], why);
+        cr_expect_eq(zcost_batch_gemv(ztarget_find("llvmpipe"), rows[i], why, sizeof why), want[i],
+                     "%lld rows: %s", (long long)rows[i], why);
         cr_expect(strstr(why, want[i] ? "multi-row GEMV" : "GEMM"), "%s", why);
     }
-    /* the H200's measured crossover: 8 rows */
-    cr_expect_eq(zcost_batch_gemv(ztarget_find("h200"), 8, why, sizeof why), 8, "%s", why);
-    cr_expect_eq(zcost_batch_gemv(ztarget_find("h200"), 9, why, sizeof why), 0, "%s", why);
+    /* the H200's measured crossover: 16 rows (run 34), the registers' bound */
+    cr_expect_eq(zcost_batch_gemv(ztarget_find("h200"), 16, why, sizeof why), 16, "%s", why);
+    cr_expect_eq(zcost_batch_gemv(ztarget_find("h200"), 17, why, sizeof why), 0, "%s", why);
+    cr_expect(strstr(why, "registers"), "%s", why);
+    /* a target's crossover below the bound */
+    ztarget t = *ztarget_find("h200");
+    t.batch_gemv_rows = 8;
+    cr_expect_eq(zcost_batch_gemv(&t, 8, why, sizeof why), 8, "%s", why);
+    cr_expect_eq(zcost_batch_gemv(&t, 9, why, sizeof why), 0, "%s", why);
     cr_expect(strstr(why, "crossover"), "%s", why);
     setenv("ZINC_BATCH_GEMV", "0", 1);
     cr_expect_eq(zcost_batch_gemv(ztarget_find("llvmpipe"), 8, why, sizeof why), 0);
     cr_expect(strstr(why, "ZINC_BATCH_GEMV=0"), "%s", why);
+    setenv("ZINC_BATCH_GEMV", "4", 1); /* the crossover moved, to measure it */
+    cr_expect_eq(zcost_batch_gemv(ztarget_find("h200"), 4, why, sizeof why), 4, "%s", why);
+    cr_expect_eq(zcost_batch_gemv(ztarget_find("h200"), 5, why, sizeof why), 0, "%s", why);
     unsetenv("ZINC_BATCH_GEMV");
 }
 
@@ -656,7 +666,7 @@ Test(batch, own_graph_takes_decode_gemv_decisions) {
         rows += g->nodes[i]->op == ZOP_KERNEL && g->nodes[i]->kp.tmpl == ZKT_MATMUL_ROWS;
     cr_expect_eq(rows, 1, "the batch graph's q, k and v: %d rows GEMVs", rows);
     zir_graph_free(g);
-    o.batch_rows = 9; /* past the H200's crossover: GEMMs, prefill's decisions */
+    o.batch_rows = 17; /* past the H200's crossover: GEMMs, prefill's decisions */
     cr_expect(!zcost_gemv_batch(&o));
     g = qkv_graph(ZT_Q4_K);
     cr_assert_eq(zpass_run_one(g, zpass_find("fuse-qkv"), &o, &d), ZOK, "%s", d.msg);

@@ -501,9 +501,9 @@ Test(kernels_matmul, int8_x_only_where_asked) {
     } cases[] = {
         /* the target's choice: measured faster on the H200, not on llvmpipe
          * (functional, not accelerated); forced; none without the products */
-        {"llvmpipe", ZPH_DECODE, ZIDOT_ON, true},       {"h200", ZPH_DECODE, ZIDOT_TARGET, true},
-        {"llvmpipe", ZPH_DECODE, ZIDOT_TARGET, false},  {"h200", ZPH_DECODE, ZIDOT_OFF, false},
-        {"generic", ZPH_DECODE, ZIDOT_ON, false},       {"llvmpipe", ZPH_PREFILL, ZIDOT_ON, false},
+        {"llvmpipe", ZPH_DECODE, ZIDOT_ON, true},      {"h200", ZPH_DECODE, ZIDOT_TARGET, true},
+        {"llvmpipe", ZPH_DECODE, ZIDOT_TARGET, false}, {"h200", ZPH_DECODE, ZIDOT_OFF, false},
+        {"generic", ZPH_DECODE, ZIDOT_ON, false},      {"llvmpipe", ZPH_PREFILL, ZIDOT_ON, false},
         {"h200", ZPH_PREFILL, ZIDOT_TARGET, false},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -658,9 +658,12 @@ static void check_gemvn_q8(const mspec *m, int rows) {
         with_pre += kn.pre != NULL;
         cr_expect_eq(kn.pre != NULL, idot_kernel, "%s: %s %s a quantizing pass", what, kn.name,
                      kn.pre ? "has" : "lacks");
-        if (kn.pre) cr_expect(strstr(kn.pre->name, "gemvn_xq8") && kn.pre->n_bind == kn.n_bind, "%s: %s", what, kn.pre->name);
+        if (kn.pre)
+            cr_expect(strstr(kn.pre->name, "gemvn_xq8") && kn.pre->n_bind == kn.n_bind, "%s: %s", what,
+                      kn.pre->name);
     }
-    cr_expect(n_idot > 0 && with_pre == n_idot, "%s: %d int8-x GEMVs, %d quantizing passes", what, n_idot, with_pre);
+    cr_expect(n_idot > 0 && with_pre == n_idot, "%s: %d int8-x GEMVs, %d quantizing passes", what, n_idot,
+              with_pre);
     zarena_free(a);
     zir_graph_free(g);
     gguf_close(f);
