@@ -513,22 +513,22 @@ static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_matc
 /* A batch step's rows (o->gemv_rows, the cost model's choice): NTOK token
  * rows a workgroup, each weight group dequantized once for all of them.
  * Each lane holds its rows' groups and NTOK sums per row: RS = 2 rows a
- * subgroup up to 8 token rows (gate+up too: run 33 measured its 8-row step
- * 31 % faster than with one), 1 beyond, and four subgroups.
- * ZINC_GEMVN_LAYOUT=rs,nsg replaces it, ZINC_GEMVN_PREFETCH=1 loads a
- * lane's next weight group before this one's products, to measure them.
- * (Forming every row's products without the branch past T, run 34: 8
- * streams 566.7 against 592.6 tok/s; not kept.)
+ * subgroup (gate+up too: run 33 measured its 8-row step 31 % faster than
+ * with one; at 16 rows, runs 34 and 35: 697.9 against 653.5 tok/s), four
+ * subgroups. ZINC_GEMVN_LAYOUT=rs,nsg replaces it, to measure others.
+ * Not kept, measured on the 8B at 8 streams: forming every row's products
+ * without the branch past T (run 34, 566.7 against 592.6 tok/s), loading a
+ * lane's next weight group before this one's products (run 35, 559.9
+ * against 587.0).
  * With int8 x (attr.gemv_q8) the kernel's quantizing pass (kernel.pre)
  * writes the step's rows of x once into a scratch that every workgroup
  * reads (where each used to quantize them all itself). */
 static zstatus gen_gemvn(const zir_node *n, const mm_match *m, zcg_builder *b, zdiag *d) {
     int rows = b->o->gemv_rows;
-    int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32, rs = rows > 8 ? 1 : 2, nsg = 4, er, en;
+    int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32, rs = 2, nsg = 4, er, en;
     const char *e = getenv("ZINC_GEMVN_LAYOUT");
     if (e && sscanf(e, "%d,%d", &er, &en) == 2 && er >= 1 && er <= 8 && en >= 1 && en * sg <= 1024)
         rs = er, nsg = en;
-    if (zcg_knob("ZINC_GEMVN_PREFETCH", 0, 1, 0)) zcg_def_i(b, "PREFETCH", 1);
     if (rows > 16)
         return zdiag_set(d, ZE_INVALID,
                          "codegen: '%s': a multi-row GEMV of %d token rows: expected at most 16",

@@ -40,11 +40,6 @@ layout(local_size_x = WG) in;
 #ifndef IDOT
 #define IDOT 0
 #endif
-// PREFETCH: a lane loads its next weight group before the products of
-// this one (twice the weight registers).
-#ifndef PREFETCH
-#define PREFETCH 0
-#endif
 
 #if GLU
 #define NMAT 2u
@@ -287,24 +282,11 @@ void rows_of(uint t0, uint nt, uint n0, const uint seg) {
     uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, NS = seg_rows(seg);
     [[unroll]] for (uint i = 0u; i < NTOK * RS * NMAT; i++) acc[i] = 0.0;
     [[unroll]] for (uint t = 0u; t < NTOK; t++) ss[t] = 0.0;
-#if PREFETCH
-    // the next group's weights are loaded before this one's products
-    uint NG = uint(K) / GE;
-    W_PARAM(w);
-    if (lane < NG) load_rows(n0, lane, seg, w);
-    for (uint g = lane; g < NG; g += S) {
-        W_PARAM(wn);
-        if (g + S < NG) load_rows(n0, g + S, seg, wn);
-        use_rows(t0, nt, g, w);
-        w = wn;
-    }
-#else
     for (uint g = lane; g < uint(K) / GE; g += S) {
         W_PARAM(w);
         load_rows(n0, g, seg, w);
         use_rows(t0, nt, g, w);
     }
-#endif
     [[unroll]] for (uint t = 0u; t < NTOK; t++) {
         if (t >= nt) break; // uniform
 #if HAS_NORM && IDOT
