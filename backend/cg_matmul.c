@@ -393,6 +393,14 @@ static zstatus gemv_idot(const zcg_builder *b, const zir_node *n, const mm_match
     return ZOK;
 }
 
+/* A GEMV with int8 x: the integer-dot path (IDOT), the q8_1 rounding, and
+ * the SPIR-V rewrite of the zdot4 markers (zvk_glsl_opts.int_dot). */
+static void def_idot(zcg_builder *b) {
+    zcg_def_i(b, "IDOT", 1);
+    zcg_def_f(b, "Q8_INV127", ZIR_Q8_INV127);
+    b->k->int_dot = true;
+}
+
 /* matmul_rows: each segment starts a workgroup of its own (WG_SEG<s>, the
  * first workgroup of segment s), so that a workgroup's rows share one
  * weight and one destination. Returns the workgroups of all segments. */
@@ -437,11 +445,7 @@ static zstatus gen_gemv(const zir_node *n, const mm_match *m, zcg_builder *b, zd
             b->o->target->smem_bytes);
     zcg_def_i(b, "GMODE", mode);
     zcg_def_i(b, "X_SHARED", xsh);
-    if (idot) {
-        zcg_def_i(b, "IDOT", 1);
-        zcg_def_f(b, "Q8_INV127", ZIR_Q8_INV127);
-        b->k->int_dot = true;
-    }
+    if (idot) def_idot(b);
     /* the bits of a 16-byte unit's index that pick its bank group, XORed
      * with those that tell apart the lanes reading together (see the shader) */
     zcg_def_i(b, "SWZ_SHIFT", mode == 12 ? 4 : 5);
@@ -542,9 +546,7 @@ static zstatus gen_gemvn(const zir_node *n, const mm_match *m, zcg_builder *b, z
         int64_t T = b->o->max_tokens > rows ? b->o->max_tokens : rows; /* a step's rows */
         xq = zcg_bind(b, "B_XQ", NULL, false, (uint64_t)T * (uint64_t)gemvn_xq_row16(m->K) * 16u);
         zcg_def_i(b, "XQ_ROW16", gemvn_xq_row16(m->K));
-        zcg_def_i(b, "IDOT", 1);
-        zcg_def_f(b, "Q8_INV127", ZIR_Q8_INV127);
-        b->k->int_dot = true;
+        def_idot(b);
     }
     const int64_t v[] = {rows, nsg * sg, rs, nsg * rs, mode};
     const char *const names[] = {"NTOK", "WG", "RS", "ROWS_WG", "GMODE"};

@@ -34,6 +34,22 @@ static inline bool zpass_flag(const zir_node *n, uint32_t f) {
     return (zir_ops[n->op].flags & f) != 0;
 }
 
+/* Whether a top-level node is run by the GEMV templates (decode's GEMV, the
+ * multi-row GEMV): a plain matmul, or a matmul, gate+up or rows kernel. */
+static inline bool zpass_gemv_node(const zir_node *n) {
+    return n->op == ZOP_MATMUL ||
+           (n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU ||
+                                    n->kp.tmpl == ZKT_MATMUL_ROWS));
+}
+
+/* Whether a node's matmul (or a kernel's matmuls) has int8 x (attr.gemv_q8). */
+static inline bool zpass_gemv_q8(const zir_node *n) {
+    if (n->op == ZOP_MATMUL) return n->attr.gemv_q8;
+    for (int i = 0; n->op == ZOP_KERNEL && i < n->n_body; i++)
+        if (n->body[i]->op == ZOP_MATMUL && n->body[i]->attr.gemv_q8) return true;
+    return false;
+}
+
 /* Elements per token of a value (T -> 1, P -> the assumed context, C -> 1). */
 double zpass_elems_per_token(const zir_value *v, int64_t ctx);
 

@@ -51,9 +51,8 @@ static void record(const zpass_opts *o, const zir_node *n, const char *reason) {
  * multi-row GEMV's quantizing pass writes a batch step's rows to a scratch
  * buffer instead). */
 static bool idot_gemv(const zir_node *n, const ztarget *t) {
-    bool kernel = n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU ||
-                                          n->kp.tmpl == ZKT_MATMUL_ROWS);
-    if (n->op != ZOP_MATMUL && !kernel) return false;
+    if (!zpass_gemv_node(n)) return false;
+    bool kernel = n->op == ZOP_KERNEL;
     int k = 0;
     ztype ty = ZT_F32;
     for (int i = 0; i < (kernel ? n->n_body : 1); i++) {
@@ -112,9 +111,7 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
         int marked = 0, gemvs = 0;
         for (uint32_t i = 0; i < g->n_nodes; i++) {
             zir_node *n = g->nodes[i];
-            gemvs += n->op == ZOP_MATMUL || (n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL ||
-                                                                    n->kp.tmpl == ZKT_GATE_UP_SWIGLU ||
-                                                                    n->kp.tmpl == ZKT_MATMUL_ROWS));
+            gemvs += zpass_gemv_node(n);
             if (idot_gemv(n, o->target)) marked += mark_q8(n);
         }
         /* one line for the model, under the output group: the rows of the

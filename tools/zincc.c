@@ -7,6 +7,7 @@
 
 #include "../frontend/arch.h"
 #include "../passes/cost.h"
+#include "../passes/match.h"
 #include "../passes/pass.h"
 #include "../backend/target_vk.h"
 #include "../ir/fileio.h"
@@ -263,24 +264,15 @@ typedef struct batch_census {
     int matmuls, q8, rows, segs, norm_in, norm_alone, layers;
 } batch_census;
 
-static bool any_q8(const zir_node *n) {
-    if (n->op == ZOP_MATMUL) return n->attr.gemv_q8;
-    for (int i = 0; n->op == ZOP_KERNEL && i < n->n_body; i++)
-        if (n->body[i]->op == ZOP_MATMUL && n->body[i]->attr.gemv_q8) return true;
-    return false;
-}
-
 static batch_census count_batch(const zir_graph *g) {
     batch_census c = {.layers = (int)g->hp.n_layer};
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const zir_node *n = g->nodes[i];
         const zir_node *head = n->op == ZOP_KERNEL ? n->body[0] : n;
         bool norm = zir_ops[head->op].kind == ZK_NORM && (zir_ops[head->op].flags & ZF_W1);
-        bool mm = n->op == ZOP_MATMUL ||
-                  (n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU ||
-                                           n->kp.tmpl == ZKT_MATMUL_ROWS));
+        bool mm = zpass_gemv_node(n);
         c.matmuls += mm;
-        c.q8 += mm && any_q8(n);
+        c.q8 += mm && zpass_gemv_q8(n);
         bool rows = n->op == ZOP_KERNEL && n->kp.tmpl == ZKT_MATMUL_ROWS;
         c.rows += rows;
         for (int j = 0; rows && j < n->n_body; j++)

@@ -23,6 +23,7 @@
 #include "frontend/arch.h"
 #include "frontend/mkmodel.h"
 #include "ir/interp.h"
+#include "passes/match.h"
 #include "runtime/zrt.h"
 #include "testutil.h"
 
@@ -91,13 +92,6 @@ static zplan *compile(model *m, int64_t parallel, zpass_idot idot, zir_graph **b
     return p;
 }
 
-static bool has_q8(const zir_node *n) {
-    if (n->op == ZOP_MATMUL) return n->attr.gemv_q8;
-    for (int i = 0; n->op == ZOP_KERNEL && i < n->n_body; i++)
-        if (n->body[i]->op == ZOP_MATMUL && n->body[i]->attr.gemv_q8) return true;
-    return false;
-}
-
 /* The batch schedule's matmuls are multi-row GEMVs (zcost_batch_gemv: a
  * step of NSEQ rows), not GEMMs: what the bit-identity below covers. Each
  * dispatch's kernel is what its node of the batch graph decided: a rows
@@ -118,7 +112,7 @@ static void uses_gemvn(const zplan *p, const zir_graph *bg, bool want_q8) {
                 i + 1 < s->first + s->count &&
                 !strcmp(zplan_str(p, p->dispatches[i + 1].node), zplan_str(p, p->dispatches[i].node)) &&
                 strstr(zplan_str(p, p->kernels[p->dispatches[i + 1].kernel].name), "_idot");
-            cr_expect(has_q8(nd) && next, "batch dispatch %u: %s for node '%s', not before its int8-x GEMV",
+            cr_expect(zpass_gemv_q8(nd) && next, "batch dispatch %u: %s for node '%s', not before its int8-x GEMV",
                       i, k, v->name);
             continue;
         }
@@ -129,9 +123,9 @@ static void uses_gemvn(const zplan *p, const zir_graph *bg, bool want_q8) {
         cr_expect_eq(is_rows, !strncmp(k, "gemvn_rows_", 11), "batch dispatch %u: node '%s' runs %s", i,
                      v->name, k);
         rows += is_rows;
-        cr_expect_eq(has_q8(nd), strstr(k, "_idot") != NULL, "batch dispatch %u: node '%s' (%s x) runs %s", i,
-                     v->name, has_q8(nd) ? "int8" : "fp32", k);
-        q8 += has_q8(nd);
+        cr_expect_eq(zpass_gemv_q8(nd), strstr(k, "_idot") != NULL, "batch dispatch %u: node '%s' (%s x) runs %s", i,
+                     v->name, zpass_gemv_q8(nd) ? "int8" : "fp32", k);
+        q8 += zpass_gemv_q8(nd);
     }
     cr_assert_gt(n, 0, "the batch schedule runs no multi-row GEMV");
     cr_expect_gt(rows, 0, "the batch schedule runs no rows GEMV (fuse-qkv)");

@@ -28,6 +28,7 @@
 #include "frontend/mkmodel.h"
 #include "kernel_harness.h"
 #include "passes/match.h"
+#include "passes/match.h"
 #include "passes/pass.h"
 #include "testutil.h"
 
@@ -253,14 +254,6 @@ static bool mm_f16(const zir_node *n) {
     return false;
 }
 
-/* Matmuls with int8 x (attr.gemv_q8). */
-static bool gemv_q8(const zir_node *n) {
-    if (n->op == ZOP_MATMUL) return n->attr.gemv_q8;
-    for (int i = 0; i < n->n_body; i++)
-        if (n->body[i]->op == ZOP_MATMUL && n->body[i]->attr.gemv_q8) return true;
-    return false;
-}
-
 /* A projection that stores into an f16 KV cache (fuse-store): both sides
  * round the row to half, but the GPU's sum differs from the interpreter's
  * in its last fp32 bits, so a few elements round to the neighbouring half:
@@ -461,7 +454,7 @@ static void check_int8_x(const mspec *m) {
         ztarget t = device_target(k, TARGETS[ti]);
         zir_graph *g = compile_idot(f, ztarget_find(TARGETS[ti]), ZPH_DECODE, ZIDOT_ON);
         for (uint32_t i = 0; i < g->n_nodes; i++)
-            n_q8 += gemv_q8(g->nodes[i]);
+            n_q8 += zpass_gemv_q8(g->nodes[i]);
         char what[96];
         snprintf(what, sizeof what, "%s int8 x %s/decode", m->label, TARGETS[ti]);
         run_ctx r = {k, g, {&t, ZPH_DECODE, 1, false}, ztarget_find(TARGETS[ti]), what, TOL_F32, seen, w};
@@ -510,7 +503,7 @@ Test(kernels_matmul, int8_x_only_where_asked) {
         zir_graph *g = compile_idot(f, ztarget_find(cases[c].target), cases[c].ph, cases[c].idot);
         int n = 0;
         for (uint32_t i = 0; i < g->n_nodes; i++)
-            n += gemv_q8(g->nodes[i]);
+            n += zpass_gemv_q8(g->nodes[i]);
         cr_expect_eq(n > 0, cases[c].want, "case %zu (%s): %d GEMVs with int8 x", c, cases[c].target, n);
         /* a mark the target cannot honour is an internal error, not a wrong kernel */
         ztarget no = *ztarget_find(cases[c].target);
@@ -518,7 +511,7 @@ Test(kernels_matmul, int8_x_only_where_asked) {
         zcg_opts o = {&no, cases[c].ph, 1, false};
         zarena *a = zarena_new();
         for (uint32_t i = 0; n && i < g->n_nodes; i++) {
-            if (!gemv_q8(g->nodes[i])) continue;
+            if (!zpass_gemv_q8(g->nodes[i])) continue;
             zcg_kernel kn;
             zdiag d = {0};
             cr_expect_eq(zcg_node(g, g->nodes[i], &o, a, &kn, &d), ZE_INTERNAL);
@@ -625,7 +618,7 @@ static void check_gemvn_q8(const mspec *m, int rows) {
     cr_assert_eq(zpass_run_pipeline(g, NULL, NULL, &po, &d), ZOK, "%s", d.msg);
     int n_q8 = 0;
     for (uint32_t i = 0; i < g->n_nodes; i++)
-        n_q8 += gemv_q8(g->nodes[i]);
+        n_q8 += zpass_gemv_q8(g->nodes[i]);
     cr_assert_gt(n_q8, 0, "no matmul of the batch graph was given int8 x");
     char what[96];
     snprintf(what, sizeof what, "%s h200/batch int8 x, %d rows a workgroup", m->label, rows);
