@@ -603,11 +603,11 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, zcg_builder *b, zd
 enum { CM_SG = 32 };
 typedef struct cm_layout {
     int bm, bn, bk, sgm, sgn;
-    int pipe;   /* 0: one step prefetched in registers, 1: direct, 2: double-buffered shared tiles,
-                   3: 2 with sgp producer subgroups that stage while the others multiply,
-                   4: two steps prefetched in registers */
-    int sgp;    /* producer subgroups (pipe 3) */
-    int wch;    /* a staging thread's chunk of a weight row: 16 or 32 elements */
+    int pipe; /* 0: one step prefetched in registers, 1: direct, 2: double-buffered shared tiles,
+                 3: 2 with sgp producer subgroups that stage while the others multiply,
+                 4: two steps prefetched in registers */
+    int sgp;  /* producer subgroups (pipe 3) */
+    int wch;  /* a staging thread's chunk of a weight row: 16 or 32 elements */
     int ablate; /* ZINC_CM_ABLATE (matmul_cm.glsl): 0, or a measurement with wrong results */
     int mfirst; /* token tiles on the grid's first axis (ZINC_CM_MFIRST) */
 } cm_layout;
@@ -633,9 +633,9 @@ static uint32_t cm_smem(const cm_layout *c, bool glu) {
  * GEMMs and ZINC_CM_GLU_LAYOUT for gate+up, to measure others. */
 static bool cm_parse(const char *e, cm_layout *w) {
     int n = sscanf(e, "%d,%d,%d,%d,%d,%d,%d", &w->bm, &w->bn, &w->bk, &w->sgm, &w->sgn, &w->pipe, &w->wch);
-    if (n < 5 || w->bm <= 0 || w->bn <= 0 || w->bk <= 0 || w->sgm <= 0 || w->sgn <= 0 ||
-        w->bm % (16 * w->sgm) || w->bn % (16 * w->sgn) || w->bk % 32 || w->pipe < 0 || w->pipe == 3 ||
-        w->pipe > 4 || (w->wch != 16 && w->wch != 32))
+    if (n < 5 || w->bm <= 0 || w->bn <= 0 || w->bk <= 0 || w->sgm <= 0 || w->sgn <= 0 || w->bm % (16 * w->sgm) ||
+        w->bn % (16 * w->sgn) || w->bk % 32 || w->pipe < 0 || w->pipe == 3 || w->pipe > 4 ||
+        (w->wch != 16 && w->wch != 32))
         return false;
     return (w->sgm * w->sgn + w->sgp) * CM_SG <= 1024;
 }
@@ -678,10 +678,9 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout
                            zdiag *d) {
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    const int64_t v[] = {
-        c->bm,   c->bn,  c->bk,  c->sgm,    c->sgn,   CM_SG, (c->sgm * c->sgn + c->sgp) * CM_SG,
-        c->pipe, c->sgp, c->wch, c->ablate, c->mfirst};
-    const char *const names[] = {"BM", "BN",      "BK",  "SGM", "SGN",       "SG",
+    const int64_t v[] = {c->bm,   c->bn,  c->bk, c->sgm, c->sgn, CM_SG, (c->sgm * c->sgn + c->sgp) * CM_SG,
+                         c->pipe, c->sgp, c->wch, c->ablate, c->mfirst};
+    const char *const names[] = {"BM", "BN",  "BK",  "SGM", "SGN",       "SG",
                                  "WG", "CM_PIPE", "SGP", "WCH", "CM_ABLATE", "CM_MFIRST"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
@@ -689,10 +688,11 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout
     b->k->groups[!c->mfirst] = per_token(1, c->bm);
     b->k->groups[2] = konst(1, 1);
     static const char *const pipes[] = {"", "d", "b", "p", "f"};
-    mm_name(b, "gemm", m,
-            zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe],
-                          c->wch == 16 ? "h" : "", c->mfirst ? "m" : "",
-                          c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate) : ""));
+    mm_name(
+        b, "gemm", m,
+        zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe], c->wch == 16 ? "h" : "",
+                      c->mfirst ? "m" : "",
+                      c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate) : ""));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_cm", NULL};
     return zcg_build(b, files, n, d);
 }

@@ -19,20 +19,11 @@ void main() {
     float ss = 0.0;
     for (uint r = tid; r < uint(K) / 32u; r += WG) {
         float v[32];
+        float unused = 0.0;
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
             float v8[8];
-            load_x8(xo + 32u * r + 8u * c, v8);
-#if HAS_NORM
-            float nv[8];
-            DQ8(WQ_NW, NW_TYPE, 0u, 0u, 32u * r + 8u * c, nv);
-#endif
-            [[unroll]] for (uint e = 0u; e < 8u; e++) {
-#if HAS_NORM
-                ss += v8[e] * v8[e];
-                v8[e] *= nv[e];
-#endif
-                v[8u * c + e] = v8[e];
-            }
+            x8_normed(xo, 32u * r + 8u * c, v8, ss, unused); // matmul_io.glsl
+            [[unroll]] for (uint e = 0u; e < 8u; e++) v[8u * c + e] = v8[e];
         }
         uint w[8];
         int s[4]; // per 8 elements

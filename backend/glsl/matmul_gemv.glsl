@@ -65,23 +65,6 @@ float x_prescale(uint i, uint e) {
 #endif
 }
 
-// x[xo + k0 .. +7] times the norm weight (HAS_NORM; ss += x.x of the raw
-// values), and sum += the 8 results.
-void x8_normed(uint xo, uint k0, out float v[8], inout float ss, inout float sum) {
-    load_x8(xo + k0, v);
-#if HAS_NORM
-    float nv[8];
-    DQ8(WQ_NW, NW_TYPE, 0u, 0u, k0, nv);
-#endif
-    [[unroll]] for (uint e = 0u; e < 8u; e++) {
-#if HAS_NORM
-        ss += v[e] * v[e];
-        v[e] *= nv[e];
-#endif
-        sum += v[e];
-    }
-}
-
 #if IDOT
 // x as int8 in element order (GMODE 12: 16 per uvec4, a q4_K run; 14: 8
 // per uvec2, a q6_K run), the sum of each run's q (12: times d, as a float;

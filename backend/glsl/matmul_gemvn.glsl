@@ -236,23 +236,15 @@ void norm_group(uint g, out float nw[GE]) {
 float acc[NTOK * RS * NMAT];
 float ss[NTOK];
 
-#if IDOT
-#define W_PARAM(name) WQ8 name[RS * NMAT]
-#else
-#define W_PARAM(name) float name[RS * NMAT][GE]
-#endif
-
-// Group g of weight rows n0 .. n0+RS-1 (of segment seg), each matrix's.
-void load_rows(uint n0, uint g, const uint seg, out W_PARAM(w)) {
+// Group g of weight rows n0 .. n0+RS-1 (of segment seg), each matrix's,
+// and its products with tokens t0 .. t0+nt-1, added to the sums.
+void group(uint t0, uint nt, uint n0, uint g, const uint seg) {
+    W_DECL(w, RS * NMAT);
     uint NS = seg_rows(seg);
     [[unroll]] for (uint r = 0u; r < RS; r++) {
         uint row = min(n0 + r, NS - 1u); // a tail row repeats the last one; not written
         [[unroll]] for (uint m = 0u; m < NMAT; m++) { W_OF(seg, m, row, g, w[r * NMAT + m]) }
     }
-}
-
-// Their products with group g of tokens t0 .. t0+nt-1, added to the sums.
-void use_rows(uint t0, uint nt, uint g, W_PARAM(w)) {
 #if IDOT
     [[unroll]] for (uint t = 0u; t < NTOK; t++) {
         if (t >= nt) break; // uniform
@@ -282,11 +274,7 @@ void rows_of(uint t0, uint nt, uint n0, const uint seg) {
     uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, NS = seg_rows(seg);
     [[unroll]] for (uint i = 0u; i < NTOK * RS * NMAT; i++) acc[i] = 0.0;
     [[unroll]] for (uint t = 0u; t < NTOK; t++) ss[t] = 0.0;
-    for (uint g = lane; g < uint(K) / GE; g += S) {
-        W_PARAM(w);
-        load_rows(n0, g, seg, w);
-        use_rows(t0, nt, g, w);
-    }
+    for (uint g = lane; g < uint(K) / GE; g += S) group(t0, nt, n0, g, seg);
     [[unroll]] for (uint t = 0u; t < NTOK; t++) {
         if (t >= nt) break; // uniform
 #if HAS_NORM && IDOT

@@ -36,6 +36,23 @@ void load_x8(uint off, out float xv[8]) {
     vec4 a = vec4(xin4[off >> 2u]), b = vec4(xin4[(off >> 2u) + 1u]);
     xv = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
 }
+// x[xo + k0 .. +7] times the norm weight (HAS_NORM; ss += x.x of the raw
+// values), and sum += the 8 results. Needs dequant.glsl (the norm weight).
+void x8_normed(uint xo, uint k0, out float v[8], inout float ss, inout float sum) {
+    load_x8(xo + k0, v);
+#if HAS_NORM
+    float nv[8];
+    DQ8(WQ_NW, NW_TYPE, 0u, 0u, k0, nv);
+#endif
+    [[unroll]] for (uint e = 0u; e < 8u; e++) {
+#if HAS_NORM
+        ss += v[e] * v[e];
+        v[e] *= nv[e];
+#endif
+        sum += v[e];
+    }
+}
+
 #ifdef Y_KV
 // The output is the KV cache (a fused kv_store): rows pos .. pos+T-1 (a
 // batch: each row's own).

@@ -494,9 +494,9 @@ Test(kernels_matmul, int8_x_only_where_asked) {
     } cases[] = {
         /* the target's choice: measured faster on the H200, not on llvmpipe
          * (functional, not accelerated); forced; none without the products */
-        {"llvmpipe", ZPH_DECODE, ZIDOT_ON, true},      {"h200", ZPH_DECODE, ZIDOT_TARGET, true},
-        {"llvmpipe", ZPH_DECODE, ZIDOT_TARGET, false}, {"h200", ZPH_DECODE, ZIDOT_OFF, false},
-        {"generic", ZPH_DECODE, ZIDOT_ON, false},      {"llvmpipe", ZPH_PREFILL, ZIDOT_ON, false},
+        {"llvmpipe", ZPH_DECODE, ZIDOT_ON, true},       {"h200", ZPH_DECODE, ZIDOT_TARGET, true},
+        {"llvmpipe", ZPH_DECODE, ZIDOT_TARGET, false},  {"h200", ZPH_DECODE, ZIDOT_OFF, false},
+        {"generic", ZPH_DECODE, ZIDOT_ON, false},       {"llvmpipe", ZPH_PREFILL, ZIDOT_ON, false},
         {"h200", ZPH_PREFILL, ZIDOT_TARGET, false},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
