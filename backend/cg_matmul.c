@@ -610,6 +610,7 @@ typedef struct cm_layout {
     int wch;  /* a staging thread's chunk of a weight row: 16 or 32 elements */
     int ablate; /* ZINC_CM_ABLATE (matmul_cm.glsl): 0, or a measurement with wrong results */
     int mfirst; /* token tiles on the grid's first axis (ZINC_CM_MFIRST) */
+    int h16;    /* ZINC_CM_H16, a measurement: 1 Q4_K staged in packed fp16 arithmetic, 2 Q6_K too; 0 fp32 */
 } cm_layout;
 
 /* The x and weight tiles (padded rows of fp16) and the norm scales; the
@@ -657,8 +658,9 @@ static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits
     c.sgp = c.pipe == 3 ? (int)zcg_knob("ZINC_CM_SGP", 1, 16, 4) : 0;
     c.ablate = c.pipe == 0 ? (int)zcg_knob("ZINC_CM_ABLATE", 0, 3, 0) : 0;
     c.mfirst = (int)zcg_knob("ZINC_CM_MFIRST", 0, 1, 0);
+    c.h16 = (int)zcg_knob("ZINC_CM_H16", 0, 2, 0);
     const char *e = logits ? NULL : getenv(m->glu ? "ZINC_CM_GLU_LAYOUT" : "ZINC_CM_LAYOUT");
-    cm_layout w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch, .ablate = c.ablate, .mfirst = c.mfirst};
+    cm_layout w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch, .ablate = c.ablate, .mfirst = c.mfirst, .h16 = c.h16};
     bool knob = e && cm_parse(e, &w);
     if (knob) c = w;
     if (!knob && m->glu) c.bk = 32;
@@ -679,20 +681,24 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
     const int64_t v[] = {c->bm,   c->bn,  c->bk, c->sgm, c->sgn, CM_SG, (c->sgm * c->sgn + c->sgp) * CM_SG,
-                         c->pipe, c->sgp, c->wch, c->ablate, c->mfirst};
+                         c->pipe, c->sgp, c->wch, c->ablate, c->mfirst, c->h16};
     const char *const names[] = {"BM", "BN",  "BK",  "SGM", "SGN",       "SG",
-                                 "WG", "CM_PIPE", "SGP", "WCH", "CM_ABLATE", "CM_MFIRST"};
+                                 "WG", "CM_PIPE", "SGP", "WCH", "CM_ABLATE", "CM_MFIRST", "CM_H16"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
+    int bar = (int)zcg_knob("ZINC_CM_BAR", 0, 2, 0); /* matmul_cm.glsl's CM_BAR, a measurement */
+    zcg_def_i(b, "CM_BAR", bar);
     b->k->groups[c->mfirst] = konst(m->N, m->glu ? c->bn / 2 : c->bn);
     b->k->groups[!c->mfirst] = per_token(1, c->bm);
     b->k->groups[2] = konst(1, 1);
     static const char *const pipes[] = {"", "d", "b", "p", "f"};
     mm_name(
         b, "gemm", m,
-        zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe], c->wch == 16 ? "h" : "",
-                      c->mfirst ? "m" : "",
-                      c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate) : ""));
+        zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe], c->wch == 16 ? "h" : "",
+                      c->mfirst ? "m" : "", c->h16 ? zarena_printf(b->a, "f%d", c->h16) : "",
+                      c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate)
+                      : bar       ? zarena_printf(b->a, "_bar%d", bar)
+                                  : ""));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_cm", NULL};
     return zcg_build(b, files, n, d);
 }
