@@ -416,6 +416,9 @@ const gguf_file *zrt_gguf(const zrt *r) {
 const zvk_profile *zrt_device(const zrt *r) {
     return &r->dev.prof;
 }
+zstatus zrt_calibrate(zrt *r, uint32_t wide_groups, zvk_calib *out, zdiag *d) {
+    return zvk_calibrate(&r->dev, wide_groups, out, d);
+}
 int64_t zrt_pos(const zrt *r) {
     return r->cur->pos;
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "../backend/plan.h"
+#include "../backend/calib.h"
 #include "../backend/vk.h"
 #include "../frontend/gguf.h"
 #include "sampler.h"
@@ -35,6 +36,8 @@ const zplan *zrt_plan(const zrt *r);
 const zvk_pipeline_stats *zrt_kernel_stats(const zrt *r, uint32_t kernel);
 const gguf_file *zrt_gguf(const zrt *r); /* the weights' file, for its tokenizer metadata */
 const zvk_profile *zrt_device(const zrt *r);
+/* The device's per-dispatch costs, timed now (backend/calib.h). */
+zstatus zrt_calibrate(zrt *r, uint32_t wide_groups, zvk_calib *out, zdiag *d);
 int64_t zrt_pos(const zrt *r);
 /* Forgets the KV cache and the recurrent states: the next token is at
  * position 0, where the state kernels read their states as zeros. */

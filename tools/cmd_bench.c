@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../backend/target_vk.h"
 #include "../runtime/zrt.h"
 #include "bench.h"
 #include "cli.h"
@@ -179,6 +180,26 @@ static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns,
     free(k);
 }
 
+/* The device's fixed costs beside what the plan's cost model assumed for
+ * them (passes/target.c: dispatch_us prices a dispatch and its barrier). */
+static zstatus print_calibration(zrt *r, FILE *to, zdiag *d) {
+    const zplan *p = zrt_plan(r);
+    ztarget dt;
+    char name[300];
+    zvk_target_from_profile(zrt_device(r), &dt, name, sizeof name);
+    const ztarget *t = ztarget_find(zplan_str(p, p->target)); /* a named profile, else the device's */
+    t = t ? t : &dt;
+    zvk_calib c;
+    zstatus s = zrt_calibrate(r, t->n_cu > 0 ? (uint32_t)t->n_cu * 8u : 0u, &c, d);
+    if (s) return s;
+    fprintf(to, "\ndispatch costs (median of %d runs of %d): %.2f us back to back, %.2f us behind a barrier, "
+                "%.2f us behind a barrier across the device (%u workgroups)",
+            c.reps, c.n, c.dispatch_us, c.barrier_us, c.wide_us, c.wide_groups);
+    fprintf(to, "; the cost model (%s) assumes %.2f us a dispatch and its barrier", t->name, t->dispatch_us);
+    fputc('\n', to);
+    return ZOK;
+}
+
 /* A batch step of each --parallel N: the zrt's own sequence after depth
  * tokens, the others wherever the tests left them (the step does not move them). */
 static zstatus profile_batches(zrt *r, const bench_opts *o, zrt_seq *const *seqs, const int32_t *tok,
@@ -290,6 +311,7 @@ static zstatus bench(zrt *r, const bench_opts *o, zdiag *d) {
     bench_model_info(r, &bm);
     if (!s) s = bench_print(o->format, &bm, res, n, stdout, d);
     FILE *to = strcmp(o->format, "md") ? stderr : stdout; /* stdout stays one JSON or CSV document */
+    if (!s && o->profile) s = print_calibration(r, to, d);
     for (int k = 0; k < o->nd && !s && o->profile; k++)
         s = profile(r, o, seqs, tok, o->dep[k], to, d);
     for (int i = 1; i < ZPLAN_MAX_SEQS; i++)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/calib.h"
 #include "backend/shaderc.h"
 #include "backend/vk.h"
 #include "testutil.h"
@@ -488,6 +489,30 @@ Test(vk, timestamps_are_monotonic) {
     zvk_cmd_release(&e.dev, &c);
     zvk_timer_destroy(&e.dev, &t);
     rig_close(&e, &g);
+    env_close(&e);
+}
+
+/* zinc bench --profile's dispatch costs: three positive medians, the
+ * device-wide kind no cheaper than one workgroup behind the same barrier
+ * (it does that work and more), and no validation error on the way. */
+Test(vk, calibration_times_three_kinds_of_dispatch) {
+    env e;
+    env_open(&e);
+    zdiag d = {0};
+    zvk_calib c;
+    if (!e.dev.prof.timestamps) {
+        cr_assert_eq(zvk_calibrate(&e.dev, 64, &c, &d), ZE_UNSUPPORTED);
+        env_close(&e);
+        cr_skip_test("the device has no timestamps");
+    }
+    cr_assert_eq(zvk_calibrate(&e.dev, 64, &c, &d), ZOK, "%s", d.msg);
+    cr_log_info("dispatch %.2f us, behind a barrier %.2f us, 64 workgroups %.2f us", c.dispatch_us, c.barrier_us,
+                c.wide_us);
+    cr_assert(c.dispatch_us > 0 && c.barrier_us > 0 && c.wide_us > 0, "%g %g %g", c.dispatch_us, c.barrier_us,
+              c.wide_us);
+    cr_assert(c.wide_us > 0.9 * c.barrier_us, "64 workgroups %.2f us, one %.2f us", c.wide_us, c.barrier_us);
+    cr_assert_eq(c.wide_groups, 64u);
+    cr_assert(c.n > 0 && c.reps > 0);
     env_close(&e);
 }
 

@@ -1,0 +1,108 @@
+/* The device's fixed costs, measured: what a dispatch costs back to back,
+ * what one costs behind a barrier (the case of a decode step, where nearly
+ * every kernel waits for the one before), and what a kernel that spans the
+ * device costs behind a barrier. The cost model prices dispatches with a
+ * per-target constant (passes/target.c); this is how that constant is
+ * checked against the hardware (zinc bench --profile prints both). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib.h"
+#include "shaderc.h"
+
+/* One store per workgroup: the kernel does as little as a kernel can
+ * while still writing memory (a dispatch with no effect might be elided). */
+static const char CALIB_GLSL[] = "#version 450\n"
+                                 "layout(local_size_x = 256) in;\n"
+                                 "layout(std430, binding = 0) buffer B { uint b[]; };\n"
+                                 "void main() {\n"
+                                 "    if (gl_LocalInvocationIndex == 0u) b[gl_WorkGroupID.x & 1023u] = gl_WorkGroupID.x;\n"
+                                 "}\n";
+
+enum {
+    CALIB_WARM = 400, /* dispatches first, so that the clocks rise (backend/tune.c says why) */
+    CALIB_N = 256,    /* dispatches per timed run */
+    CALIB_REPS = 5    /* runs of each kind; the median is kept */
+};
+
+static int by_value(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Kind 0: one workgroup, no barrier; 1: one workgroup after a barrier;
+ * 2: `wide` workgroups after a barrier. */
+static zstatus record(zvk_device *dev, const zvk_pipeline *p, VkDescriptorSet set, uint32_t wide, zvk_cmd *c,
+                      zvk_timer *tm, zdiag *d) {
+    zstatus s = zvk_cmd_begin(dev, c, d);
+    if (s) return s;
+    zvk_timer_reset(c, tm);
+    for (int w = 0; w < CALIB_WARM; w++)
+        zvk_cmd_dispatch(c, p, set, NULL, wide, 1, 1);
+    for (int r = 0; !s && r < CALIB_REPS; r++)
+        for (int kind = 0; !s && kind < 3; kind++) {
+            zvk_cmd_barrier(c);
+            s = zvk_timer_mark(c, tm, d);
+            for (int i = 0; i < CALIB_N; i++) {
+                if (kind) zvk_cmd_barrier(c);
+                zvk_cmd_dispatch(c, p, set, NULL, kind == 2 ? wide : 1, 1, 1);
+            }
+            if (!s) s = zvk_timer_mark(c, tm, d);
+        }
+    if (!s) s = zvk_cmd_end(dev, c, d);
+    return s;
+}
+
+static void medians(const double *ns, zvk_calib *out) {
+    double *v[3] = {&out->dispatch_us, &out->barrier_us, &out->wide_us};
+    for (int kind = 0; kind < 3; kind++) {
+        double t[CALIB_REPS];
+        for (int r = 0; r < CALIB_REPS; r++) {
+            int m = 2 * (3 * r + kind);
+            t[r] = (ns[m + 1] - ns[m]) / CALIB_N / 1e3;
+        }
+        qsort(t, CALIB_REPS, sizeof *t, by_value);
+        *v[kind] = t[CALIB_REPS / 2];
+    }
+}
+
+zstatus zvk_calibrate(zvk_device *dev, uint32_t wide_groups, zvk_calib *out, zdiag *d) {
+    memset(out, 0, sizeof *out);
+    if (!dev->prof.timestamps)
+        return zdiag_set(d, ZE_UNSUPPORTED, "calibration: %s has no timestamps on its compute queue",
+                         dev->prof.name);
+    zarena *a = zarena_new();
+    zvk_glsl_opts go = {.name = "calib.comp", .optimize = true};
+    zvk_spirv spv = {0};
+    zvk_pipeline p = {0};
+    zvk_buffer buf = {0};
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    VkDescriptorSet set;
+    zvk_timer tm = {0};
+    zvk_cmd c = {0};
+    double ns[2 * 3 * CALIB_REPS];
+    uint32_t wide = wide_groups ? wide_groups : 1024;
+    zstatus s = a ? zvk_glsl_compile(a, CALIB_GLSL, sizeof CALIB_GLSL - 1, &go, &spv, d) : ZE_NOMEM;
+    zvk_pipeline_desc pd = {.name = "calib", .spirv = spv.words, .n_words = spv.n_words, .n_buffers = 1};
+    if (!s) s = zvk_pipeline_create(dev, &pd, &p, d);
+    if (!s) s = zvk_buffer_create(dev, 4096, ZVK_MEM_DEVICE, "calibration", &buf, d);
+    zvk_binding b = {&buf, 0, 0};
+    if (!s) s = zvk_desc_pool_create(dev, 1, 1, &pool, d);
+    if (!s) s = zvk_desc_set(dev, pool, &p, &b, 1, &set, d);
+    if (!s) s = zvk_timer_create(dev, 2 * 3 * CALIB_REPS, &tm, d);
+    if (!s) s = record(dev, &p, set, wide, &c, &tm, d);
+    if (!s) s = zvk_cmd_submit_wait(dev, &c, d);
+    if (!s) s = zvk_timer_read(dev, &tm, ns, d);
+    if (!s) medians(ns, out);
+    out->wide_groups = wide;
+    out->n = CALIB_N;
+    out->reps = CALIB_REPS;
+    zvk_cmd_release(dev, &c);
+    zvk_timer_destroy(dev, &tm);
+    zvk_desc_pool_destroy(dev, &pool);
+    zvk_buffer_destroy(dev, &buf);
+    zvk_pipeline_destroy(dev, &p);
+    zarena_free(a);
+    if (s) zdiag_prefix(d, "calibrating %s", dev->prof.name);
+    return s;
+}
