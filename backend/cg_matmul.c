@@ -604,13 +604,11 @@ enum { CM_SG = 32 };
 typedef struct cm_layout {
     int bm, bn, bk, sgm, sgn;
     int pipe; /* 0: one step prefetched in registers, 1: direct, 2: double-buffered shared tiles,
-                 3: 2 with sgp producer subgroups that stage while the others multiply,
-                 4: two steps prefetched in registers */
+                 3: 2 with sgp producer subgroups that stage while the others multiply */
     int sgp;  /* producer subgroups (pipe 3) */
     int wch;  /* a staging thread's chunk of a weight row: 16 or 32 elements */
     int ablate; /* ZINC_CM_ABLATE (matmul_cm.glsl): 0, or a measurement with wrong results */
     int mfirst; /* token tiles on the grid's first axis (ZINC_CM_MFIRST) */
-    int h16;    /* ZINC_CM_H16, a measurement: 1 Q4_K staged in packed fp16 arithmetic, 2 Q6_K too; 0 fp32 */
 } cm_layout;
 
 /* The x and weight tiles (padded rows of fp16) and the norm scales; the
@@ -635,7 +633,7 @@ static uint32_t cm_smem(const cm_layout *c, bool glu) {
 static bool cm_parse(const char *e, cm_layout *w) {
     int n = sscanf(e, "%d,%d,%d,%d,%d,%d,%d", &w->bm, &w->bn, &w->bk, &w->sgm, &w->sgn, &w->pipe, &w->wch);
     if (n < 5 || w->bm <= 0 || w->bn <= 0 || w->bk <= 0 || w->sgm <= 0 || w->sgn <= 0 || w->bm % (16 * w->sgm) ||
-        w->bn % (16 * w->sgn) || w->bk % 32 || w->pipe < 0 || w->pipe == 3 || w->pipe > 4 ||
+        w->bn % (16 * w->sgn) || w->bk % 32 || w->pipe < 0 || w->pipe == 3 || w->pipe > 3 ||
         (w->wch != 16 && w->wch != 32))
         return false;
     return (w->sgm * w->sgn + w->sgp) * CM_SG <= 1024;
@@ -653,14 +651,13 @@ static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits
      * twice the threads share a step's decoding, with shorter chains and
      * fewer live registers; 5 % faster a prefill step than whole sub-blocks
      * on the H200 (run 19). ZINC_CM_WCH=32 measures those. */
-    c.pipe = (int)zcg_knob("ZINC_CM_PIPE", 0, 4, 0);
+    c.pipe = (int)zcg_knob("ZINC_CM_PIPE", 0, 3, 0);
     c.wch = zcg_knob("ZINC_CM_WCH", 16, 32, 16) == 32 ? 32 : 16;
     c.sgp = c.pipe == 3 ? (int)zcg_knob("ZINC_CM_SGP", 1, 16, 4) : 0;
     c.ablate = c.pipe == 0 ? (int)zcg_knob("ZINC_CM_ABLATE", 0, 3, 0) : 0;
     c.mfirst = (int)zcg_knob("ZINC_CM_MFIRST", 0, 1, 0);
-    c.h16 = (int)zcg_knob("ZINC_CM_H16", 0, 2, 0);
     const char *e = logits ? NULL : getenv(m->glu ? "ZINC_CM_GLU_LAYOUT" : "ZINC_CM_LAYOUT");
-    cm_layout w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch, .ablate = c.ablate, .mfirst = c.mfirst, .h16 = c.h16};
+    cm_layout w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch, .ablate = c.ablate, .mfirst = c.mfirst};
     bool knob = e && cm_parse(e, &w);
     if (knob) c = w;
     if (!knob && m->glu) c.bk = 32;
@@ -681,24 +678,20 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
     const int64_t v[] = {c->bm,   c->bn,  c->bk, c->sgm, c->sgn, CM_SG, (c->sgm * c->sgn + c->sgp) * CM_SG,
-                         c->pipe, c->sgp, c->wch, c->ablate, c->mfirst, c->h16};
+                         c->pipe, c->sgp, c->wch, c->ablate, c->mfirst};
     const char *const names[] = {"BM", "BN",  "BK",  "SGM", "SGN",       "SG",
-                                 "WG", "CM_PIPE", "SGP", "WCH", "CM_ABLATE", "CM_MFIRST", "CM_H16"};
+                                 "WG", "CM_PIPE", "SGP", "WCH", "CM_ABLATE", "CM_MFIRST"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
-    int bar = (int)zcg_knob("ZINC_CM_BAR", 0, 2, 0); /* matmul_cm.glsl's CM_BAR, a measurement */
-    zcg_def_i(b, "CM_BAR", bar);
     b->k->groups[c->mfirst] = konst(m->N, m->glu ? c->bn / 2 : c->bn);
     b->k->groups[!c->mfirst] = per_token(1, c->bm);
     b->k->groups[2] = konst(1, 1);
-    static const char *const pipes[] = {"", "d", "b", "p", "f"};
+    static const char *const pipes[] = {"", "d", "b", "p"};
     mm_name(
         b, "gemm", m,
-        zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe], c->wch == 16 ? "h" : "",
-                      c->mfirst ? "m" : "", c->h16 ? zarena_printf(b->a, "f%d", c->h16) : "",
-                      c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate)
-                      : bar       ? zarena_printf(b->a, "_bar%d", bar)
-                                  : ""));
+        zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe], c->wch == 16 ? "h" : "",
+                      c->mfirst ? "m" : "",
+                      c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate) : ""));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_cm", NULL};
     return zcg_build(b, files, n, d);
 }

@@ -36,8 +36,8 @@
 // slower on the H200 (run 19: the staging, done by fewer subgroups, bounds
 // the step); kept for measurement (ZINC_CM_PIPE=3, ZINC_CM_SGP).
 //
-// 4 is 0 with two steps' loads in flight (two register sets), for
-// ZINC_CM_PIPE=4 to measure whether the step waits on their latency.
+// (A 4, two steps' loads in flight in two register sets, measured nothing
+// in run 30 and 1.5 % slower in run 39, and was taken out.)
 //
 // WCH is a staging thread's chunk of a weight row: 16 elements (half a
 // Q4_K sub-block, two 16-byte loads; the default, 5 % faster a prefill
@@ -131,13 +131,8 @@ shared float sc_s[BM];
 #define QV (WCH / 16)                          /* 16-byte quant vectors of a raw Q4_K chunk */
 #define NWV (QV + 2 > WCH / 8 ? QV + 2 : WCH / 8) /* a chunk's registers: raw, or decoded halves */
 
-#if CM_PIPE == 4
-#define NSET 2 /* two steps in flight in registers */
-#else
-#define NSET 1
-#endif
-vec4 xr[NSET][XPT][2];
-uvec4 wr[NSET][WPT][NWV];
+vec4 xr[XPT][2];
+uvec4 wr[WPT][NWV];
 
 // A chunk of a Q4_K sub-block as it is stored: the block's header (d, dmin,
 // the 12 scale bytes) and the WCH / 2 quant bytes that hold it; r[QV + 1].x
@@ -170,54 +165,9 @@ uvec4 pack8(float v[8]) {
 #define W1_RAW (W1_TYPE == 12)
 #endif
 
-// CM_H16: 1 stages Q4_K in packed fp16 arithmetic (below, stage_q4_K),
-// 2 also decodes Q6_K so on fetch; a kernel does so only when every weight
-// it reads is of such a type (x is staged in the weights' order).
-#ifndef CM_H16
-#define CM_H16 0
-#endif
-#define H16_TYPE(t) ((t) == 12 || (CM_H16 >= 2 && (t) == 14))
-#if GLU
-#define H16 (CM_H16 >= 1 && H16_TYPE(W0_TYPE) && H16_TYPE(W1_TYPE))
-#else
-#define H16 (CM_H16 >= 1 && H16_TYPE(W0_TYPE))
-#endif
-
-#if H16
-// Q6_K (dequant.glsl's dq8_q6_K) decoded in packed fp16: q - 32 exactly (the
-// 6-bit q ORed into the mantissa of 1024.0hf, then 1056 taken off), times
-// d * scale rounded to fp16 once a sub-block of 16; pairs in the order 0, 2,
-// 1, 3 of every 4 elements, as stage_q4_K's.
-uvec4 dq8h_q6_K(const uint which, uint row_off, uint k0) {
-    uint off = row_off + (k0 >> 8u) * 210u;
-    uint in_b = k0 & 255u, h = in_b >> 7u, k = (in_b >> 5u) & 3u, l = in_b & 31u;
-    float d = wf16(which, off + 208u);
-    uint so = off + 192u + 8u * h + (l >> 4u) + 2u * k; /* one byte: a 4-byte read could pass the end */
-    int sc8 = bitfieldExtract(int(wword(which, so >> 2u) >> ((so & 3u) * 8u)), 0, 8);
-    f16vec2 ds = f16vec2(float16_t(d * float(sc8)));
-    const f16vec2 k1056 = f16vec2(float16_t(1056.0));
-    uint lo = off + 64u * h + l + 32u * (k & 1u), hb = off + 128u + 32u * h + l;
-    uvec2 ql = uvec2(wu32(which, lo), wu32(which, lo + 4u)), qh = uvec2(wu32(which, hb), wu32(which, hb + 4u));
-    uint sl = (k >> 1u) * 4u, shh = 2u * k;
-    uvec4 r;
-    [[unroll]] for (uint i = 0u; i < 2u; i++) {
-        uint q = ((ql[i] >> sl) & 0x0f0f0f0fu) | (((qh[i] >> shh) & 0x03030303u) << 4u);
-        f16vec2 a = unpackFloat2x16((q & 0x00ff00ffu) | 0x64006400u) - k1056;
-        f16vec2 b = unpackFloat2x16(((q >> 8u) & 0x00ff00ffu) | 0x64006400u) - k1056;
-        r[2u * i] = packFloat2x16(a * ds);
-        r[2u * i + 1u] = packFloat2x16(b * ds);
-    }
-    return r;
-}
-#define FETCH_H16(which, ty, rowb)                                                                           \
-    [[unroll]] for (uint c = 0u; c < uint(WCH / 8); c++) r[c] = dq8h_q6_K(which, row * uint(rowb), k0 + 8u * c);
-#endif
-
 void fetch_w0(uint row, uint k0, out uvec4 r[NWV]) {
 #if W0_RAW
     fetch_q4_K(WQ_W0, uint(W0_ROWB), row, k0, r);
-#elif H16
-    FETCH_H16(WQ_W0, W0_TYPE, W0_ROWB)
 #elif W0_TYPE == 1
     FETCH_F16(WQ_W0, W0_ROWB)
 #else
@@ -228,8 +178,6 @@ void fetch_w0(uint row, uint k0, out uvec4 r[NWV]) {
 void fetch_w1(uint row, uint k0, out uvec4 r[NWV]) {
 #if W1_RAW
     fetch_q4_K(WQ_W1, uint(W1_ROWB), row, k0, r);
-#elif H16
-    FETCH_H16(WQ_W1, W1_TYPE, W1_ROWB)
 #elif W1_TYPE == 1
     FETCH_F16(WQ_W1, W1_ROWB)
 #else
@@ -238,7 +186,7 @@ void fetch_w1(uint row, uint k0, out uvec4 r[NWV]) {
 }
 #endif
 
-void fetch(uint m0, uint n0, uint k0, uint T, const uint set) {
+void fetch(uint m0, uint n0, uint k0, uint T) {
     uint tid = STAGER_ID;
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
         uint i = tid + r * uint(PT);
@@ -248,64 +196,25 @@ void fetch(uint m0, uint n0, uint k0, uint T, const uint set) {
             // raw: nothing here waits for the load (the norm is applied as
             // the step is staged), so the products run while it flies
             if (i < uint(XV) && t < T) v = vec4(xin4[(t * uint(K) + kk + 4u * h) >> 2u]);
-            xr[set][r][h] = v;
+            xr[r][h] = v;
         }
     }
     [[unroll]] for (uint r = 0u; r < uint(WPT); r++) {
         uint i = tid + r * uint(PT);
         uint n = i / uint(BK / WCH), kk = k0 + (i % uint(BK / WCH)) * uint(WCH), row = n0 + n % uint(ON);
-        [[unroll]] for (uint c = 0u; c < uint(NWV); c++) wr[set][r][c] = uvec4(0u);
+        [[unroll]] for (uint c = 0u; c < uint(NWV); c++) wr[r][c] = uvec4(0u);
         if (i < uint(WV) && row < uint(N)) {
 #if GLU
-            if (n >= uint(ON)) fetch_w1(row, kk, wr[set][r]);
-            else fetch_w0(row, kk, wr[set][r]);
+            if (n >= uint(ON)) fetch_w1(row, kk, wr[r]);
+            else fetch_w0(row, kk, wr[r]);
 #else
-            fetch_w0(row, kk, wr[set][r]);
+            fetch_w0(row, kk, wr[r]);
 #endif
         }
     }
 }
 
-// With H16 (CM_H16, a measurement: see above) the staging decodes Q4_K in
-// packed fp16 arithmetic, two elements an instruction, without
-// conversions: a nibble ORed into the mantissa of 1024.0hf is 1024 + q exactly, 1024 is taken off (exact), then q * d1 - m1
-// is one fp16 fma with d1 = d * scale and m1 = dmin * min rounded to fp16
-// once per sub-block. That rounding is the only difference from the
-// interpreter (which rounds the fp32 value d1 * q - m1 to fp16): the
-// sub-block's scale off by at most 2^-12 of itself. On the H200 (run 38)
-// the kernel tests' q4_k_m models failed with it, cause not yet found,
-// so it is off by default. The nibbles of bytes 0 and 2 (1 and 3) of a word land in
-// one packed pair, so within every 4 elements of K the staged order is
-// 0, 2, 1, 3, and x is staged in the same order (a dot product does not
-// mind the order of its terms, as long as both sides share it).
-#if H16
-uvec2 pack4(vec4 v) { return uvec2(packHalf2x16(v.xz), packHalf2x16(v.yw)); }
-#else
 uvec2 pack4(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
-#endif
-
-#if H16
-void stage_q4_K(uvec4 r[NWV], uint o) {
-    uint j = r[QV + 1].x, sh = (j & 1u) * 4u;
-    vec2 dm = unpackHalf2x16(r[0].x);
-    float sc, m;
-    k4_scale_min(r[0].y, r[0].z, r[0].w, j, sc, m);
-    f16vec2 d1 = f16vec2(float16_t(dm.x * sc)), m1 = f16vec2(-float16_t(dm.y * m));
-    const f16vec2 k1024 = f16vec2(float16_t(1024.0));
-    [[unroll]] for (uint w = 0u; w < uint(WCH / 8); w++) {
-        uvec2 qq = (w & 1u) == 0u ? r[1u + w / 2u].xy : r[1u + w / 2u].zw;
-        uvec4 o4;
-        [[unroll]] for (uint h = 0u; h < 2u; h++) {
-            uint t = qq[h] >> sh;
-            f16vec2 a = unpackFloat2x16((t & 0x000f000fu) | 0x64006400u) - k1024;
-            f16vec2 b = unpackFloat2x16(((t >> 8u) & 0x000f000fu) | 0x64006400u) - k1024;
-            o4[2u * h] = packFloat2x16(fma(a, d1, m1));
-            o4[2u * h + 1u] = packFloat2x16(fma(b, d1, m1));
-        }
-        ws8[o + w] = o4;
-    }
-}
-#else
 
 // Decodes a fetched Q4_K chunk into WCH / 8 vectors of eight halves, with
 // dequant.glsl's arithmetic (d * scale * q - dmin * min).
@@ -329,16 +238,15 @@ void stage_q4_K(uvec4 r[NWV], uint o) {
         ws8[o + w] = uvec4(lo, hi);
     }
 }
-#endif
 
 // Stages the step at k0 (fetched earlier into the registers) into buffer buf.
-void stage(uint buf, uint k0, const uint set) {
+void stage(uint buf, uint k0) {
     uint tid = STAGER_ID;
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
         uint i = tid + r * uint(PT);
         if (i >= uint(XV)) continue;
         uint m = i / uint(BK / 8);
-        vec4 v0 = xr[set][r][0], v1 = xr[set][r][1];
+        vec4 v0 = xr[r][0], v1 = xr[r][1];
 #if HAS_NORM
         uint k8 = k0 + (i % uint(BK / 8)) * 8u;
         float sc = sc_s[m];
@@ -359,9 +267,9 @@ void stage(uint buf, uint k0, const uint set) {
         bool raw = W0_RAW;
 #endif
         if (raw) {
-            stage_q4_K(wr[set][r], o);
+            stage_q4_K(wr[r], o);
         } else {
-            [[unroll]] for (uint c = 0u; c < uint(WCH / 8); c++) ws8[o + c] = wr[set][r][c];
+            [[unroll]] for (uint c = 0u; c < uint(WCH / 8); c++) ws8[o + c] = wr[r][c];
         }
     }
 }
@@ -407,26 +315,6 @@ void mma_step(inout CM_C acc[FM][FW], uint buf, uint sm, uint sn) {
     }
 }
 
-// CM_BAR (ZINC_CM_BAR, a measurement): how the K loop's barriers are
-// written. 0: barrier() (an execution barrier with acquire-release of
-// workgroup memory); 1: the same synchronization as a release fence on
-// shared memory, an execution-only barrier and an acquire fence (the
-// Vulkan memory model's fence-barrier-fence); 2: execution only, no memory semantics (relies on
-// the hardware ordering shared memory at a barrier: not portable).
-#ifndef CM_BAR
-#define CM_BAR 0
-#endif
-#if CM_BAR == 1
-#define STEP_BARRIER()                                                                                       \
-    memoryBarrier(gl_ScopeWorkgroup, gl_StorageSemanticsShared, gl_SemanticsRelease),                        \
-        controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, 0, 0),                                          \
-        memoryBarrier(gl_ScopeWorkgroup, gl_StorageSemanticsShared, gl_SemanticsAcquire)
-#elif CM_BAR == 2
-#define STEP_BARRIER() controlBarrier(gl_ScopeWorkgroup, gl_ScopeInvocation, 0, 0)
-#else
-#define STEP_BARRIER() barrier()
-#endif
-
 void main() {
 #if CM_MFIRST
     // token tiles first: the workgroups that read one weight tile run
@@ -454,55 +342,36 @@ void main() {
     // next step into the other and fetch the one after.
     bool producer = sg >= uint(NSG);
     if (producer) {
-        fetch(m0, n0, 0u, T, 0u);
-        stage(0u, 0u, 0u);
-        if (uint(BK) < uint(K)) fetch(m0, n0, uint(BK), T, 0u);
+        fetch(m0, n0, 0u, T);
+        stage(0u, 0u);
+        if (uint(BK) < uint(K)) fetch(m0, n0, uint(BK), T);
     }
-    STEP_BARRIER();
+    barrier();
     for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
         uint cur = (k0 / uint(BK)) & 1u;
         if (!producer) {
             mma_step(acc, cur, sm, sn);
         } else if (k0 + uint(BK) < uint(K)) {
-            stage(cur ^ 1u, k0 + uint(BK), 0u);
-            if (k0 + uint(2 * BK) < uint(K)) fetch(m0, n0, k0 + uint(2 * BK), T, 0u);
+            stage(cur ^ 1u, k0 + uint(BK));
+            if (k0 + uint(2 * BK) < uint(K)) fetch(m0, n0, k0 + uint(2 * BK), T);
         }
-        STEP_BARRIER();
-    }
-#elif CM_PIPE == 4
-    // Two steps in flight: set 0 holds the even steps, set 1 the odd ones;
-    // each step's loads are issued two steps before it is staged, so they
-    // have two steps' products (and the other set's staging) to arrive.
-    fetch(m0, n0, 0u, T, 0u);
-    if (uint(BK) < uint(K)) fetch(m0, n0, uint(BK), T, 1u);
-    for (uint k0 = 0u; k0 < uint(K); k0 += uint(2 * BK)) {
-        STEP_BARRIER();
-        stage(0u, k0, 0u);
-        STEP_BARRIER();
-        if (k0 + uint(2 * BK) < uint(K)) fetch(m0, n0, k0 + uint(2 * BK), T, 0u);
-        mma_step(acc, 0u, sm, sn);
-        if (k0 + uint(BK) >= uint(K)) break;
-        STEP_BARRIER();
-        stage(0u, k0 + uint(BK), 1u);
-        STEP_BARRIER();
-        if (k0 + uint(3 * BK) < uint(K)) fetch(m0, n0, k0 + uint(3 * BK), T, 1u);
-        mma_step(acc, 0u, sm, sn);
+        barrier();
     }
 #else
-    fetch(m0, n0, 0u, T, 0u);
+    fetch(m0, n0, 0u, T);
 #if CM_PIPE == 2
-    stage(0u, 0u, 0u);
-    STEP_BARRIER();
+    stage(0u, 0u);
+    barrier();
 #endif
     for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
 #if CM_PIPE == 0
-        STEP_BARRIER(); // the previous step's fragments are loaded
+        barrier(); // the previous step's fragments are loaded
 #if CM_ABLATE < 2
-        stage(0u, k0, 0u);
+        stage(0u, k0);
 #else
-        if (k0 == 0u) stage(0u, k0, 0u);
+        if (k0 == 0u) stage(0u, k0);
 #endif
-        STEP_BARRIER();
+        barrier();
 #if CM_ABLATE == 3
         if (k0 == 0u) {
             [[unroll]] for (uint i = 0u; i < uint(FM); i++)
@@ -512,7 +381,7 @@ void main() {
         }
 #endif
 #if CM_ABLATE < 2
-        if (k0 + uint(BK) < uint(K)) fetch(m0, n0, k0 + uint(BK), T, 0u);
+        if (k0 + uint(BK) < uint(K)) fetch(m0, n0, k0 + uint(BK), T);
 #endif
 #if CM_ABLATE != 1
         mma_step(acc, 0u, sm, sn);
@@ -521,21 +390,21 @@ void main() {
         // Direct: this step's loads are waited for at once; other
         // workgroups on the SM hide the latency (fewer live registers).
         if (k0 > 0u) {
-            STEP_BARRIER();
-            fetch(m0, n0, k0, T, 0u);
+            barrier();
+            fetch(m0, n0, k0, T);
         }
-        stage(0u, k0, 0u);
-        STEP_BARRIER();
+        stage(0u, k0);
+        barrier();
         mma_step(acc, 0u, sm, sn);
 #else
         // Double-buffered: the next step's loads fly during this step's
         // products and are staged into the other buffer; one barrier.
         uint cur = (k0 / uint(BK)) & 1u;
         bool more = k0 + uint(BK) < uint(K);
-        if (more) fetch(m0, n0, k0 + uint(BK), T, 0u);
+        if (more) fetch(m0, n0, k0 + uint(BK), T);
         mma_step(acc, cur, sm, sn);
-        if (more) stage(cur ^ 1u, k0 + uint(BK), 0u);
-        STEP_BARRIER();
+        if (more) stage(cur ^ 1u, k0 + uint(BK));
+        barrier();
 #endif
     }
 #endif
