@@ -30,6 +30,35 @@ static int by_value(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
+double zvk_median(double *v, size_t n) {
+    qsort(v, n, sizeof *v, by_value);
+    return n ? v[n / 2] : 0.0;
+}
+
+zstatus zvk_rig_open(zvk_device *dev, const char *name, const char *glsl, bool int_dot, const zvk_binding *b,
+                     uint32_t n, uint32_t marks, zvk_rig *r, zdiag *d) {
+    memset(r, 0, sizeof *r);
+    zarena *a = zarena_new();
+    zvk_glsl_opts go = {.name = name, .optimize = true, .int_dot = int_dot};
+    zvk_spirv spv = {0};
+    zstatus s = a ? zvk_glsl_compile(a, glsl, strlen(glsl), &go, &spv, d) : ZE_NOMEM;
+    zvk_pipeline_desc pd = {.name = name, .spirv = spv.words, .n_words = spv.n_words, .n_buffers = n};
+    if (!s) s = zvk_pipeline_create(dev, &pd, &r->p, d);
+    if (!s) s = zvk_desc_pool_create(dev, 1, n, &r->pool, d);
+    if (!s) s = zvk_desc_set(dev, r->pool, &r->p, b, n, &r->set, d);
+    if (!s) s = zvk_timer_create(dev, marks, &r->tm, d);
+    zarena_free(a);
+    if (s) zvk_rig_close(dev, r);
+    return s;
+}
+
+void zvk_rig_close(zvk_device *dev, zvk_rig *r) {
+    zvk_timer_destroy(dev, &r->tm);
+    zvk_desc_pool_destroy(dev, &r->pool);
+    zvk_pipeline_destroy(dev, &r->p);
+    memset(r, 0, sizeof *r); /* closing twice is harmless */
+}
+
 /* Kind 0: one workgroup, no barrier; 1: one workgroup after a barrier;
  * 2: `wide` workgroups after a barrier. */
 static zstatus record(zvk_device *dev, const zvk_pipeline *p, VkDescriptorSet set, uint32_t wide, zvk_cmd *c,
@@ -61,8 +90,7 @@ static void medians(const double *ns, zvk_calib *out) {
             int m = 2 * (3 * r + kind);
             t[r] = (ns[m + 1] - ns[m]) / CALIB_N / 1e3;
         }
-        qsort(t, CALIB_REPS, sizeof *t, by_value);
-        *v[kind] = t[CALIB_REPS / 2];
+        *v[kind] = zvk_median(t, CALIB_REPS);
     }
 }
 
@@ -71,38 +99,24 @@ zstatus zvk_calibrate(zvk_device *dev, uint32_t wide_groups, zvk_calib *out, zdi
     if (!dev->prof.timestamps)
         return zdiag_set(d, ZE_UNSUPPORTED, "calibration: %s has no timestamps on its compute queue",
                          dev->prof.name);
-    zarena *a = zarena_new();
-    zvk_glsl_opts go = {.name = "calib.comp", .optimize = true};
-    zvk_spirv spv = {0};
-    zvk_pipeline p = {0};
     zvk_buffer buf = {0};
-    VkDescriptorPool pool = VK_NULL_HANDLE;
-    VkDescriptorSet set;
-    zvk_timer tm = {0};
+    zvk_rig rig = {0};
     zvk_cmd c = {0};
     double ns[2 * 3 * CALIB_REPS];
     uint32_t wide = wide_groups ? wide_groups : 1024;
-    zstatus s = a ? zvk_glsl_compile(a, CALIB_GLSL, sizeof CALIB_GLSL - 1, &go, &spv, d) : ZE_NOMEM;
-    zvk_pipeline_desc pd = {.name = "calib", .spirv = spv.words, .n_words = spv.n_words, .n_buffers = 1};
-    if (!s) s = zvk_pipeline_create(dev, &pd, &p, d);
-    if (!s) s = zvk_buffer_create(dev, 4096, ZVK_MEM_DEVICE, "calibration", &buf, d);
+    zstatus s = zvk_buffer_create(dev, 4096, ZVK_MEM_DEVICE, "calibration", &buf, d);
     zvk_binding b = {&buf, 0, 0};
-    if (!s) s = zvk_desc_pool_create(dev, 1, 1, &pool, d);
-    if (!s) s = zvk_desc_set(dev, pool, &p, &b, 1, &set, d);
-    if (!s) s = zvk_timer_create(dev, 2 * 3 * CALIB_REPS, &tm, d);
-    if (!s) s = record(dev, &p, set, wide, &c, &tm, d);
+    if (!s) s = zvk_rig_open(dev, "calib.comp", CALIB_GLSL, false, &b, 1, 2 * 3 * CALIB_REPS, &rig, d);
+    if (!s) s = record(dev, &rig.p, rig.set, wide, &c, &rig.tm, d);
     if (!s) s = zvk_cmd_submit_wait(dev, &c, d);
-    if (!s) s = zvk_timer_read(dev, &tm, ns, d);
+    if (!s) s = zvk_timer_read(dev, &rig.tm, ns, d);
     if (!s) medians(ns, out);
     out->wide_groups = wide;
     out->n = CALIB_N;
     out->reps = CALIB_REPS;
     zvk_cmd_release(dev, &c);
-    zvk_timer_destroy(dev, &tm);
-    zvk_desc_pool_destroy(dev, &pool);
+    zvk_rig_close(dev, &rig);
     zvk_buffer_destroy(dev, &buf);
-    zvk_pipeline_destroy(dev, &p);
-    zarena_free(a);
     if (s) zdiag_prefix(d, "calibrating %s", dev->prof.name);
     return s;
 }

@@ -1,9 +1,29 @@
-/* The device's fixed costs per dispatch, measured with timestamps
- * (backend/calib.c): the facts behind the cost model's dispatch_us. */
+/* Timing kernels on the device (backend/calib.c): a rig that holds one
+ * kernel ready to record with a timer, which zincc --tune (tune.c) and the
+ * dispatch-cost calibration share; and that calibration, the facts behind
+ * the cost model's dispatch_us. */
 #ifndef ZINC_CALIB_H
 #define ZINC_CALIB_H
 
 #include "vk.h"
+
+/* One compute kernel compiled from GLSL, with a descriptor set over n
+ * buffers (in binding order) and a timer of `marks` timestamps. */
+typedef struct zvk_rig {
+    zvk_pipeline p;
+    VkDescriptorPool pool;
+    VkDescriptorSet set;
+    zvk_timer tm;
+} zvk_rig;
+
+/* int_dot: the source calls the integer dot-product markers (shaderc.h).
+ * On failure everything made so far is released. */
+zstatus zvk_rig_open(zvk_device *dev, const char *name, const char *glsl, bool int_dot, const zvk_binding *b,
+                     uint32_t n, uint32_t marks, zvk_rig *r, zdiag *d);
+void zvk_rig_close(zvk_device *dev, zvk_rig *r);
+
+/* The median of v[0..n) (sorts v). */
+double zvk_median(double *v, size_t n);
 
 typedef struct zvk_calib {
     double dispatch_us; /* one workgroup, dispatches back to back (no barrier between) */

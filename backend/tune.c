@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shaderc.h"
+#include "calib.h"
 
 /* Rows per subgroup x groups per trip x subgroups per workgroup (x weights
  * declared restrict): around the default (RS by size, 1, 4), and the
@@ -79,11 +79,6 @@ static zstatus bench_open(zvk_device *dev, const zcg_kernel *k, const zvk_tune_o
     return s;
 }
 
-static int by_value(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
 /* Dispatches before the timed runs. One was enough to load the code, but not
  * to wake the GPU: between candidates (shaderc compiles the next one) an
  * H200 dropped to its idle 345 MHz, and run 13 timed every candidate there,
@@ -121,39 +116,25 @@ static zstatus record(zvk_device *dev, const zcg_kernel *k, const zvk_pipeline *
 /* The median time of one dispatch of kernel k, in microseconds. */
 static zstatus time_kernel(zvk_device *dev, const zcg_kernel *k, const bench *b, int reps, double *us,
                            int64_t *regs, zdiag *d) {
-    zarena *a = zarena_new();
-    zvk_glsl_opts go = {.name = k->name, .optimize = true, .int_dot = k->int_dot};
-    zvk_spirv spv = {0};
-    zvk_pipeline p = {0};
-    VkDescriptorPool pool = VK_NULL_HANDLE;
-    VkDescriptorSet set;
-    zvk_timer tm = {0};
+    zvk_rig rig = {0};
     zvk_cmd c = {0};
     zvk_binding bind[ZCG_MAX_BIND + 1] = {{&b->step, 0, 0}};
     for (int i = 0; i < b->n; i++)
         bind[i + 1] = (zvk_binding){&b->buf[i], 0, 0};
     double *t = calloc((size_t)reps * 2, sizeof *t);
-    zstatus s = a && t ? zvk_glsl_compile(a, k->glsl, strlen(k->glsl), &go, &spv, d) : ZE_NOMEM;
-    zvk_pipeline_desc pd = {
-        .name = k->name, .spirv = spv.words, .n_words = spv.n_words, .n_buffers = b->n + 1u};
-    if (!s) s = zvk_pipeline_create(dev, &pd, &p, d);
-    if (!s) s = zvk_desc_pool_create(dev, 1, (uint32_t)b->n + 1, &pool, d);
-    if (!s) s = zvk_desc_set(dev, pool, &p, bind, (uint32_t)b->n + 1, &set, d);
-    if (!s) s = zvk_timer_create(dev, (uint32_t)reps * 2, &tm, d);
-    if (!s) s = record(dev, k, &p, set, b, reps, &c, &tm, d);
+    zstatus s = t ? zvk_rig_open(dev, k->name, k->glsl, k->int_dot, bind, (uint32_t)b->n + 1, (uint32_t)reps * 2,
+                                 &rig, d)
+                  : zdiag_set(d, ZE_NOMEM, "tune: out of memory");
+    if (!s) s = record(dev, k, &rig.p, rig.set, b, reps, &c, &rig.tm, d);
     if (!s) s = zvk_cmd_submit_wait(dev, &c, d);
-    if (!s) s = zvk_timer_read(dev, &tm, t, d);
+    if (!s) s = zvk_timer_read(dev, &rig.tm, t, d);
     for (int r = 0; !s && r < reps; r++)
         t[r] = t[2 * r + 1] - t[2 * r];
-    if (!s) qsort(t, (size_t)reps, sizeof *t, by_value);
-    if (!s) *us = t[reps / 2] / 1e3;
-    *regs = p.stats.valid ? p.stats.registers : -1;
+    if (!s) *us = zvk_median(t, (size_t)reps) / 1e3;
+    *regs = rig.p.stats.valid ? rig.p.stats.registers : -1;
     zvk_cmd_release(dev, &c);
-    zvk_timer_destroy(dev, &tm);
-    zvk_desc_pool_destroy(dev, &pool);
-    zvk_pipeline_destroy(dev, &p);
+    zvk_rig_close(dev, &rig);
     free(t);
-    zarena_free(a);
     return s;
 }
 
