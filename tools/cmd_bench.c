@@ -148,8 +148,19 @@ static int by_time(const void *a, const void *b) {
     return x > y ? -1 : x < y;
 }
 
+/* What a kernel would take if only its weights' bytes and its dispatch
+ * mattered: the weights at the target's bandwidth, plus the dispatch cost
+ * measured behind a barrier (print_calibration). The profile sets each
+ * kernel's time beside it: a decode GEMV near 1x streams at the roofline,
+ * far above it waits on something else; a kernel with no weights has only
+ * the dispatch as its floor. */
+typedef struct floor_model {
+    double bw_gbs, dispatch_us;
+} floor_model;
+
 /* Each kernel's share of one step's GPU time, largest first. */
-static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns, FILE *to) {
+static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns, const floor_model *fm,
+                          FILE *to) {
     const zplan *p = zrt_plan(r);
     const zplan_schedule *sc = &p->sched[ph];
     kernel_time *k = calloc(p->n_kernels, sizeof *k);
@@ -169,20 +180,23 @@ static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns,
     fprintf(to, "\n%s step of %d %s%s: %u dispatches, %.1f us on the GPU (%.2f us per token)\n", names[ph], T,
             ph == ZPLAN_BATCH ? "row" : "token", T == 1 ? "" : "s", sc->count, total / 1e3, total / 1e3 / T);
     /* weights GB/s: the bound weights over the time, what a decode kernel
-     * streams; regs: registers per invocation (+ spilled), from the driver */
-    fprintf(to, "  %6s %6s %9s %8s %7s  %s\n", "share", "calls", "us", "wGB/s", "regs", "kernel");
+     * streams; floor: see floor_model, and x the time over it; regs:
+     * registers per invocation (+ spilled), from the driver */
+    fprintf(to, "  %6s %6s %9s %8s %9s %6s %7s  %s\n", "share", "calls", "us", "wGB/s", "floor us", "x", "regs",
+            "kernel");
     for (uint32_t i = 0; i < p->n_kernels && k[i].count; i++) {
         char rb[32];
-        fprintf(to, "  %5.1f%% %6d %9.1f %8.0f %7s  %s\n", 100 * k[i].ns / total, k[i].count, k[i].ns / 1e3,
-                k[i].weight_bytes / k[i].ns, regs_of(zrt_kernel_stats(r, k[i].kernel), rb, sizeof rb),
-                zplan_str(p, p->kernels[k[i].kernel].name));
+        double fl = k[i].weight_bytes / (fm->bw_gbs * 1e3) + k[i].count * fm->dispatch_us;
+        fprintf(to, "  %5.1f%% %6d %9.1f %8.0f %9.1f %6.1f %7s  %s\n", 100 * k[i].ns / total, k[i].count,
+                k[i].ns / 1e3, k[i].weight_bytes / k[i].ns, fl, fl > 0 ? k[i].ns / 1e3 / fl : 0,
+                regs_of(zrt_kernel_stats(r, k[i].kernel), rb, sizeof rb), zplan_str(p, p->kernels[k[i].kernel].name));
     }
     free(k);
 }
 
 /* The device's fixed costs beside what the plan's cost model assumed for
  * them (passes/target.c: dispatch_us prices a dispatch and its barrier). */
-static zstatus print_calibration(zrt *r, FILE *to, zdiag *d) {
+static zstatus print_calibration(zrt *r, FILE *to, floor_model *fm, zdiag *d) {
     const zplan *p = zrt_plan(r);
     ztarget dt;
     char name[300];
@@ -197,17 +211,20 @@ static zstatus print_calibration(zrt *r, FILE *to, zdiag *d) {
             c.reps, c.n, c.dispatch_us, c.barrier_us, c.wide_us, c.wide_groups);
     fprintf(to, "; the cost model (%s) assumes %.2f us a dispatch and its barrier", t->name, t->dispatch_us);
     fputc('\n', to);
+    *fm = (floor_model){t->bandwidth_gbs > 0 ? t->bandwidth_gbs : 1, c.wide_us};
+    fprintf(to, "floor: a kernel's weights at %.0f GB/s (the cost model's bandwidth) plus %.2f us a dispatch\n",
+            fm->bw_gbs, fm->dispatch_us);
     return ZOK;
 }
 
 /* A batch step of each --parallel N: the zrt's own sequence after depth
  * tokens, the others wherever the tests left them (the step does not move them). */
 static zstatus profile_batches(zrt *r, const bench_opts *o, zrt_seq *const *seqs, const int32_t *tok,
-                               double *ns, FILE *to, zdiag *d) {
+                               double *ns, const floor_model *fm, FILE *to, zdiag *d) {
     zstatus s = ZOK;
     for (int j = 0; j < o->npar && !s; j++) {
         s = zrt_profile_batch(r, seqs, tok, o->par[j], ns, d);
-        if (!s) print_profile(r, ZPLAN_BATCH, o->par[j], ns, to);
+        if (!s) print_profile(r, ZPLAN_BATCH, o->par[j], ns, fm, to);
     }
     return s;
 }
@@ -215,7 +232,7 @@ static zstatus profile_batches(zrt *r, const bench_opts *o, zrt_seq *const *seqs
 /* One prefill step and one decode step after depth tokens of context, and
  * a batch step of each --parallel N. */
 static zstatus profile(zrt *r, const bench_opts *o, zrt_seq *const *seqs, const int32_t *tok, int64_t depth,
-                       FILE *to, zdiag *d) {
+                       const floor_model *fm, FILE *to, zdiag *d) {
     const zplan *p = zrt_plan(r);
     int64_t want = max_of(o->p, o->np), room = p->ctx - depth - 1;
     want = want < room ? want : room;
@@ -230,11 +247,11 @@ static zstatus profile(zrt *r, const bench_opts *o, zrt_seq *const *seqs, const 
     zstatus s = depth ? zrt_eval(r, tok, (int)depth, NULL, d) : ZOK;
     tok += depth;
     if (!s && T > 0) s = zrt_profile(r, ZPLAN_PREFILL, tok, T, ns, d);
-    if (!s && T > 0) print_profile(r, ZPLAN_PREFILL, T, ns, to);
+    if (!s && T > 0) print_profile(r, ZPLAN_PREFILL, T, ns, fm, to);
     if (!s) s = zrt_eval(r, tok, T > 0 ? T : 1, NULL, d); /* decode after a prompt */
     if (!s) s = zrt_profile(r, ZPLAN_DECODE, tok, 1, ns, d);
-    if (!s) print_profile(r, ZPLAN_DECODE, 1, ns, to);
-    if (!s) s = profile_batches(r, o, seqs, tok, ns, to, d);
+    if (!s) print_profile(r, ZPLAN_DECODE, 1, ns, fm, to);
+    if (!s) s = profile_batches(r, o, seqs, tok, ns, fm, to, d);
     free(ns);
     return s;
 }
@@ -311,9 +328,10 @@ static zstatus bench(zrt *r, const bench_opts *o, zdiag *d) {
     bench_model_info(r, &bm);
     if (!s) s = bench_print(o->format, &bm, res, n, stdout, d);
     FILE *to = strcmp(o->format, "md") ? stderr : stdout; /* stdout stays one JSON or CSV document */
-    if (!s && o->profile) s = print_calibration(r, to, d);
+    floor_model fm = {1, 0};
+    if (!s && o->profile) s = print_calibration(r, to, &fm, d);
     for (int k = 0; k < o->nd && !s && o->profile; k++)
-        s = profile(r, o, seqs, tok, o->dep[k], to, d);
+        s = profile(r, o, seqs, tok, o->dep[k], &fm, to, d);
     for (int i = 1; i < ZPLAN_MAX_SEQS; i++)
         zrt_seq_free(r, seqs[i]);
     for (size_t i = 0; i < cap; i++)

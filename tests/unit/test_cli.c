@@ -706,6 +706,10 @@ Test(cli, bench_like_llama_bench) {
               "%s", js);
     cr_expect(strstr(err, "at depth 8") && strstr(err, "decode step of 1 token"), "no profile on stderr: %s",
               err);
+    /* the device's dispatch costs, once, and each kernel beside its floor */
+    cr_expect(count(err, "dispatch costs (median of 5 runs of 256): ") == 1 && strstr(err, "behind a barrier") &&
+                  strstr(err, "floor: a kernel's weights at ") && strstr(err, "floor us      x"),
+              "no dispatch costs or floor in the profile: %s", err);
     cr_assert_eq(tu_run(&csv, "{ " ZINC " bench %s -p 8 -n 4 -r 1 -o csv 2>/dev/null; }", plan), 0, "%s",
                  csv);
     cr_expect(!strncmp(csv, "model,size,params,backend,device,test", 37) && count(csv, "\n") == 3, "%s", csv);
