@@ -40,7 +40,12 @@ declare -A SELF=([f32]=1e-5 [f16]=5e-3 [q8_0]=8e-2 [q4_k_m]=8e-2
     [q4_0]=8e-2 [q4_1]=8e-2 [q5_0]=8e-2 [q5_1]=8e-2 [iq4_nl]=8e-2 [iq4_xs]=8e-2)
 QTYPES=(q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs)
 # zinc on a quantized model vs llama.cpp on its F32 twin: both fp32 arithmetic.
-TWIN_TOL=1e-5 TWIN_TIE=1e-4
+# Most files land near 1e-6; qwen35moe's delta-rule recurrence carries the
+# summation-order differences over its 53 tokens: 1.0e-5 on one machine,
+# 1.34e-5 on a 2-core AMD EPYC without AVX-512 (zinc's logits bit for bit
+# those of the earlier landing; llama.cpp's CPU kernels differ by ISA). A
+# wrong op or a routing flip is 1e-3 or more.
+TWIN_TOL=3e-5 TWIN_TIE=1e-4
 
 TEXT="The quick brown fox jumps over the lazy dog. int main(void) { return 0; } The numbers were 12, 345 and 6789."
 SHAPE=(--layers 4 --hidden 256 --ff 768 --heads 4 --kv-heads 2 --head-dim 64 --vocab 1024 --seed 7)
