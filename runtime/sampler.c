@@ -15,7 +15,9 @@ struct zrt_sampler {
     uint32_t ring_len, ring_at;
     uint16_t *count;       /* per token: occurrences in the ring */
     zrt_sample_cand *cand; /* n_vocab */
-    uint64_t rng[4];       /* xoshiro256** state */
+    uint8_t *banned;       /* per token: never drawn (zrt_sample_ban) */
+    uint32_t n_banned;
+    uint64_t rng[4]; /* xoshiro256** state */
 };
 
 void zrt_sample_defaults(zrt_sample_params *p) {
@@ -163,7 +165,8 @@ zstatus zrt_sample_new(const zrt_sample_params *p, uint32_t n_vocab, uint32_t ct
     s->ring = zarena_array(a, s->last_n ? s->last_n : 1, sizeof *s->ring);
     s->count = zarena_array(a, n_vocab, sizeof *s->count);
     s->cand = zarena_array(a, n_vocab, sizeof *s->cand);
-    if (!s->ring || !s->count || !s->cand)
+    s->banned = zarena_array(a, n_vocab, sizeof *s->banned);
+    if (!s->ring || !s->count || !s->cand || !s->banned)
         return zdiag_set(d, ZE_NOMEM, "sampler: out of memory for %u tokens", n_vocab);
     zrt_sample_reset(s);
     *out = s;
@@ -176,6 +179,15 @@ void zrt_sample_reset(zrt_sampler *s) {
         s->rng[i] = splitmix64(&x);
     memset(s->count, 0, s->n_vocab * sizeof *s->count);
     s->ring_len = s->ring_at = 0;
+}
+
+bool zrt_sample_ban(zrt_sampler *s, int32_t token) {
+    if (token < 0 || (uint32_t)token >= s->n_vocab) return false;
+    if (s->banned[token]) return true;
+    if (s->n_banned + 1 == s->n_vocab) return false; /* one must remain */
+    s->banned[token] = 1;
+    s->n_banned++;
+    return true;
 }
 
 void zrt_sample_accept(zrt_sampler *s, int32_t token) {
@@ -278,10 +290,10 @@ size_t zrt_sample_min_p(zrt_sample_cand *c, size_t n, float p) {
 
 /* llama.cpp's repeat penalty: a recent token's logit is divided by the
  * penalty if positive, multiplied if not, once however often it occurred. */
-static void penalize(zrt_sampler *s) {
+static void penalize(zrt_sampler *s, size_t n) {
     float r = s->p.repeat_penalty;
     if (!s->last_n || r == 1.0f) return;
-    for (uint32_t i = 0; i < s->n_vocab; i++) {
+    for (size_t i = 0; i < n; i++) {
         float *l = &s->cand[i].logit;
         if (s->count[s->cand[i].id]) *l = *l <= 0 ? *l * r : *l / r;
     }
@@ -298,10 +310,10 @@ static int32_t draw(zrt_sampler *s, zrt_sample_cand *c, size_t n) {
 
 int32_t zrt_sample(zrt_sampler *s, const float *logits) {
     zrt_sample_cand *c = s->cand;
-    size_t n = s->n_vocab;
+    size_t n = 0;
     for (uint32_t i = 0; i < s->n_vocab; i++)
-        c[i] = (zrt_sample_cand){(int32_t)i, logits[i], 0};
-    penalize(s);
+        if (!s->banned[i]) c[n++] = (zrt_sample_cand){(int32_t)i, logits[i], 0};
+    penalize(s, n);
     if (s->p.temp <= 0) {
         size_t best = 0;
         for (size_t i = 1; i < n; i++)
@@ -318,13 +330,18 @@ int32_t zrt_sample(zrt_sampler *s, const float *logits) {
 
 bool zrt_sample_needs_only_top(const zrt_sampler *s, size_t n) {
     bool no_penalty = !s->last_n || s->p.repeat_penalty == 1.0f;
-    return no_penalty && n > 0 && (s->p.temp <= 0 || (s->p.top_k > 0 && (size_t)s->p.top_k <= n));
+    if (n <= s->n_banned) return false; /* the banned could be all of them */
+    n -= s->n_banned;
+    return no_penalty && (s->p.temp <= 0 || (s->p.top_k > 0 && (size_t)s->p.top_k <= n));
 }
 
 int32_t zrt_sample_top(zrt_sampler *s, const zrt_sample_cand *top, size_t n) {
     zrt_sample_cand *c = s->cand;
+    size_t m = 0;
     for (size_t i = 0; i < n; i++)
-        c[i] = (zrt_sample_cand){top[i].id, top[i].logit, 0};
+        if (top[i].id < 0 || (uint32_t)top[i].id >= s->n_vocab || !s->banned[top[i].id])
+            c[m++] = (zrt_sample_cand){top[i].id, top[i].logit, 0};
+    n = m;
     sort_cands(c, n); /* the order zrt_sample's top-k leaves */
     if (s->p.temp <= 0) return c[0].id;
     n = zrt_sample_top_k(c, n, s->p.top_k);

@@ -59,11 +59,16 @@ zstatus zrt_sample_new(const zrt_sample_params *p, uint32_t n_vocab, uint32_t ct
  * tokens (if they should count, as llama.cpp's tools do) and each sampled
  * token. */
 void zrt_sample_accept(zrt_sampler *s, int32_t token);
+/* Bans a token: neither zrt_sample nor zrt_sample_top draws it again
+ * (llama.cpp's --ignore-eos bans the end-of-generation tokens so). false
+ * for an id outside the vocabulary, or when it is the last one left. */
+bool zrt_sample_ban(zrt_sampler *s, int32_t token);
 /* Picks a token from logits[n_vocab] (not modified). Does not accept it. */
 int32_t zrt_sample(zrt_sampler *s, const float *logits);
 /* Whether zrt_sample_top gives what zrt_sample would from only the n
  * largest logits: no repeat penalty (it can lift smaller logits over larger
- * ones), and greedy or a top-k of at most n. */
+ * ones), and greedy or a top-k of at most n less the banned tokens (they
+ * may all be among the n). */
 bool zrt_sample_needs_only_top(const zrt_sampler *s, size_t n);
 /* Picks a token from top[0..n): the n largest logits of a row, in any order
  * (the executor selects them on the GPU). Same draws as zrt_sample. */

@@ -30,7 +30,8 @@ static double now_s(void) {
 const char gen_flags_help[] =
     "  -n N                 most tokens to generate, -1..16777216 (default 256; -1: until the context\n"
     "                       is full)\n"
-    "  --stop TEXT          stop when the output ends with TEXT (repeatable, up to 8)\n";
+    "  --stop TEXT          stop when the output ends with TEXT (repeatable, up to 8)\n"
+    "  --ignore-eos         never sample an end-of-generation token: run to -n or the context's end\n";
 
 void gen_defaults(gen_opts *o) {
     memset(o, 0, sizeof *o);
@@ -52,6 +53,11 @@ static int parse_one(gen_opts *o, int argc, char **argv, int *i, zdiag *d) {
             return zdiag_set(d, ZE_INVALID, "--stop expects a non-empty text (at most %d)", GEN_MAX_STOPS),
                    -1;
         o->stop[o->n_stop++] = v;
+        return 1;
+    }
+    if (!strcmp(argv[*i], "--ignore-eos")) {
+        o->ignore_eos = true;
+        ++*i;
         return 1;
     }
     return zrt_sample_parse_arg(&o->sp, argc, argv, i, d);
@@ -91,9 +97,15 @@ zstatus gen_open(gen_ctx *g, zrt *r, const gen_opts *o, zarena *a, zdiag *d) {
         s = zdiag_set(d, ZE_INVALID, "the tokenizer has %u tokens but the model's output has %u",
                       zrt_tok_n_vocab(g->tok), p->n_vocab);
     if (!s) s = zrt_sample_new(&sp, p->n_vocab, g->ctx, a, &g->smp, d);
+    if (!s && o->ignore_eos) gen_ban_eog(g->smp, g->tok);
     if (!s && !(g->logits = zarena_array(a, p->n_vocab, sizeof(float))))
         s = zdiag_set(d, ZE_NOMEM, "out of memory");
     return s;
+}
+
+void gen_ban_eog(zrt_sampler *smp, const zrt_tok *tok) {
+    for (uint32_t id = 0; id < zrt_tok_n_vocab(tok); id++)
+        if (zrt_tok_is_eog(tok, (int32_t)id)) zrt_sample_ban(smp, (int32_t)id);
 }
 
 void gen_close(gen_ctx *g) {

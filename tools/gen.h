@@ -23,6 +23,7 @@ typedef struct gen_opts {
     const char *given; /* the first generation flag given, for "goes with -p" errors */
     uint32_t n_ctx;    /* the context a session may fill (-c); 0: the plan's */
     bool quiet;        /* --quiet: no stats line after a reply */
+    bool ignore_eos;   /* --ignore-eos: the end-of-generation tokens are never drawn */
 } gen_opts;
 
 typedef struct gen_stats {
@@ -52,6 +53,8 @@ void gen_install_sigint(void);
  * here and printed on stderr when the sampler uses it. */
 zstatus gen_open(gen_ctx *g, zrt *r, const gen_opts *o, zarena *a, zdiag *d);
 void gen_close(gen_ctx *g);
+/* Bans every end-of-generation token of tok from smp (--ignore-eos). */
+void gen_ban_eog(zrt_sampler *smp, const zrt_tok *tok);
 
 /* Feeds prompt[0..n) after what the model has seen, then generates, writing
  * the text to out as it comes. */

@@ -51,6 +51,7 @@ typedef struct srv_req {
     const char *stop[SRV_MAX_STOPS];
     int n_stop;
     bool stream, include_usage;
+    bool ignore_eos; /* llama-server's: end-of-generation tokens are never drawn */
     const char *model; /* as given, or the served one */
 } srv_req;
 

@@ -272,7 +272,8 @@ static bool get_fields(json_t *o, srv_kind kind, const srv_limits *lim, zarena *
     int64_t n = 1;
     json_t *so = json_object_get(o, "stream_options");
     if (!get_int(o, "n", 1, 1, &n, e) || !get_model(o, lim, a, r, e) || !get_max_tokens(o, r, e) ||
-        !get_sampling(o, &r->sp, e) || !get_stop(o, a, r, e) || !get_bool(o, "stream", &r->stream, e))
+        !get_sampling(o, &r->sp, e) || !get_stop(o, a, r, e) || !get_bool(o, "stream", &r->stream, e) ||
+        !get_bool(o, "ignore_eos", &r->ignore_eos, e))
         return false;
     if (so && !json_is_null(so) && !json_is_object(so))
         return srv_fail(e, 400, BAD, "invalid_type", "'stream_options' is %s: expected an object",

@@ -29,6 +29,7 @@ struct srv_job {
     size_t n_prompt;
     zrt_sample_params sp;
     int64_t max_tokens;
+    bool ignore_eos;
     char *stop[SRV_MAX_STOPS];
     int n_stop;
     /* under srv.mu */
@@ -107,6 +108,7 @@ static srv_job *job_new(const int32_t *prompt, size_t n, const srv_req *rq) {
     bool ok = j->prompt != NULL;
     if (ok) memcpy(j->prompt, prompt, n * sizeof *prompt);
     j->n_prompt = n, j->sp = rq->sp, j->max_tokens = rq->max_tokens;
+    j->ignore_eos = rq->ignore_eos;
     for (int i = 0; ok && i < rq->n_stop; i++)
         ok = (j->stop[j->n_stop++] = strdup(rq->stop[i])) != NULL;
     if (!ok) job_unref(j);
@@ -190,6 +192,7 @@ static zstatus slot_start(srv *s, slot *sl, srv_job *j, zdiag *d) {
     sl->a = zarena_new();
     if (!sl->a) return zdiag_set(d, ZE_NOMEM, "out of memory");
     zstatus st = zrt_sample_new(&sp, zrt_plan(s->r)->n_vocab, s->o.ctx, sl->a, &sl->smp, d);
+    if (!st && j->ignore_eos) gen_ban_eog(sl->smp, s->tok);
     if (!st && !(sl->ts = zrt_tok_stream_new(s->tok, 0, sl->a))) st = zdiag_set(d, ZE_NOMEM, "out of memory");
     for (size_t i = 0; !st && i < j->n_prompt;
          i++) /* the prompt counts for the repeat penalty, as in llama.cpp */

@@ -344,3 +344,50 @@ Test(sampler, top_candidates_draw_like_the_full_row) {
     cr_expect_not(zrt_sample_needs_only_top(pen, K), "top-k 100 needs more than 64 candidates");
     zarena_free(a);
 }
+
+/* A banned token (--ignore-eos bans the end-of-generation ones) is never
+ * drawn: not when it is the argmax, not when it holds almost all the mass;
+ * zrt_sample_top still draws what the full row does, and asks for more
+ * candidates to stand in for those banned. */
+Test(sampler, banned_tokens_are_never_drawn) {
+    enum { V = 3000, K = 64 };
+    static float logits[V];
+    static zrt_sample_cand top[V];
+    tu_rng r = tu_rng_seed(7);
+    zarena *a = zarena_new();
+    zrt_sample_params p = plain(0, 0);
+    zrt_sampler *g = make(&p, V, a);
+    for (int i = 0; i < V; i++)
+        logits[i] = tu_normal(&r);
+    logits[17] = 50, logits[18] = 40, logits[19] = 30;
+    cr_expect_eq(zrt_sample(g, logits), 17);
+    cr_assert(zrt_sample_ban(g, 17) && zrt_sample_ban(g, 18) && zrt_sample_ban(g, 18));
+    cr_expect_eq(zrt_sample(g, logits), 19, "greedy takes the best token not banned");
+    cr_expect_not(zrt_sample_ban(g, -1));
+    cr_expect_not(zrt_sample_ban(g, V));
+    zrt_sample_defaults(&p);
+    p.seed = 5;
+    zrt_sampler *full = make(&p, V, a), *part = make(&p, V, a);
+    for (int t = 0; t < 40; t++)
+        cr_assert(zrt_sample_ban(full, t * 70) && zrt_sample_ban(part, t * 70));
+    cr_expect(zrt_sample_needs_only_top(part, K + 40));
+    cr_expect_not(zrt_sample_needs_only_top(part, K), "top-k 40 of 64 candidates of which 40 may be banned");
+    for (int step = 0; step < 300; step++) {
+        for (int i = 0; i < V; i++)
+            logits[i] = 3.0f * tu_normal(&r);
+        for (int t = 0; t < 40; t++)
+            logits[t * 70] = 20 + (float)t; /* the banned hold nearly all the mass */
+        for (int i = 0; i < V; i++)
+            top[i] = (zrt_sample_cand){i, logits[i], 0};
+        qsort(top, V, sizeof *top, cmp_desc);
+        int32_t x = zrt_sample(full, logits), y = zrt_sample_top(part, top, K + 40);
+        cr_assert(x % 70 != 0 || x / 70 >= 40, "step %d: drew banned %d", step, x);
+        cr_assert_eq(x, y, "step %d: full row drew %d, top candidates %d", step, x, y);
+    }
+    float two[2] = {1, 2};
+    zrt_sampler *s2 = make(&p, 2, a);
+    cr_expect(zrt_sample_ban(s2, 1));
+    cr_expect_not(zrt_sample_ban(s2, 0), "the last token cannot be banned");
+    cr_expect_eq(zrt_sample(s2, two), 0);
+    zarena_free(a);
+}

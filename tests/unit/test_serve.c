@@ -499,6 +499,8 @@ Test(serve, hostile_requests, .timeout = 300) {
     expect_error(post(&s, "/v1/completions", "{\"prompt\":{\"a\":1}}"), 400, "'prompt' is an object");
     expect_error(post(&s, "/v1/completions", "{\"prompt\":\"x\",\"stream\":\"yes\"}"), 400,
                  "'stream' is a string");
+    expect_error(post(&s, "/v1/completions", "{\"prompt\":\"x\",\"ignore_eos\":1}"), 400,
+                 "'ignore_eos' is a number");
     expect_error(request(&s, "/v1/completions", "{\"prompt\":\"a\0b\"}", 14, NULL), 400, "not valid JSON");
     expect_error(post(&s, "/detokenize", "{\"tokens\":[1, 99999]}"), 400, "99999");
     expect_error(post(&s, "/v1/chat/completions",
@@ -601,7 +603,7 @@ Test(serve, disconnect_cancels, .timeout = 300) {
     plan_ctx = 4096; /* a generation that would last, were it not cancelled */
     server s = start("--parallel 1");
     int fd = connect_to(&s);
-    const char *body = "{\"prompt\":\"Go on and on\",\"max_tokens\":100000,\"stream\":true}";
+    const char *body = "{\"prompt\":\"Go on and on\",\"max_tokens\":100000,\"stream\":true,\"ignore_eos\":true}";
     char req[512];
     snprintf(req, sizeof req,
              "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -642,7 +644,7 @@ typedef struct held {
 
 static void *long_stream(void *arg) {
     held *h = arg;
-    resp r = post(h->s, "/v1/completions", "{\"prompt\":\"Long\",\"max_tokens\":60,\"stream\":true}");
+    resp r = post(h->s, "/v1/completions", "{\"prompt\":\"Long\",\"max_tokens\":60,\"stream\":true,\"ignore_eos\":true}");
     h->status = r.status;
     resp_free(&r);
     return NULL;
