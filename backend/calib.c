@@ -36,16 +36,21 @@ double zvk_median(double *v, size_t n) {
 }
 
 zstatus zvk_rig_open(zvk_device *dev, const char *name, const char *glsl, bool int_dot, const zvk_binding *b,
-                     uint32_t n, uint32_t marks, zvk_rig *r, zdiag *d) {
+                     uint32_t n, uint32_t n_sets, uint32_t marks, zvk_rig *r, zdiag *d) {
     memset(r, 0, sizeof *r);
+    if (n_sets < 1 || n_sets > ZVK_RIG_MAX_SETS)
+        return zdiag_set(d, ZE_INTERNAL, "timing rig: %u descriptor sets, expected 1..%d", n_sets,
+                         ZVK_RIG_MAX_SETS);
     zarena *a = zarena_new();
     zvk_glsl_opts go = {.name = name, .optimize = true, .int_dot = int_dot};
     zvk_spirv spv = {0};
     zstatus s = a ? zvk_glsl_compile(a, glsl, strlen(glsl), &go, &spv, d) : ZE_NOMEM;
     zvk_pipeline_desc pd = {.name = name, .spirv = spv.words, .n_words = spv.n_words, .n_buffers = n};
     if (!s) s = zvk_pipeline_create(dev, &pd, &r->p, d);
-    if (!s) s = zvk_desc_pool_create(dev, 1, n, &r->pool, d);
-    if (!s) s = zvk_desc_set(dev, r->pool, &r->p, b, n, &r->set, d);
+    if (!s) s = zvk_desc_pool_create(dev, n_sets, n * n_sets, &r->pool, d);
+    for (uint32_t i = 0; !s && i < n_sets; i++)
+        s = zvk_desc_set(dev, r->pool, &r->p, b + (size_t)i * n, n, &r->sets[i], d);
+    r->set = r->sets[0], r->n_sets = n_sets;
     if (!s) s = zvk_timer_create(dev, marks, &r->tm, d);
     zarena_free(a);
     if (s) zvk_rig_close(dev, r);
@@ -106,7 +111,7 @@ zstatus zvk_calibrate(zvk_device *dev, uint32_t wide_groups, zvk_calib *out, zdi
     uint32_t wide = wide_groups ? wide_groups : 1024;
     zstatus s = zvk_buffer_create(dev, 4096, ZVK_MEM_DEVICE, "calibration", &buf, d);
     zvk_binding b = {&buf, 0, 0};
-    if (!s) s = zvk_rig_open(dev, "calib.comp", CALIB_GLSL, false, &b, 1, 2 * 3 * CALIB_REPS, &rig, d);
+    if (!s) s = zvk_rig_open(dev, "calib.comp", CALIB_GLSL, false, &b, 1, 1, 2 * 3 * CALIB_REPS, &rig, d);
     if (!s) s = record(dev, &rig.p, rig.set, wide, &c, &rig.tm, d);
     if (!s) s = zvk_cmd_submit_wait(dev, &c, d);
     if (!s) s = zvk_timer_read(dev, &rig.tm, ns, d);

@@ -7,19 +7,24 @@
 
 #include "vk.h"
 
-/* One compute kernel compiled from GLSL, with a descriptor set over n
- * buffers (in binding order) and a timer of `marks` timestamps. */
+enum { ZVK_RIG_MAX_SETS = 64 };
+
+/* One compute kernel compiled from GLSL, with n_sets descriptor sets over
+ * n buffers each (in binding order) and a timer of `marks` timestamps. */
 typedef struct zvk_rig {
     zvk_pipeline p;
     VkDescriptorPool pool;
-    VkDescriptorSet set;
+    VkDescriptorSet set; /* sets[0] */
+    VkDescriptorSet sets[ZVK_RIG_MAX_SETS];
+    uint32_t n_sets;
     zvk_timer tm;
 } zvk_rig;
 
-/* int_dot: the source calls the integer dot-product markers (shaderc.h).
- * On failure everything made so far is released. */
+/* b: n_sets x n bindings, set by set. int_dot: the source calls the
+ * integer dot-product markers (shaderc.h). On failure everything made so
+ * far is released. */
 zstatus zvk_rig_open(zvk_device *dev, const char *name, const char *glsl, bool int_dot, const zvk_binding *b,
-                     uint32_t n, uint32_t marks, zvk_rig *r, zdiag *d);
+                     uint32_t n, uint32_t n_sets, uint32_t marks, zvk_rig *r, zdiag *d);
 void zvk_rig_close(zvk_device *dev, zvk_rig *r);
 
 /* The median of v[0..n) (sorts v). */

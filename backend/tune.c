@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "calib.h"
 
@@ -23,10 +24,15 @@ const zcg_gemv *zvk_tune_candidates(int *n) {
     return builtin;
 }
 
-/* The buffers of one kernel key: every binding once, shared by its candidates. */
+/* The buffers of one kernel key, shared by its candidates: every binding
+ * once, and the weights again in copies - 1 more places. A decode step
+ * runs each kernel behind a barrier on weights the L2 does not hold (it
+ * streams gigabytes); the timed runs do the same by going round the copies,
+ * whose bytes together are more than any L2. */
 typedef struct bench {
-    zvk_buffer buf[ZCG_MAX_BIND], step, flush;
-    int n;
+    zvk_buffer buf[ZCG_MAX_BIND], step;
+    zvk_buffer *copy; /* [copies - 1][n]: only the weight bindings are made */
+    int n, copies;
     double weight_bytes;
 } bench;
 
@@ -54,12 +60,26 @@ static zstatus fill(zvk_device *dev, zvk_buffer *buf, const zir_value *v, uint64
     return s;
 }
 
+static bool is_weight(const zcg_binding *b) {
+    return b->value && b->value->role == ZR_WEIGHT;
+}
+
 static void bench_close(zvk_device *dev, bench *b) {
     for (int i = 0; i < b->n; i++)
         zvk_buffer_destroy(dev, &b->buf[i]);
+    for (int i = 0; b->copy && i < (b->copies - 1) * ZCG_MAX_BIND; i++)
+        zvk_buffer_destroy(dev, &b->copy[i]);
+    free(b->copy);
     zvk_buffer_destroy(dev, &b->step);
-    zvk_buffer_destroy(dev, &b->flush);
     memset(b, 0, sizeof *b);
+}
+
+/* Copies of the weights so that they add up to ring_bytes: 2 at least (a
+ * kernel never reads the weights it just read), ZVK_RIG_MAX_SETS at most. */
+static int ring_copies(double weight_bytes, uint64_t ring_bytes) {
+    if (!ring_bytes || weight_bytes <= 0) return 1;
+    double c = (double)ring_bytes / weight_bytes + 1;
+    return c < 2 ? 2 : c > ZVK_RIG_MAX_SETS ? ZVK_RIG_MAX_SETS : (int)c;
 }
 
 static zstatus bench_open(zvk_device *dev, const zcg_kernel *k, const zvk_tune_opts *o, bench *b, zdiag *d) {
@@ -69,67 +89,93 @@ static zstatus bench_open(zvk_device *dev, const zcg_kernel *k, const zvk_tune_o
         const zir_value *v = k->bind[i].value;
         s = fill(dev, &b->buf[i], v, binding_bytes(&k->bind[i], o), d);
         if (!s) b->n = i + 1;
-        if (v && v->role == ZR_WEIGHT) b->weight_bytes += (double)v->nbytes;
+        if (is_weight(&k->bind[i])) b->weight_bytes += (double)v->nbytes;
     }
+    b->copies = ring_copies(b->weight_bytes, o->ring_bytes);
+    if (!s && b->copies > 1 && !(b->copy = calloc((size_t)(b->copies - 1) * ZCG_MAX_BIND, sizeof *b->copy)))
+        s = zdiag_set(d, ZE_NOMEM, "tune: out of memory");
+    for (int c = 0; !s && c < b->copies - 1; c++)
+        for (int i = 0; !s && i < b->n; i++)
+            if (is_weight(&k->bind[i]))
+                s = fill(dev, &b->copy[c * ZCG_MAX_BIND + i], k->bind[i].value, binding_bytes(&k->bind[i], o), d);
     if (!s) s = zvk_buffer_create(dev, 16, ZVK_MEM_HOST, "step", &b->step, d);
     if (!s) memcpy(b->step.map, (uint32_t[4]){1, 0, (uint32_t)o->ctx, 0}, 16);
-    if (!s && o->flush_bytes)
-        s = zvk_buffer_create(dev, o->flush_bytes, ZVK_MEM_DEVICE, "L2 flush", &b->flush, d);
     if (s) bench_close(dev, b);
     return s;
 }
 
-/* Dispatches before the timed runs. One was enough to load the code, but not
- * to wake the GPU: between candidates (shaderc compiles the next one) an
- * H200 dropped to its idle 345 MHz, and run 13 timed every candidate there,
- * ~4x slower than in a decode step and bound by arithmetic rather than
- * memory (docs/performance.md). A few hundred back to back give the clocks
- * time to ramp before the first timestamp. */
-#define TUNE_WARM 400
+/* The bindings of copy c: the step, then each binding, the weights from
+ * their c-th place. */
+static void copy_bindings(const zcg_kernel *k, const bench *b, int c, zvk_binding *out) {
+    out[0] = (zvk_binding){&b->step, 0, 0};
+    for (int i = 0; i < b->n; i++)
+        out[i + 1] = (zvk_binding){c && is_weight(&k->bind[i]) ? &b->copy[(c - 1) * ZCG_MAX_BIND + i] : &b->buf[i],
+                                   0, 0};
+}
 
-/* Records the warm-up, then reps runs each behind a flush of the L2 and
- * between two timestamps. */
-static zstatus record(zvk_device *dev, const zcg_kernel *k, const zvk_pipeline *p, VkDescriptorSet set,
-                      const bench *b, int reps, zvk_cmd *c, zvk_timer *tm, zdiag *d) {
+/* Dispatches per timed run: the copies, round as often as it takes to make
+ * at least this many (one run's time over its dispatches is one sample). */
+#define TUNE_PER_RUN 16
+
+/* Records one submission: a warm-up lap of the copies, then reps runs, each
+ * between two timestamps and each dispatch behind a barrier, as in a step. */
+static zstatus record(zvk_device *dev, const zcg_kernel *k, zvk_rig *rig, int laps, int reps, zvk_cmd *c,
+                      zdiag *d) {
     uint32_t g[3];
     for (int a = 0; a < 3; a++)
         g[a] = (uint32_t)zcg_affine_eval(k->groups[a], 1);
     zstatus s = zvk_cmd_begin(dev, c, d);
     if (s) return s;
-    zvk_timer_reset(c, tm);
-    for (int w = 0; w < TUNE_WARM; w++)
-        zvk_cmd_dispatch(c, p, set, NULL, g[0], g[1], g[2]);
-    for (int r = 0; !s && r < reps; r++) {
-        if (b->flush.buffer) {
-            zvk_cmd_barrier(c);
-            vkCmdFillBuffer(c->cb, b->flush.buffer, 0, VK_WHOLE_SIZE, (uint32_t)r);
-        }
+    zvk_timer_reset(c, &rig->tm);
+    for (uint32_t i = 0; i < rig->n_sets; i++) {
         zvk_cmd_barrier(c);
-        s = zvk_timer_mark(c, tm, d);
-        zvk_cmd_dispatch(c, p, set, NULL, g[0], g[1], g[2]);
-        if (!s) s = zvk_timer_mark(c, tm, d);
+        zvk_cmd_dispatch(c, &rig->p, rig->sets[i], NULL, g[0], g[1], g[2]);
+    }
+    for (int r = 0; !s && r < reps; r++) {
+        zvk_cmd_barrier(c);
+        s = zvk_timer_mark(c, &rig->tm, d);
+        for (int l = 0; l < laps; l++)
+            for (uint32_t i = 0; i < rig->n_sets; i++) {
+                zvk_cmd_barrier(c);
+                zvk_cmd_dispatch(c, &rig->p, rig->sets[i], NULL, g[0], g[1], g[2]);
+            }
+        if (!s) s = zvk_timer_mark(c, &rig->tm, d);
     }
     if (!s) s = zvk_cmd_end(dev, c, d);
     return s;
 }
 
-/* The median time of one dispatch of kernel k, in microseconds. */
-static zstatus time_kernel(zvk_device *dev, const zcg_kernel *k, const bench *b, int reps, double *us,
-                           int64_t *regs, zdiag *d) {
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The median time of one dispatch of kernel k, in microseconds. The same
+ * submission runs again and again until warm_s have passed, then once more
+ * for the timestamps: between candidates (shaderc compiles the next) an H200
+ * drops to its idle clock, and run 40 measured the first few milliseconds'
+ * worth of dispatches 3-5x slower than in a step (docs/performance.md). */
+static zstatus time_kernel(zvk_device *dev, const zcg_kernel *k, const bench *b, const zvk_tune_opts *o,
+                           double *us, int64_t *regs, zdiag *d) {
     zvk_rig rig = {0};
     zvk_cmd c = {0};
-    zvk_binding bind[ZCG_MAX_BIND + 1] = {{&b->step, 0, 0}};
-    for (int i = 0; i < b->n; i++)
-        bind[i + 1] = (zvk_binding){&b->buf[i], 0, 0};
+    int reps = o->reps > 0 ? o->reps : 15;
+    int laps = (TUNE_PER_RUN + b->copies - 1) / b->copies;
+    zvk_binding bind[ZVK_RIG_MAX_SETS * (ZCG_MAX_BIND + 1)];
+    for (int i = 0; i < b->copies; i++)
+        copy_bindings(k, b, i, bind + (size_t)i * (size_t)(b->n + 1));
     double *t = calloc((size_t)reps * 2, sizeof *t);
-    zstatus s = t ? zvk_rig_open(dev, k->name, k->glsl, k->int_dot, bind, (uint32_t)b->n + 1, (uint32_t)reps * 2,
-                                 &rig, d)
+    zstatus s = t ? zvk_rig_open(dev, k->name, k->glsl, k->int_dot, bind, (uint32_t)b->n + 1, (uint32_t)b->copies,
+                                 (uint32_t)reps * 2, &rig, d)
                   : zdiag_set(d, ZE_NOMEM, "tune: out of memory");
-    if (!s) s = record(dev, k, &rig.p, rig.set, b, reps, &c, &rig.tm, d);
+    if (!s) s = record(dev, k, &rig, laps, reps, &c, d);
+    for (double t0 = now_s(); !s && now_s() - t0 < o->warm_s;)
+        s = zvk_cmd_submit_wait(dev, &c, d);
     if (!s) s = zvk_cmd_submit_wait(dev, &c, d);
     if (!s) s = zvk_timer_read(dev, &rig.tm, t, d);
     for (int r = 0; !s && r < reps; r++)
-        t[r] = t[2 * r + 1] - t[2 * r];
+        t[r] = (t[2 * r + 1] - t[2 * r]) / (laps * b->copies);
     if (!s) *us = zvk_median(t, (size_t)reps) / 1e3;
     *regs = rig.p.stats.valid ? rig.p.stats.registers : -1;
     zvk_cmd_release(dev, &c);
@@ -162,7 +208,7 @@ static zstatus tune_key(zvk_device *dev, const zir_graph *g, const zir_node *n, 
         if (i >= 0 && !strcmp(k.name, def->name)) continue;
         zvk_tune_row r = {.key = def->key, .name = zarena_printf(a, "%s", k.name), .is_default = i < 0};
         if (i >= 0) r.layout = cand[i];
-        s = time_kernel(dev, &k, &b, o->reps > 0 ? o->reps : 15, &r.us, &r.regs, d);
+        s = time_kernel(dev, &k, &b, o, &r.us, &r.regs, d);
         if (s) break;
         r.gbs = r.us > 0 ? b.weight_bytes / (r.us * 1e3) : 0;
         if (o->report) o->report(o->report_ctx, &r);

@@ -4,9 +4,11 @@
  * device (rows per subgroup, groups in flight, workgroup size) is a fact of
  * the hardware that is cheaper to measure than to model. For every distinct
  * decode GEMV of a graph (by kernel key: same shapes, types and fusions share
- * one), the tuner compiles each candidate layout, runs it on the device on
- * the real weights, with the L2 flushed before every run (decode streams
- * weights far larger than any cache), and keeps the fastest. The result is a
+ * one), the tuner compiles each candidate layout and runs it on the device
+ * on the real weights as a decode step runs it: warm clocks, each dispatch
+ * behind a barrier, its weights not in the L2 (it goes round copies of them
+ * larger than the L2 together, as a step streams weights far larger than any
+ * cache), and keeps the fastest. The result is a
  * zcg_tuning that lowering passes to codegen; every candidate is a layout
  * that the kernel tests check against the interpreter. */
 #ifndef ZINC_TUNE_H
@@ -33,8 +35,9 @@ typedef struct zvk_tune_opts {
     bool act_f16;
     const zcg_gemv *candidates; /* NULL: the built-in set */
     int n_candidates;
-    int reps;             /* timed dispatches per candidate; 0: 15 */
-    uint64_t flush_bytes; /* a buffer written between runs to evict the L2; 0: none */
+    int reps;            /* timed runs per candidate (the median is kept); 0: 15 */
+    uint64_t ring_bytes; /* the weights' copies add up to this (2 to 64 copies); 0: one, the L2 may hold it */
+    double warm_s;       /* each candidate runs this long before it is timed */
     void (*report)(void *ctx, const zvk_tune_row *r); /* each candidate, then the winner; may be NULL */
     void *report_ctx;
 } zvk_tune_opts;

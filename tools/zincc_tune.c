@@ -39,19 +39,29 @@ zstatus zincc_tune(const char *device, const zir_graph *decode, const ztarget *t
     zvk_device dev = {0};
     uint32_t idx;
     table tab = {0};
-    /* 256 MiB written between runs: more than any GPU's L2, so every run
-     * streams its weights from VRAM as a decode step does. */
-    zvk_tune_opts o = {.target = t, .ctx = ctx, .flush_bytes = 256u << 20, .report = row, .report_ctx = &tab};
+    /* Copies of each kernel's weights that add up to 256 MiB, more than any
+     * GPU's L2, so that every dispatch streams its weights from VRAM as in a
+     * decode step; 0.3 s of each candidate first, as zinc bench warms. */
+    zvk_tune_opts o = {.target = t,
+                       .ctx = ctx,
+                       .ring_bytes = 256u << 20,
+                       .warm_s = 0.3,
+                       .report = row,
+                       .report_ctx = &tab};
     zstatus s = zvk_instance_create(&inst, d);
     if (!s) s = zvk_select_device(&inst, device, &idx, d);
     if (!s) s = zvk_device_create(&inst, idx, &dev, d);
     /* A CPU device (llvmpipe) says nothing about any GPU: three layouts keep
      * --tune quick there, where it only shows that the path works. */
     static const zcg_gemv few[] = {{1, 1, 4, 0}, {2, 1, 1, 0}, {4, 1, 4, 1}};
-    if (!s && dev.prof.type == VK_PHYSICAL_DEVICE_TYPE_CPU) o.candidates = few, o.n_candidates = 3;
+    if (!s && dev.prof.type == VK_PHYSICAL_DEVICE_TYPE_CPU)
+        o.candidates = few, o.n_candidates = 3, o.ring_bytes = 1u << 20, o.warm_s = 0;
     if (!s)
-        fprintf(stderr, "zincc: tuning the decode GEMVs on %s (%s, median of 15 runs each)\n", dev.prof.name,
-                o.candidates ? "3 layouts on a CPU device" : "every layout");
+        fprintf(stderr,
+                "zincc: tuning the decode GEMVs on %s (%s; each warmed %.1f s, then the median of 15 runs of "
+                "dispatches behind barriers, round copies of its weights of %u MiB in all)\n",
+                dev.prof.name, o.candidates ? "3 layouts on a CPU device" : "every layout", o.warm_s,
+                (unsigned)(o.ring_bytes >> 20));
     if (!s) s = zvk_tune_gemv(&dev, decode, &o, a, out, d);
     if (dev.device) zvk_device_destroy(&dev);
     zvk_instance_destroy(&inst);

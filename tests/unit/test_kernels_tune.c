@@ -132,7 +132,8 @@ static void on_row(void *ctx, const zvk_tune_row *r) {
 }
 
 /* The tuner on the device: one winner per distinct GEMV, from the
- * candidates it was given, and lowering compiles the winners. */
+ * candidates it was given (each timed over copies of its weights after a
+ * warm-up), and lowering compiles the winners. */
 Test(tune, picks_a_candidate_per_kernel, .timeout = 300) {
     static kh_ctx k;
     char err[256];
@@ -147,6 +148,8 @@ Test(tune, picks_a_candidate_per_kernel, .timeout = 300) {
                        .candidates = cand,
                        .n_candidates = 2,
                        .reps = 3,
+                       .ring_bytes = 1u << 20, /* copies of the weights: the step-like runs */
+                       .warm_s = 0.05,
                        .report = on_row,
                        .report_ctx = &seen};
     zarena *a = zarena_new();
