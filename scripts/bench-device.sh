@@ -14,6 +14,8 @@
 #     grep -v -E 'vulkan|stdc\+\+|gcc_s|libc.so|libm.so|resolv|libz'); do cp -L $l .dev/lib/; done
 # They run with the NV and the KHR cooperative matrix (ZINC_COOPMAT=nv|khr).
 # The call (carry .gl, .anchor and .dev):  bash scripts/bench-device.sh [--tune] [MODELS...]
+# --tune also compiles each model with zincc --tune and times tg128 of the default and the tuned plan
+# alternately, twice each (a layout is kept only where the step, not the tuner, says it is faster).
 # It takes ~5 minutes without --tune (~7.5 with it) of a session's 30; a cold start of the machine costs
 # more on top. Write down what each call must answer before making it (docs/performance.md, runs 11-14).
 # MODELS: q8b (Qwen3-8B shape), q06 (Qwen3-0.6B shape); default both.
@@ -57,10 +59,21 @@ for md in prefill decode; do
 done
 for m in "${models[@]}"; do
   echo "=== zinc $m" | tee -a "$O"
-  # --tune times 24 layouts of each decode GEMV (~1-2 minutes a model); without a plan nothing below runs
-  timeout 300 "$B/zincc" "/tmp/$m.gguf" -o "/tmp/$m.zplan" --ctx 8192 $tune 2>>"$O" ||
+  # without a plan nothing below runs
+  timeout 300 "$B/zincc" "/tmp/$m.gguf" -o "/tmp/$m.zplan" --ctx 8192 2>>"$O" ||
     echo "zincc failed or timed out for $m" | tee -a "$O"
   "$B/zinc" bench "/tmp/$m.zplan" -p 512 -n 128 -r 3 --profile 2>&1 | tee -a "$O"
+  if [ -n "$tune" ]; then
+    # --tune times 24 layouts of each decode GEMV, each warmed 0.3 s (~2-3 minutes a model)
+    timeout 400 "$B/zincc" "/tmp/$m.gguf" -o "/tmp/$m-tuned.zplan" --ctx 8192 --tune 2>>"$O" ||
+      echo "zincc --tune failed or timed out for $m" | tee -a "$O"
+    for rep in 1 2; do
+      for p in "$m" "$m-tuned"; do
+        echo "== tg128 $p ($rep): $("$B/zinc" bench "/tmp/$p.zplan" -p 0 -n 128 -r 3 2>&1 | grep tg128)" | tee -a "$O"
+      done
+    done
+    "$B/zinc" bench "/tmp/$m-tuned.zplan" -p 0 -n 128 -r 3 --profile 2>&1 | grep -A40 '^decode step' | tee -a "$O"
+  fi
   "$B/zinc" bench "/tmp/$m.zplan" -p 512 -n 128 -d 4096 -r 3 2>&1 | tee -a "$O"
   echo "=== llama.cpp $m" | tee -a "$O"
   /tmp/nb/bundle/run-bench.sh -m "/tmp/$m.gguf" -ngl 99 -p 512 -n 128 -r 3 -fa 0,1 2>&1 | grep -E '^\|' | tee -a "$O"
