@@ -726,8 +726,14 @@ Test(cli, bench_like_llama_bench) {
               err);
     /* the device's dispatch costs, once, and each kernel beside its floor */
     cr_expect(count(err, "dispatch costs (median of 5 runs of 256): ") == 1 && strstr(err, "behind a barrier") &&
-                  strstr(err, "floor: a kernel's weights at ") && strstr(err, "floor us      x"),
+                  strstr(err, "floor: a kernel's weights at ") && strstr(err, "floor us      x  model us      x"),
               "no dispatch costs or floor in the profile: %s", err);
+    /* the cost model's price beside the measured time: decode priced, prefill not */
+    const char *dec = strstr(err, "decode step of 1 token");
+    cr_expect(dec && strstr(dec, "the cost model: ") && strstr(dec, " us for the step's weights and dispatches"),
+              "no cost model line in the decode profile: %s", err);
+    const char *pre = strstr(err, "prefill step of"), *priced = strstr(err, "the cost model: ");
+    cr_expect(pre && dec && pre < dec && priced > dec, "the prefill profile is not priced in time: %s", err);
     cr_assert_eq(tu_run(&csv, "{ " ZINC " bench %s -p 8 -n 4 -r 1 -o csv 2>/dev/null; }", plan), 0, "%s",
                  csv);
     cr_expect(!strncmp(csv, "model,size,params,backend,device,test", 37) && count(csv, "\n") == 3, "%s", csv);
