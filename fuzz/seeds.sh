@@ -93,7 +93,7 @@ seed_body() {
 }
 seed_body 00 '{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0.7,"top_p":0.9,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,"seed":42,"stop":["\n","END"],"stream":true,"stream_options":{"include_usage":true}}'
 seed_body 00 '{"messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":null},{"role":"user","content":"\u00e9\ud83d\ude00"}],"n":1,"max_completion_tokens":3}'
-seed_body 01 '{"prompt":"Once upon a time","max_tokens":16,"stop":"x","temperature":0,"n_predict":4,"repeat_last_n":-1}'
+seed_body 01 '{"prompt":"Once upon a time","max_tokens":16,"stop":"x","temperature":0,"n_predict":4,"repeat_last_n":-1,"ignore_eos":true}'
 seed_body 01 '{"prompt":["a\u0000b"],"stream":false,"seed":-1}'
 seed_body 02 '{"content":"Hello <|im_start|> world","add_special":true,"with_pieces":true}'
 seed_body 03 '{"tokens":[1,2,3,399,0]}'
