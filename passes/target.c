@@ -50,12 +50,13 @@ static const ztarget targets[] = {
      .batch_gemv_rows = 16,
      .act_bytes = 2,
      /* run 39, zinc bench --profile of the Qwen3-8B shape's decode step
-      * (docs/performance.md): its GEMVs read the 5.03 GB of weights in
-      * 2975 us, 1.69 TB/s, 0.42 of bandwidth_gbs (gate+up 2.24 TB/s, the
-      * output head 2.43, down 1.41-1.59, o 0.97). 0.3 came from run 12's
-      * ~1.2-1.3 TB/s and was 29 % under, past issue 9's 25 %. The split
+      * (docs/performance.md, session 12): its GEMVs took 2975 us for the
+      * 4.66 GB of their weights (the embedding table is gathered, not
+      * read) in 162 dispatches. Less the 162 x dispatch_us the model adds
+      * on its own, 2489 us: 1.87 TB/s, 0.47 of bandwidth_gbs. 0.3 (run 12's
+      * ~1.2-1.3 TB/s) priced those GEMVs at 4366 us, 47 % over. The split
       * MLP: 85-98 MB a layer in 133-152 us (~650 GB/s, run 12) */
-     .gemv_eff = 0.42,
+     .gemv_eff = 0.47,
      .mlp_split_eff = 0.16},
     /* AMD RDNA4 (RX 9070 XT): 64 CUs, 64 KiB LDS, 640 GB/s, wave32/64. */
     {.name = "rdna4",

@@ -188,7 +188,7 @@ typedef struct worked {
 /* Hidden 4096, intermediate 12288, Q4_K (84934656 B of MLP weights). */
 static const worked qwen3_8b[] = {
     {"h200", ZPH_PREFILL, 1568310, 1423131, 42490765.5, 1, 2, 1},
-    {"h200", ZPH_DECODE, 250372827.4, 226274523.4, 547166976, 1, 1, 132},
+    {"h200", ZPH_DECODE, 228859490.0, 204761186.0, 547166976, 1, 1, 132},
     {"rdna4", ZPH_PREFILL, 1499560, 1388756, 28317802, 1, 3, 1},
     {"rdna4", ZPH_DECODE, 97882112, 91383808, 90231808, 2, 1, 64},
 };
@@ -436,7 +436,7 @@ Test(passes, fuse_mlp_refusal_names_shared_memory) {
 }
 
 /* The 8B MLP in decode on h200: two GEMVs (gate+up+SwiGLU, then down)
- * stream the weights at 2.6x the split MLP's measured rate, which is worth
+ * stream the weights at 2.9x the split MLP's measured rate, which is worth
  * more than the dispatch and the 2 crossings of act they cost. */
 Test(passes, fuse_mlp_streams_the_8b_decode_as_gemvs) {
     zir_graph *g = mlp_graph(4096, 12288);
@@ -444,9 +444,9 @@ Test(passes, fuse_mlp_streams_the_8b_decode_as_gemvs) {
     zpass_decision x = run_pass(g, zpass_find("fuse-mlp"), &o);
     cr_expect_eq(x.chosen, ZKT_GATE_UP_SWIGLU);
     cr_expect_eq(x.crossings_after, 2.0);
-    cr_expect(strstr(x.reason, "gate_up_swiglu: 250372827 -> 226274523 B/token"), "%s", x.reason);
+    cr_expect(strstr(x.reason, "gate_up_swiglu: 228859490 -> 204761186 B/token"), "%s", x.reason);
     cr_expect(strstr(x.reason, "full MLP: 547166976 B/token"), "%s", x.reason);
-    cr_expect(strstr(x.reason, "weights streamed at 16% of bandwidth (GEMV 42%)"), "%s", x.reason);
+    cr_expect(strstr(x.reason, "weights streamed at 16% of bandwidth (GEMV 47%)"), "%s", x.reason);
     cr_expect_eq(top_producer(g, "l0.down")->op, ZOP_MATMUL, "down stays a kernel of its own");
     zir_graph_free(g);
 }
