@@ -143,20 +143,20 @@ Test(cli, generation_is_deterministic) {
     /* --ignore-eos: a seed whose reply ends on an end-of-generation token
      * runs to -n with the flag */
     int seed = 0;
-    for (int k = 1; k <= 12 && !seed; k++) {
+    for (int k = 1; k <= 24 && !seed; k++) {
         free(c), c = NULL;
-        cr_assert_eq(tu_run(&c, "{ " ZINC " run %s -p 'Hello there' -n 80 --temp 1.5 --top-k 0 --seed %d >/dev/null; }",
+        cr_assert_eq(tu_run(&c, "{ " ZINC " run %s -p 'Hello there' -n 40 --temp 1.5 --top-k 0 --seed %d >/dev/null; }",
                             plan, k),
                      0, "%s", c);
         if (strstr(c, "stopped: end of text")) seed = k;
     }
-    cr_assert(seed, "no seed of 12 ended its reply within 80 tokens: pick another test");
+    cr_assert(seed, "no seed of 24 ended its reply within 40 tokens: pick another test");
     free(c), c = NULL;
     cr_assert_eq(
-        tu_run(&c, "{ " ZINC " run %s -p 'Hello there' -n 80 --temp 1.5 --top-k 0 --seed %d --ignore-eos >/dev/null; }",
+        tu_run(&c, "{ " ZINC " run %s -p 'Hello there' -n 40 --temp 1.5 --top-k 0 --seed %d --ignore-eos >/dev/null; }",
                plan, seed),
         0, "%s", c);
-    cr_expect(strstr(c, "generation 80 tokens") && strstr(c, "stopped: token limit"), "seed %d: %s", seed, c);
+    cr_expect(strstr(c, "generation 40 tokens") && strstr(c, "stopped: token limit"), "seed %d: %s", seed, c);
     free(a), free(b), free(c);
 }
 
