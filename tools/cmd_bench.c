@@ -123,8 +123,10 @@ typedef struct kernel_time {
     int count;
 } kernel_time;
 
-/* Bytes of the weights a dispatch binds: what a decode GEMV must stream. */
+/* The weight bytes a dispatch streams: those of its weight bindings, but
+ * none for the embedding gather, which binds the table and reads one row. */
 static double weight_bytes(const zplan *p, const zplan_dispatch *dp) {
+    if (!strncmp(zplan_str(p, p->kernels[dp->kernel].name), "embed_", 6)) return 0;
     double b = 0;
     for (uint32_t j = 0; j < dp->n_bindings; j++) {
         const zplan_buffer *buf = &p->buffers[p->bindings[dp->first_binding + j].buffer];
@@ -203,7 +205,6 @@ static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns,
     for (uint32_t i = 0; i < p->n_kernels && k[i].count; i++) {
         char rb[32], mb[2][16] = {"-", "-"};
         const char *name = zplan_str(p, p->kernels[k[i].kernel].name);
-        if (!strncmp(name, "embed_", 6)) k[i].weight_bytes = 0; /* it binds the table and reads one row */
         double fl = k[i].weight_bytes / (fm->bw_gbs * 1e3) + k[i].count * fm->dispatch_us;
         double us = k[i].ns / 1e3, mu = priced ? model_us(fm, name, k[i].weight_bytes, k[i].count) : 0;
         model_total += mu;
