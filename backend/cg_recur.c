@@ -7,10 +7,11 @@
  *   ssm_conv   the causal depthwise conv: a thread per channel walks the
  *              step's tokens with the window in registers, then writes the
  *              last K-1 rows back to the conv state (ssm_conv.glsl)
- *   delta_net  the gated delta rule: a workgroup per value head, a thread
- *              per row of the head's state matrix, in one of two forms:
- *              token by token (delta_net.glsl), or in chunks of C tokens
- *              whose updates are solved together (delta_net_chunk.glsl)
+ *   delta_net  the gated delta rule, in one of two forms: token by token
+ *              (delta_net.glsl: the rows of a head's state matrix spread
+ *              over workgroups, LPK threads a row), or in chunks of C
+ *              tokens whose updates are solved together, a workgroup per
+ *              value head and a thread per row (delta_net_chunk.glsl)
  *
  * Both recurrent kernels read their state as zeros in a step at position 0
  * (a new sequence), as the interpreter does, and store it at the end of
@@ -45,6 +46,8 @@ enum {
     DELTA_MAX_D = 256, /* head dimension: a workgroup's threads, a row in registers */
     DELTA_MAX_C = 64,  /* tokens per chunk of the chunked scan */
     DELTA_MIN_C = 8,
+    DELTA_TOKEN_LPK = 16, /* the token kernel's threads a state row */
+    DELTA_TOKEN_WG = 128, /* and at most threads a workgroup */
     MAX_GRID_Y = 65535,
 };
 
@@ -208,9 +211,24 @@ static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
     zcg_def_i(b, "HK", Hk);
     zcg_def_i(b, "HV", Hv);
     zcg_def_s(b, "SCALE", zarena_printf(b->a, "float(%.9g)", n->attr.scale));
-    fixed_grid(b->k, Hv);
     int64_t C = zcg_delta_chunk(b->o, D);
-    if (C) zcg_def_i(b, "C", C);
+    if (C) {
+        fixed_grid(b->k, Hv);
+        zcg_def_i(b, "C", C);
+    } else {
+        /* The token kernel: LPK threads a row (the largest of 16, 8, 4, 2
+         * and 1 dividing D), RW rows a workgroup (up to 128 threads, RW
+         * dividing D), so a head is D / RW workgroups. */
+        int64_t lpk = DELTA_TOKEN_LPK, rw;
+        while (D % lpk)
+            lpk /= 2;
+        for (rw = DELTA_TOKEN_WG / lpk; D % rw; rw /= 2)
+            ;
+        zcg_def_i(b, "LPK", lpk);
+        zcg_def_i(b, "RW", rw);
+        zcg_def_i(b, "WG", rw * lpk);
+        fixed_grid(b->k, Hv * (D / rw));
+    }
     if (C)
         snprintf(b->k->name, sizeof b->k->name, "delta_net_chunk_hk%lld_hv%lld_d%lld_c%lld", (long long)Hk,
                  (long long)Hv, (long long)D, (long long)C);

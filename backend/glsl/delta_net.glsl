@@ -3,41 +3,68 @@
 // over keys ([HV, D, D], the interpreter's layout). For each token:
 //   M *= exp(g);  d[j] = (v[j] - M[j] . k) * beta;  M[j][i] += k[i] d[j];
 //   o[j] = (M[j] . q) * SCALE
-// Row j of M needs only k, q, v[j] and the head's two gates, so thread j
-// owns row j in registers for the whole step: the rows never meet, and the
-// state is read once and written once per step (in place). At position 0
-// (a new sequence) the state reads as zeros. A workgroup per value head;
-// k and q of each token are staged in shared memory for its D threads.
+// Row j of M needs only k, q, v[j] and the head's two gates: the rows never
+// meet, so a head's rows are spread over D / RW workgroups of RW rows, and
+// each row over LPK threads that hold E = D / LPK consecutive elements of
+// it in registers for the whole step (a row's loads and stores are LPK
+// threads' contiguous runs). The two dot products a token are each
+// thread's E terms, then the row's LPK partials in order through shared
+// memory (two barriers a token). The state is read once and written once a
+// step, in place; at position 0 (a new sequence) it reads as zeros.
+//
+// Why: the previous form, a workgroup per value head and a thread per row
+// (the whole row in its registers, each load of a subgroup 32 rows apart),
+// ran 32 workgroups on the H200 at Qwen3.5-9B's shape and took 38.8 us a
+// layer for 4 MB of state (docs/performance.md, run 43).
+//
 // Decode's kernel: prefill runs the chunked scan of delta_net_chunk.glsl
 // (cg_recur.c chooses), which takes the state's serial step once a chunk.
-// Defines: D, HK, HV, SCALE; after delta_net_io.glsl.
-layout(local_size_x = D) in;
+// Defines: D, HK, HV, SCALE, LPK (threads a row, dividing D), RW (rows a
+// workgroup, dividing D), WG = RW * LPK; after delta_net_io.glsl.
+layout(local_size_x = WG) in;
 
-shared float sq[D], sk[D];
+const uint E = D / LPK;
+shared float red_k[WG], red_q[WG];
 
 void main() {
-    uint h = gl_WorkGroupID.x, j = gl_LocalInvocationID.x, hk = h % HK;
-    uint row = (h * D + j) * D;
-    float m[D];
-    load_row(row, m);
-    for (uint t = 0; t < step.T; t++) {
-        barrier(); // the previous token's q and k are read
-        sq[j] = float(q[(t * HK + hk) * D + j]);
-        sk[j] = float(k[(t * HK + hk) * D + j]);
-        barrier();
+    uint tid = gl_LocalInvocationID.x, r = tid / LPK, c = tid % LPK;
+    uint h = gl_WorkGroupID.x / (D / RW), j = (gl_WorkGroupID.x % (D / RW)) * RW + r, hk = h % HK;
+    uint row = (h * D + j) * D + c * E;
+    bool fresh = step.pos == 0u;
+    float m[E];
+    [[unroll]] for (uint e = 0u; e < E; e++) m[e] = fresh ? 0.0 : st[row + e];
+    for (uint t = 0u; t < step.T; t++) {
+        uint kb = (t * HK + hk) * D + c * E;
+        float kk[E], qq[E];
+        [[unroll]] for (uint e = 0u; e < E; e++) {
+            kk[e] = float(k[kb + e]);
+            qq[e] = float(q[kb + e]);
+        }
         float decay = exp(float(g[t * HV + h])), b = float(beta[t * HV + h]);
         float mk = 0.0;
-        for (uint i = 0; i < D; i++) {
-            m[i] *= decay;
-            mk += m[i] * sk[i];
+        [[unroll]] for (uint e = 0u; e < E; e++) {
+            m[e] *= decay;
+            mk += m[e] * kk[e];
         }
+        // red_k is free: every read of the last token's came before its
+        // second barrier
+        red_k[tid] = mk;
+        barrier();
+        mk = 0.0;
+        for (uint i = 0u; i < LPK; i++) mk += red_k[r * LPK + i];
         float dj = (float(v[(t * HV + h) * D + j]) - mk) * b;
         float o = 0.0;
-        for (uint i = 0; i < D; i++) {
-            m[i] += sk[i] * dj;
-            o += m[i] * sq[i];
+        [[unroll]] for (uint e = 0u; e < E; e++) {
+            m[e] += kk[e] * dj;
+            o += m[e] * qq[e];
         }
-        y[(t * HV + h) * D + j] = ACT_T(o * SCALE);
+        red_q[tid] = o; // free: the last token's reads came before this token's first barrier
+        barrier();
+        if (c == 0u) {
+            o = 0.0;
+            for (uint i = 0u; i < LPK; i++) o += red_q[r * LPK + i];
+            y[(t * HV + h) * D + j] = ACT_T(o * SCALE);
+        }
     }
-    for (uint i = 0; i < D; i++) st[row + i] = m[i];
+    [[unroll]] for (uint e = 0u; e < E; e++) st[row + e] = m[e];
 }
