@@ -123,16 +123,31 @@ typedef struct kernel_time {
     int count;
 } kernel_time;
 
-/* The weight bytes a dispatch streams: those of its weight bindings, but
- * none for the embedding gather, which binds the table and reads one row. */
-static double weight_bytes(const zplan *p, const zplan_dispatch *dp) {
-    if (!strncmp(zplan_str(p, p->kernels[dp->kernel].name), "embed_", 6)) return 0;
+/* The share of an expert kernel's stacked weights that a step of T tokens
+ * reads: its name says the experts (_e<E>) and the experts a token uses
+ * (_u<U>), so at most T * U of E (1 for any other kernel). */
+static double expert_share(const char *kernel, int T) {
+    const char *e = strstr(kernel, "_e"), *u = strstr(kernel, "_u");
+    int ne = 0, nu = 0;
+    if (strncmp(kernel, "moe_", 4) || !e || !u || sscanf(e, "_e%d", &ne) != 1 || sscanf(u, "_u%d", &nu) != 1 ||
+        ne <= 0 || nu <= 0)
+        return 1;
+    double f = (double)T * nu / ne;
+    return f < 1 ? f : 1;
+}
+
+/* The weight bytes a dispatch streams in a step of T tokens: those of its
+ * weight bindings, but none for the embedding gather, which binds the table
+ * and reads one row, and only the used experts' share of an expert GEMV's. */
+static double weight_bytes(const zplan *p, const zplan_dispatch *dp, int T) {
+    const char *name = zplan_str(p, p->kernels[dp->kernel].name);
+    if (!strncmp(name, "embed_", 6)) return 0;
     double b = 0;
     for (uint32_t j = 0; j < dp->n_bindings; j++) {
         const zplan_buffer *buf = &p->buffers[p->bindings[dp->first_binding + j].buffer];
         if (buf->kind == ZPB_WEIGHTS) b += (double)buf->size;
     }
-    return b;
+    return b * expert_share(name, T);
 }
 
 /* "regs 96", "regs 255 spill 40", or "" where the driver says nothing. */
@@ -185,7 +200,7 @@ static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns,
     for (uint32_t i = 0; i < sc->count; i++) {
         const zplan_dispatch *dp = &p->dispatches[sc->first + i];
         k[dp->kernel].ns += ns[i];
-        k[dp->kernel].weight_bytes += weight_bytes(p, dp);
+        k[dp->kernel].weight_bytes += weight_bytes(p, dp, T);
         k[dp->kernel].count++;
         total += ns[i];
     }
