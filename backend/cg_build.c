@@ -70,9 +70,10 @@ zstatus zcg_weight(zcg_builder *b, const zir_node *n, const char *slot, const zi
         return zdiag_set(d, ZE_UNSUPPORTED, "codegen: '%s': weight '%s' has type %s; the kernels read %s",
                          n->out->name, w->name, ztype_name(w->dtype), types);
     }
-    /* The epilogue reads a bias one element at a time (DQ1): any length will
-     * do (qwen35's ssm_dt.bias has one per delta-net head). */
-    bool by_element = !strcmp(slot, "BIAS");
+    /* The epilogue reads a bias and a product's weight one element at a time
+     * (DQ1): any length will do (qwen35's ssm_dt.bias and ssm_a have one per
+     * delta-net head). */
+    bool by_element = !strcmp(slot, "BIAS") || !strcmp(slot, "EMUL");
     if (!ok || (k % 8 && !by_element) || w->shape[w->rank - 1] != k)
         return zdiag_set(
             d, ZE_UNSUPPORTED,

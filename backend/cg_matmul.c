@@ -40,6 +40,7 @@ static zcg_affine per_token(int64_t a, int64_t div) {
  * kernel node whose body is [rms_norm] matmul(s) [swiglu [matmul]] [add]. */
 typedef struct mm_match {
     const zir_node *norm, *glu, *add;
+    const zir_node *unary, *emul; /* fuse-epilogue: a sigmoid, softplus or silu, then a product by an [N] weight */
     const zir_node
         *store; /* a kv_store the output goes to (through reshapes): the epilogue writes the cache */
     const zir_node *first, *up, *down; /* first: the only matmul, or gate */
@@ -76,8 +77,12 @@ static zstatus split_body(const zir_node *n, mm_match *m, const zir_node **mm, i
             mm[(*n_mm)++] = b;
         else if ((oi->flags & ZF_GLU) && !m->glu)
             m->glu = b;
-        else if ((oi->flags & ZF_SUM) && b->n_in == 2 && i == end - 1)
+        else if ((oi->flags & ZF_SUM) && b->n_in == 2 && !m->add && !m->unary && !m->emul)
             m->add = b;
+        else if ((b->op == ZOP_SIGMOID || b->op == ZOP_SOFTPLUS || b->op == ZOP_SILU) && !m->unary && !m->emul)
+            m->unary = b;
+        else if (b->op == ZOP_MUL && !m->emul)
+            m->emul = b;
         else
             return zdiag_set(d, ZE_UNSUPPORTED, "codegen: kernel '%s' (%s): body node '%s' (%s) fits no slot",
                              n->out->name, zir_ktemplate_name(n->kp.tmpl), b->out->name, oi->name);
@@ -123,6 +128,25 @@ static zstatus match_add(const zir_node *n, mm_match *m, const zir_node *last, z
         m->other->dtype != ZT_F32)
         return bad(n, "the residual must be an f32 [T, N] activation", d);
     m->add_mode = 1;
+    return ZOK;
+}
+
+/* fuse-epilogue's chain after the matmul (and its add): the unary takes
+ * *y, the product by an [N] f32 weight what came before it; *y becomes the
+ * chain's last output. Plain matmul kernels only. */
+static zstatus match_epilogue(const zir_node *n, const mm_match *m, const zir_value **y, zdiag *d) {
+    if (n->kp.tmpl != ZKT_MATMUL || m->store) return bad(n, "an epilogue chain needs a plain matmul kernel", d);
+    if (m->unary) {
+        if (m->unary->in[0] != *y) return bad(n, "the unary must take the matmul's (or its add's) output", d);
+        *y = m->unary->out;
+    }
+    if (m->emul) {
+        const zir_value *w = m->emul->in[1];
+        if (m->emul->in[0] != *y || w->role != ZR_WEIGHT || w->rank != 1 || w->shape[0] != m->N ||
+            w->dtype != ZT_F32)
+            return bad(n, "the product must take the chain's output and an f32 [N] weight", d);
+        *y = m->emul->out;
+    }
     return ZOK;
 }
 
@@ -204,6 +228,7 @@ static zstatus match(const zir_node *n, mm_match *m, zdiag *d) {
     if (m->add && (s = match_add(n, m, last, d))) return s;
     if (m->n_seg && (s = match_segments(n, m, d))) return s;
     const zir_value *y = (m->add ? m->add : last)->out;
+    if ((m->unary || m->emul) && (s = match_epilogue(n, m, &y, d))) return s;
     if (m->store) return match_store(n, m, y, d);
     if (y != n->out) return bad(n, "the body's last node must give the output", d);
     if (n->out->rank != 2 || n->out->dtype != ZT_F32) return bad(n, "the output must be f32 [T, N]", d);
@@ -226,6 +251,11 @@ static zstatus io_out(zcg_builder *b, const zir_node *n, const mm_match *m, int6
     zcg_def_i(b, "ADD_MODE", m->add_mode);
     zstatus s = ZOK;
     if (m->add_mode == 2) s = zcg_weight(b, n, "BIAS", m->other, N, d);
+    if (m->unary) zcg_def_i(b, "EPI_UNARY", m->unary->op == ZOP_SIGMOID ? 1 : m->unary->op == ZOP_SOFTPLUS ? 2 : 3);
+    if (!s && m->emul) {
+        zcg_def_i(b, "EPI_MUL", 1);
+        s = zcg_weight(b, n, "EMUL", m->emul->in[1], N, d);
+    }
     if (m->add_mode == 1 && m->other == m->x)
         zcg_def_s(b, "R_IS_X", "1");
     else if (m->add_mode == 1)
@@ -235,9 +265,12 @@ static zstatus io_out(zcg_builder *b, const zir_node *n, const mm_match *m, int6
     return s;
 }
 
-static const char *add_suffix(const mm_match *m) {
+static const char *add_suffix(zcg_builder *b, const mm_match *m) {
     if (m->store) return m->add_mode == 2 ? "+bias+store" : "+store";
-    return m->add_mode == 1 ? "+add" : m->add_mode == 2 ? "+bias" : "";
+    const char *a = m->add_mode == 1 ? "+add" : m->add_mode == 2 ? "+bias" : "";
+    if (!m->unary && !m->emul) return a;
+    return zarena_printf(b->a, "%s%s%s%s", a, m->unary ? "+" : "", m->unary ? zir_ops[m->unary->op].name : "",
+                         m->emul ? "+mul" : "");
 }
 
 /* matmul_rows: segment s reads weight W<s> and has N<s> rows; all but the
@@ -290,7 +323,7 @@ static void mm_name(zcg_builder *b, const char *kind, const mm_match *m, const c
         types = zarena_printf(b->a, "%s.%s", ztype_name(m->seg[i]->in[1]->dtype), types);
     snprintf(b->k->name, sizeof b->k->name, "%s%s%s_%s_n%lld_k%lld%s%s%s", kind, m->glu ? "_gateup" : "",
              m->n_seg ? "_rows" : "", types, (long long)mm_rows(m), (long long)m->K, extra,
-             m->norm ? "+norm" : "", add_suffix(m));
+             m->norm ? "+norm" : "", add_suffix(b, m));
 }
 
 /* ---- generators ------------------------------------------------------------ */
@@ -770,7 +803,7 @@ static zstatus gen_mlp(const zir_node *n, const mm_match *m, zcg_builder *b, zdi
     snprintf(b->k->name, sizeof b->k->name, "mlp_%s.%s.%s_h%lld_f%lld_%s%lld%s%s",
              ztype_name(m->first->in[1]->dtype), ztype_name(m->up->in[1]->dtype),
              ztype_name(m->down->in[1]->dtype), (long long)H, (long long)FF, c.nsplit > 1 ? "s" : "t",
-             (long long)(c.nsplit > 1 ? c.nsplit : c.tt), m->norm ? "+norm" : "", add_suffix(m));
+             (long long)(c.nsplit > 1 ? c.nsplit : c.tt), m->norm ? "+norm" : "", add_suffix(b, m));
     static const char *const files[] = {"dequant", "matmul_io", "mlp", NULL};
     return zcg_build(b, files, n, d);
 }

@@ -1,11 +1,13 @@
 // matmul_io.glsl: the activations of the matmul family and what their
-// prologue (RMSNorm) and epilogue (bias or residual add) need.
+// prologue (RMSNorm) and epilogue (bias or residual add, then fuse-epilogue's
+// unary and product by a weight) need.
 //
 // Defines from codegen:
 //   B_X, B_Y       input x[T,K] and output y[T,N] (ACT_T)
 //   B_R            residual r[T,N] (ADD_MODE 1); R_IS_X when r is x itself
 //   HAS_NORM       x is RMS-normalized over K first (NORM_EPS, NW_TYPE)
 //   ADD_MODE       0 none, 1 residual (activation), 2 bias (weight [N], BIAS_TYPE)
+//   EPI_UNARY      0 none, 1 sigmoid, 2 softplus, 3 silu; EPI_MUL: times the f32 [N] weight at B_EMUL
 //   N, K           output and contraction sizes
 
 #extension GL_KHR_shader_subgroup_basic : require
@@ -63,12 +65,35 @@ layout(std430, binding = B_Y) writeonly buffer Yb { ACT_T yout[]; };
 void store_y(uint t, uint n, float v) { yout[t * uint(N) + n] = ACT_T(v); }
 #endif
 
-// What the epilogue adds to output element (t, n).
+#ifndef EPI_UNARY
+#define EPI_UNARY 0
+#endif
+#ifndef EPI_MUL
+#define EPI_MUL 0
+#endif
+#if EPI_MUL
+// the product's weight: f32 (the pass and codegen take no other type)
+layout(std430, binding = B_EMUL) readonly buffer EMULb { float emul[]; };
+#endif
+
+// What the epilogue does to output element (t, n): the add, then
+// fuse-epilogue's unary (1 sigmoid, 2 softplus, 3 silu: the interpreter's
+// formulas, as unary.glsl's) and product by an [N] weight (EMUL).
 float epilogue(uint t, uint n, float v) {
 #if ADD_MODE == 1
     v += radd_at(t * uint(N) + n);
 #elif ADD_MODE == 2
     v += DQ1(WQ_BIAS, BIAS_TYPE, n);
+#endif
+#if EPI_UNARY == 1
+    v = 1.0 / (1.0 + exp(-v));
+#elif EPI_UNARY == 2
+    v = v > 20.0 ? v : log(1.0 + exp(v));
+#elif EPI_UNARY == 3
+    v = silu(v);
+#endif
+#if EPI_MUL
+    v *= emul[n];
 #endif
     return v;
 }

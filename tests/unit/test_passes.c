@@ -53,6 +53,7 @@ static gguf_file *make_model(zmk_arch arch, zmk_quant q, shape s, const char *na
     o.head_dim = 64;
     o.vocab = 512;
     o.seed = 1;
+    if (arch == ZMK_QWEN35) o.full_attn = (int)s.layers; /* delta-net layers, then one of gated attention */
     zdiag d = {0};
     const char *path = tu_tmp(name);
     cr_assert_eq(zmk_write(&o, path, NULL, &d), ZOK, "%s", d.msg);
@@ -132,6 +133,26 @@ static void expect_same(const float *got, const float *want, size_t n, const cha
         cr_assert(!isnan(want[i]), "%s: reference logit %zu is NaN", what, i);
         cr_assert(got[i] == want[i], "%s: logit %zu: fused %.9g, unfused %.9g", what, i, got[i], want[i]);
     }
+}
+
+/* The logits of f's graph as built, no pass at all, in every mode. */
+static void unfused_logits(const gguf_file *f, const int32_t *tok, float *want[N_MODES]) {
+    zir_graph *ref = NULL;
+    zdiag d = {0};
+    cr_assert_eq(zir_build_from_gguf(f, &ref, &d), ZOK, "%s", d.msg);
+    run_modes(ref, tok, want);
+    zir_graph_free(ref);
+}
+
+/* The logits of g in every mode are want's, element by element; frees g. */
+static void expect_graph_same(zir_graph *g, const int32_t *tok, float *want[N_MODES]) {
+    float *out[N_MODES];
+    size_t n = (size_t)N_TOK * (size_t)g->hp.n_vocab;
+    run_modes(g, tok, out);
+    for (int m = 0; m < N_MODES; m++)
+        expect_same(out[m], want[m], n, mode_names[m]);
+    free_modes(out);
+    zir_graph_free(g);
 }
 
 /* ---- kernel census ------------------------------------------------------ */
@@ -369,12 +390,8 @@ static void check_pipe(zmk_arch arch, pipe p) {
     for (int i = 0; i < N_TOK; i++)
         tok[i] = (int32_t)(tu_next(&r) % 512);
     /* The reference: the graph as built, no pass at all. */
-    zir_graph *ref = NULL;
-    zdiag d = {0};
-    cr_assert_eq(zir_build_from_gguf(f, &ref, &d), ZOK, "%s", d.msg);
     float *want[N_MODES];
-    run_modes(ref, tok, want);
-    zir_graph_free(ref);
+    unfused_logits(f, tok, want);
     for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++)
         for (int ph = 0; ph < ZPH_COUNT; ph++)
             check_one(f, arch, p, targets[t], (zpass_phase)ph, tok, want);
@@ -409,12 +426,8 @@ EQ_ARCH(qwen2, ZMK_QWEN2)
 static void check_moe(const char *pipeline) {
     gguf_file *f = make_model(ZMK_QWEN3MOE, ZMK_Q4_K_M, EQ_SHAPE, "eqmoe.gguf");
     int32_t tok[N_TOK] = {7, 300, 12, 511, 64, 3};
-    zir_graph *ref = NULL;
-    zdiag d = {0};
-    cr_assert_eq(zir_build_from_gguf(f, &ref, &d), ZOK, "%s", d.msg);
-    float *want[N_MODES], *out[N_MODES];
-    run_modes(ref, tok, want);
-    size_t n = (size_t)N_TOK * (size_t)ref->hp.n_vocab;
+    float *want[N_MODES];
+    unfused_logits(f, tok, want);
     for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++)
         for (int ph = 0; ph < ZPH_COUNT; ph++) {
             zpass_report rep = {.arena = zarena_new()};
@@ -439,15 +452,10 @@ static void check_moe(const char *pipeline) {
             cr_expect_eq(decided, (int)EQ_SHAPE.layers, "%s: fuse-moe decisions", targets[t]);
             cr_expect_eq(said, ph == ZPH_PREFILL ? (int)EQ_SHAPE.layers : 0, "%s %s: grouped decisions",
                          targets[t], zpass_phase_name((zpass_phase)ph));
-            run_modes(g, tok, out);
-            for (int m = 0; m < N_MODES; m++)
-                expect_same(out[m], want[m], n, mode_names[m]);
-            free_modes(out);
-            zir_graph_free(g);
+            expect_graph_same(g, tok, want);
             zarena_free(rep.arena);
         }
     free_modes(want);
-    zir_graph_free(ref);
     gguf_close(f);
 }
 
@@ -456,6 +464,52 @@ Test(equivalence, qwen3moe_fuse_moe, .timeout = 600) {
 }
 Test(equivalence, qwen3moe_default_pipeline, .timeout = 600) {
     check_moe(NULL);
+}
+
+/* qwen35 (EQ_SHAPE: a delta-net layer, then a gated attention layer, whose
+ * sigmoid of a slice of q stays a kernel of its own): fuse-epilogue takes
+ * beta's sigmoid and the decay's softplus and product by ssm_a into the
+ * epilogues of their matmul kernels (after fuse-residual's bias), on every
+ * target and phase: no sigmoid, softplus or mul is left outside a kernel,
+ * each layer has one matmul kernel ending in a sigmoid and one ending in
+ * softplus then mul, three decisions a layer say so, and the logits are
+ * the unfused graph's exactly. */
+Test(equivalence, qwen35_fuse_epilogue, .timeout = 600) {
+    gguf_file *f = make_model(ZMK_QWEN35, ZMK_Q4_K_M, EQ_SHAPE, "eqq35.gguf");
+    int32_t tok[N_TOK] = {7, 300, 12, 511, 64, 3};
+    float *want[N_MODES];
+    unfused_logits(f, tok, want);
+    int L = (int)EQ_SHAPE.layers - 1; /* the delta-net layers */
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++)
+        for (int ph = 0; ph < ZPH_COUNT; ph++) {
+            zpass_report rep = {.arena = zarena_new()};
+            zpass_opts o = opts_for(targets[t], (zpass_phase)ph, &rep);
+            zir_graph *g = compile_without(f, "shape,width,fuse-dequant,fuse-residual,fuse-epilogue", "mm-f16,kv-type", &o);
+            int loose = 0, beta = 0, decay = 0, said = 0;
+            for (uint32_t i = 0; i < g->n_nodes; i++) {
+                const zir_node *k = g->nodes[i];
+                const zir_node *p = k->n_in ? k->in[0]->producer : NULL;
+                loose += (k->op == ZOP_SIGMOID || k->op == ZOP_SOFTPLUS || k->op == ZOP_MUL) && p &&
+                         (p->op == ZOP_MATMUL || (p->op == ZOP_KERNEL && p->kp.tmpl == ZKT_MATMUL));
+                if (k->op != ZOP_KERNEL || k->kp.tmpl != ZKT_MATMUL) continue;
+                const zir_node *last = k->body[k->n_body - 1], *prev = k->n_body > 1 ? k->body[k->n_body - 2] : NULL;
+                beta += last->op == ZOP_SIGMOID;
+                decay += last->op == ZOP_MUL && prev && prev->op == ZOP_SOFTPLUS;
+            }
+            for (int i = 0; i < rep.n; i++)
+                said += !strncmp(rep.items[i].reason, "sigmoid done in the epilogue", 28) ||
+                        !strncmp(rep.items[i].reason, "softplus done in the epilogue", 29) ||
+                        !strncmp(rep.items[i].reason, "mul done in the epilogue", 24);
+            const char *ph_name = zpass_phase_name((zpass_phase)ph);
+            cr_expect_eq(loose, 0, "%s %s: sigmoid, softplus or mul outside a kernel", targets[t], ph_name);
+            cr_expect_eq(beta, L, "%s %s: matmul kernels ending in a sigmoid", targets[t], ph_name);
+            cr_expect_eq(decay, L, "%s %s: matmul kernels ending in softplus and mul", targets[t], ph_name);
+            cr_expect_eq(said, 3 * L, "%s %s: fuse-epilogue decisions: %d of %d", targets[t], ph_name, said, rep.n);
+            expect_graph_same(g, tok, want);
+            zarena_free(rep.arena);
+        }
+    free_modes(want);
+    gguf_close(f);
 }
 
 /* The analyses alone change nothing: a baseline for the counts above. */
