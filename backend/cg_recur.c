@@ -84,9 +84,8 @@ static zstatus gen_unary(const zir_node *n, zcg_builder *b, zdiag *d) {
     int64_t per, per_x;
     if (!per_token(n->out, &per) || !per_token(n->in[0], &per_x) || per_x != per)
         return refuse(n, "expected an input and output of shape [T, ...]", d);
-    static const char *const f[] = {[ZOP_SILU] = "silu(x)",
-                                    [ZOP_SIGMOID] = "(1.0 / (1.0 + exp(-(x))))",
-                                    [ZOP_SOFTPLUS] = "((x) > 20.0 ? (x) : log(1.0 + exp(x)))"};
+    static const char *const f[] = {[ZOP_SILU] = "silu(x)", [ZOP_SIGMOID] = "sigmoid(x)",
+                                    [ZOP_SOFTPLUS] = "softplus(x)"}; /* common.glsl */
     zcg_bind(b, NULL, n->in[0], false, 0);
     zcg_bind(b, NULL, n->out, true, 0);
     zcg_def_i(b, "PER_T", per);
@@ -215,6 +214,8 @@ static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
     if (C) {
         fixed_grid(b->k, Hv);
         zcg_def_i(b, "C", C);
+        snprintf(b->k->name, sizeof b->k->name, "delta_net_chunk_hk%lld_hv%lld_d%lld_c%lld", (long long)Hk,
+                 (long long)Hv, (long long)D, (long long)C);
     } else {
         /* The token kernel: LPK threads a row (the largest of 16, 8, 4, 2
          * and 1 dividing D), RW rows a workgroup (up to 128 threads, RW
@@ -228,13 +229,9 @@ static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
         zcg_def_i(b, "RW", rw);
         zcg_def_i(b, "WG", rw * lpk);
         fixed_grid(b->k, Hv * (D / rw));
-    }
-    if (C)
-        snprintf(b->k->name, sizeof b->k->name, "delta_net_chunk_hk%lld_hv%lld_d%lld_c%lld", (long long)Hk,
-                 (long long)Hv, (long long)D, (long long)C);
-    else
         snprintf(b->k->name, sizeof b->k->name, "delta_net_hk%lld_hv%lld_d%lld", (long long)Hk, (long long)Hv,
                  (long long)D);
+    }
     static const char *const token[] = {"delta_net_io", "delta_net", NULL};
     static const char *const chunked[] = {"delta_net_io", "delta_net_chunk", NULL};
     return zcg_build(b, C ? chunked : token, n, d);

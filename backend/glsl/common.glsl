@@ -47,4 +47,8 @@ layout(std430, set = 0, binding = 0) readonly buffer StepParams {
 #define W_F16(buf, off) unpackHalf2x16(W_U16(buf, off)).x
 #define W_I8(buf, off) (int(W_BYTE(buf, off) << 24u) >> 24)
 
+// The interpreter's (ggml's) float formulas of the elementwise activations,
+// for unary.glsl's kernels and the matmul epilogue (matmul_io.glsl).
 float silu(float x) { return x / (1.0 + exp(-x)); }
+float sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }
+float softplus(float x) { return x > 20.0 ? x : log(1.0 + exp(x)); }

@@ -77,8 +77,8 @@ layout(std430, binding = B_EMUL) readonly buffer EMULb { float emul[]; };
 #endif
 
 // What the epilogue does to output element (t, n): the add, then
-// fuse-epilogue's unary (1 sigmoid, 2 softplus, 3 silu: the interpreter's
-// formulas, as unary.glsl's) and product by an [N] weight (EMUL).
+// fuse-epilogue's unary (1 sigmoid, 2 softplus, 3 silu: common.glsl's, as
+// unary.glsl's kernels) and product by an [N] weight (EMUL).
 float epilogue(uint t, uint n, float v) {
 #if ADD_MODE == 1
     v += radd_at(t * uint(N) + n);
@@ -86,9 +86,9 @@ float epilogue(uint t, uint n, float v) {
     v += DQ1(WQ_BIAS, BIAS_TYPE, n);
 #endif
 #if EPI_UNARY == 1
-    v = 1.0 / (1.0 + exp(-v));
+    v = sigmoid(v);
 #elif EPI_UNARY == 2
-    v = v > 20.0 ? v : log(1.0 + exp(v));
+    v = softplus(v);
 #elif EPI_UNARY == 3
     v = silu(v);
 #endif
