@@ -17,6 +17,7 @@
  * the grouped GEMMs read each used expert's tile once per tile of its
  * tokens (docs/performance.md). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cg_build.h"
@@ -28,7 +29,6 @@ enum {
     SUM_WG = 256,
     ROUTE_WG = 256,
     GEMV_NSG = 4, /* subgroups per workgroup */
-    GEMV_ROWS = 8,
     MAX_GRID_Y = 65535,
 };
 
@@ -223,10 +223,28 @@ static zstatus gemv_bindings(const zir_node *n, const moe_match *m, zcg_builder 
     const char *const names[] = {"N", "K", "E", "U", "SUM", "GLU", "X3", "ADD_MODE", "HAS_NORM"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
-    zcg_def_i(b, "RS", m->route->shape[2]); /* floats a pair: 2, or 4 for moe_route's (no weights) */
+    /* the route's floats a pair: 2, or 4 for moe_route's (no weights) */
+    zcg_def_i(b, "ROUTE_FL", m->route->shape[2]);
     return ZOK;
 }
 
+/* The decode GEMV's group layout for the experts' type (matmul_gemv.glsl's
+ * GMODE): q4_K 12, q6_K 14 (gate and up of one type), else 8-element groups. */
+static int expert_gmode(const moe_match *m) {
+    ztype t = m->first->in[1]->dtype;
+    if (m->glu && m->up->in[1]->dtype != t) return 0;
+    return t == ZT_Q4_K ? 12 : t == ZT_Q6_K ? 14 : 0;
+}
+
+/* The expert GEMV is the decode GEMV (matmul_gemv.glsl) with MOE set: its
+ * q4_K / q6_K group loads (16-byte quads, scales decoded once a group), RS
+ * rows a subgroup sharing each x load, x staged in shared memory where it
+ * fits. Run 44 measured the kernel it replaces (one subgroup a row, 8-element
+ * groups through DQ8, the slots of the summed down projection one after the
+ * other) at 720 GB/s for gate+up and 241-309 for the down projection,
+ * 2-4x the cost model's price. RS as the dense GEMV's default picks it from
+ * the rows the grid holds (N x U pairs, or N for the sum), four subgroups;
+ * ZINC_MOE_GEMV_LAYOUT=rs,nsg replaces it, to measure others. */
 static zstatus gen_gemv(const zir_node *n, zcg_builder *b, zdiag *d) {
     moe_match m;
     zstatus s = match(n, &m, d);
@@ -234,16 +252,36 @@ static zstatus gen_gemv(const zir_node *n, zcg_builder *b, zdiag *d) {
     if (s) return s;
     int64_t rows_y = m.sum ? 1 : m.U, maxt = b->o->max_tokens > 0 ? b->o->max_tokens : 1;
     if (maxt * rows_y > MAX_GRID_Y) return refuse(n, "more than 65535 (token, expert) pairs in a step", d);
-    int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32;
-    zcg_def_i(b, "WG", GEMV_NSG * sg);
-    zcg_def_i(b, "ROWS_WG", GEMV_ROWS);
-    b->k->groups[0] = (zcg_affine){0, m.N, GEMV_ROWS};
+    if (m.K % 8) return refuse(n, "the experts' K must be a multiple of 8", d);
+    const ztarget *t = b->o->target;
+    int sg = t->subgroup > 0 ? t->subgroup : 32;
+    int64_t cu = t->n_cu > 0 ? t->n_cu : 1, rows = m.N * rows_y;
+    int rs = rows >= 32 * cu ? 4 : rows >= 8 * cu ? 2 : 1, nsg = GEMV_NSG;
+    const char *env = getenv("ZINC_MOE_GEMV_LAYOUT");
+    int ers = 0, ensg = 0;
+    if (env && sscanf(env, "%d,%d", &ers, &ensg) == 2 && ers >= 1 && ers <= 8 && ensg >= 1 && ensg * sg <= 1024)
+        rs = ers, nsg = ensg;
+    int mode = expert_gmode(&m);
+    int64_t runlen = mode == 12 ? 16 : 8, xrows = m.sum ? m.U : 1,
+            budget = t->smem_bytes > 0 ? t->smem_bytes : 16384;
+    bool xsh = (m.K % runlen) == 0 && 4 * (xrows * m.K + xrows * m.K / runlen) <= budget;
+    zcg_def_i(b, "MOE", m.sum ? 2 : 1);
+    zcg_def_i(b, "GMODE", mode);
+    zcg_def_i(b, "X_SHARED", xsh);
+    zcg_def_i(b, "SWZ_SHIFT", mode == 12 ? 4 : 5);
+    zcg_def_i(b, "SWZ_MASK", mode == 12 ? 3 : mode == 14 ? 1 : 0);
+    zcg_def_i(b, "UNROLL", 1);
+    zcg_def_i(b, "RS", rs);
+    zcg_def_i(b, "WG", nsg * sg);
+    zcg_def_i(b, "ROWS_WG", nsg * rs);
+    b->k->groups[0] = (zcg_affine){0, m.N, nsg * rs};
     b->k->groups[1] = (zcg_affine){rows_y, 0, 1};
     b->k->groups[2] = (zcg_affine){0, 1, 1};
-    snprintf(b->k->name, sizeof b->k->name, "moe_gemv%s_%s_e%lld_n%lld_k%lld_u%lld%s%s",
+    snprintf(b->k->name, sizeof b->k->name, "moe_gemv%s_%s_e%lld_n%lld_k%lld_u%lld_r%dg%d%s%s%s",
              m.glu ? "_gateup" : "", ztype_name(m.first->in[1]->dtype), (long long)m.E, (long long)m.N,
-             (long long)m.K, (long long)m.U, m.sum ? "+sum" : "", m.resid ? "+add" : "");
-    static const char *const files[] = {"dequant", "matmul_io", "moe_gemv", NULL};
+             (long long)m.K, (long long)m.U, rs, nsg, xsh ? "_xs" : "", m.sum ? "+sum" : "",
+             m.resid ? "+add" : "");
+    static const char *const files[] = {"dequant", "matmul_io", "gemv_groups", "gemv_segs", "matmul_gemv", NULL};
     return zcg_build(b, files, n, d);
 }
 

@@ -49,7 +49,7 @@ shape() {
 }
 gen() { "$B/zinc" mkmodel $(shape "$1") --vocab 151936 --quant q4_k_m -o "/tmp/$1.gguf" >/dev/null; }
 for m in "${models[@]}" s2; do gen "$m" & done
-for t in test_kernels_matmul test_kernels_misc test_kernels_e2e test_kernels_recur; do
+for t in test_kernels_matmul test_kernels_misc test_kernels_e2e test_kernels_recur test_kernels_moe; do
   [ -x "$B/$t" ] || continue
   for cm in nv khr; do
     echo "== $t, cooperative matrix $cm: $(cd /tmp && ZINC_COOPMAT=$cm LD_LIBRARY_PATH="$B/lib" \

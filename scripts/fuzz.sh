@@ -8,7 +8,7 @@
 # input that caused it is kept in $FUZZ_WORK/artifacts.
 #
 # Environment:
-#   FUZZ_SECONDS    seconds per harness (default 60)
+#   FUZZ_SECONDS    seconds per harness (default 30)
 #   FUZZ_TARGETS    harnesses to run (default "gguf plan tokenizer frontend serve")
 #   FUZZ_BUILD_DIR  build directory (default build-fuzz)
 #   FUZZ_WORK       corpora, logs and artifacts (default $FUZZ_BUILD_DIR/fuzz-work); the
@@ -16,7 +16,7 @@
 #   FUZZ_JOBS       build parallelism (default: nproc)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${FUZZ_SECONDS:-60}
+seconds=${FUZZ_SECONDS:-30}
 targets=${FUZZ_TARGETS:-gguf plan tokenizer frontend serve}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 work=${FUZZ_WORK:-$build/fuzz-work}

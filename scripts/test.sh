@@ -24,7 +24,7 @@ cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   LSAN_OPTIONS=suppressions="$PWD/../tests/lsan.supp" ctest --output-on-failure -j1 -LE arith)
 
-echo "== fuzzing (libFuzzer + ASan/UBSan, ${FUZZ_SECONDS:-60} s per harness)"
+echo "== fuzzing (libFuzzer + ASan/UBSan, ${FUZZ_SECONDS:-30} s per harness)"
 bash scripts/fuzz.sh
 
 echo "== zinc serve: the openai npm client, the chat page in headless Chromium, a load test"

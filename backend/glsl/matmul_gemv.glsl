@@ -33,8 +33,43 @@
 // projection: y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB;
 // SEGS, N0..N2, WG_SEG0..2, B_Y0, B_Y1 and W2_TYPE/W2_ROWB for the
 // segments of a matmul_rows kernel (below).
+//
+// MOE (backend/cg_moe.c: the expert GEMVs of a mixture of experts, whose
+// stacked weights are [E, N, K] and whose route names TOPK = U experts a
+// token; E, U, X3, ROUTE_FL, B_ROUTE):
+//   1  gl_WorkGroupID.y is a (token, slot) pair tu: x row tu (X3: x is
+//      [T, U, K]) or tu / U, the weight rows those of expert e(tu), output
+//      row tu ([T, U, N]); plain or GLU, as above.
+//   2  the down projection summed over the slots: gl_WorkGroupID.y is the
+//      token t, its U x rows (X3) are staged together, and the lanes walk
+//      the U x K/GE (slot, group) pairs, each product weighted by its slot's
+//      route weight, so all slots' loads are in flight at once; the
+//      residual add is the epilogue. The [T, U, N] products never leave the
+//      chip. The slots' sums meet in another order than the interpreter's
+//      sum of weighted dot products (a few ulps of the RMS).
 
 layout(local_size_x = WG) in;
+
+#ifndef MOE
+#define MOE 0
+#endif
+#if MOE == 2
+#define XROWS U /* x rows staged: a token's slots */
+#else
+#define XROWS 1
+#endif
+#if MOE
+#if IDOT || HAS_NORM || SEGS
+#error "the expert GEMV takes float x without a norm, in one segment"
+#endif
+layout(std430, binding = B_ROUTE) readonly buffer Rt { ACT_T route[]; };
+// The expert of slot tu; an id the router cannot produce is clamped, so a
+// corrupt route reads a wrong expert rather than out of bounds.
+uint expert_of(uint tu) { return min(uint(float(route[uint(ROUTE_FL) * tu])), uint(E) - 1u); }
+#endif
+// The first weight row of the rows this workgroup reads (MOE 1: its
+// expert's), and the x row of its token (MOE 2: the first of its slots').
+uint row_base = 0u, x_row = 0u;
 
 #ifndef UNROLL
 #define UNROLL 1u
@@ -161,8 +196,8 @@ XG load_group_q8(uint g) {
 // shape with the norm weight also read per lane 516 GB/s).
 // The 16-byte units of a 128-byte row are stored permuted (SWZ): the 8
 // lanes of a block that read together then hit 8 different bank groups.
-shared vec4 sx[K / 4];
-shared float sxs[K / RUNLEN];
+shared vec4 sx[XROWS * K / 4];
+shared float sxs[XROWS * K / RUNLEN];
 float x_norm_scale; // 1 / rms of the token's x (HAS_NORM), in every invocation
 
 uint swz(uint u) { return u ^ ((u >> SWZ_SHIFT) & SWZ_MASK); }
@@ -174,11 +209,13 @@ vec4 prescale4(uint u) {
     return vec4(x_prescale(i, 0u), x_prescale(i, 1u), x_prescale(i, 2u), x_prescale(i, 3u));
 }
 
-// Every invocation calls it (it holds barriers).
+// Every invocation calls it (it holds barriers). XROWS consecutive rows
+// from row t, one after the other (K % 256 == 0 where GMODE is 12 or 14,
+// so a run never straddles two rows).
 void stage_x(uint t) {
     uint tid = gl_LocalInvocationID.x;
     float ss = 0.0;
-    for (uint r = tid; r < uint(K) / RUNLEN; r += WG) {
+    for (uint r = tid; r < uint(XROWS * K) / RUNLEN; r += WG) {
         float sum = 0.0;
         [[unroll]] for (uint c = 0u; c < RUNLEN / 8u; c++) {
             uint k0 = r * RUNLEN + 8u * c;
@@ -348,19 +385,41 @@ void group(uint xo, uint g, inout float ss, const uint seg) {
 }
 
 // Rows n0 .. n0+RS-1 (those below the segment's rows) of token t: one subgroup.
+#if MOE == 2
+// (slot, group) pair p of token t: x from the slot's staged row (p counts
+// groups across the U rows, which lie one after the other), the weights
+// from row `rows[r]` of the slot's expert, the product times its weight.
+void group_sum(uint xo, uint t, uint p, inout float ss) {
+    uint NG = uint(K) / GE, u = p / NG, g = p - u * NG, tu = t * uint(U) + u;
+    float w = float(route[uint(ROUTE_FL) * tu + 1u]);
+    uint base = expert_of(tu) * uint(N);
+    float xv[GE], xs[NRUN];
+    load_group(xo, p, xv, xs, ss);
+    [[unroll]] for (uint r = 0u; r < RS; r++) {
+        float acc = 0.0;
+        ROW_DOT(WQ_W0, W0_TYPE, W0_ROWB, base + rows[r], g, xv, xs, acc);
+        a0[r] += w * acc;
+    }
+}
+#endif
+
 void rows_of(uint t, uint n0, const uint seg) {
-    uint xo = t * uint(K), NG = uint(K) / GE, S = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
+    uint xo = x_row * uint(K), NG = uint(K) / GE, S = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
     uint NS = seg_rows(seg);
     [[unroll]] for (uint r = 0u; r < RS; r++) {
         a0[r] = 0.0;
         a1[r] = 0.0;
-        rows[r] = min(n0 + r, NS - 1u); // a tail row repeats the last one; not written
+        rows[r] = row_base + min(n0 + r, NS - 1u); // a tail row repeats the last one; not written
     }
     float ss = 0.0;
+#if MOE == 2
+    for (uint p = lane; p < uint(U) * NG; p += S) group_sum(xo, t, p, ss);
+#else
     uint g = lane;
     for (; g + (UNROLL - 1u) * S < NG; g += UNROLL * S)
         [[unroll]] for (uint u = 0u; u < UNROLL; u++) group(xo, g + u * S, ss, seg);
     for (; g < NG; g += S) group(xo, g, ss, seg);
+#endif
 #if HAS_NORM && X_SHARED
     float sc = x_norm_scale;
 #elif HAS_NORM
@@ -403,9 +462,23 @@ void rows_wg(uint t, uint wg, const uint seg) {
 
 void main() {
     uint t = gl_WorkGroupID.y, wg = gl_WorkGroupID.x;
+#if MOE == 1
+    if (t >= step.T * uint(U)) return; // t is a (token, slot) pair; uniform across the workgroup
+    row_base = expert_of(t) * uint(N);
+#if X3
+    x_row = t;
+#else
+    x_row = t / uint(U);
+#endif
+#elif MOE == 2
+    if (t >= step.T) return;
+    x_row = t * uint(U);
+#else
     if (t >= step.T) return; // uniform across the workgroup
+    x_row = t;
+#endif
 #if X_SHARED
-    stage_x(t);
+    stage_x(x_row);
 #endif
 #if SEGS
     if (wg < uint(WG_SEG1))
