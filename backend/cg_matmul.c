@@ -642,6 +642,7 @@ typedef struct cm_layout {
     int wch;  /* a staging thread's chunk of a weight row: 16 or 32 elements */
     int ablate; /* ZINC_CM_ABLATE (matmul_cm.glsl): 0, or a measurement with wrong results */
     int mfirst; /* token tiles on the grid's first axis (ZINC_CM_MFIRST) */
+    int wg;     /* workgroup-scope matrices in a workgroup of this many invocations (0: subgroup scope) */
 } cm_layout;
 
 /* The x and weight tiles (padded rows of fp16) and the norm scales; the
@@ -649,7 +650,8 @@ typedef struct cm_layout {
 static uint32_t cm_smem(const cm_layout *c, bool glu) {
     uint32_t nbuf = c->pipe == 2 || c->pipe == 3 ? 2u : 1u;
     uint32_t tiles = nbuf * 2u * (uint32_t)((c->bm + c->bn) * (c->bk + 8));
-    uint32_t epi = (glu ? 2048u : 1024u) * (uint32_t)(c->sgm * c->sgn);
+    uint32_t epi = c->wg ? 4u * (uint32_t)(c->bm * (glu ? c->bn / 2 : c->bn))
+                         : (glu ? 2048u : 1024u) * (uint32_t)(c->sgm * c->sgn);
     uint32_t w = nbuf * 2u * (uint32_t)(c->bn * (c->bk + 8));
     return tiles + 4u * (uint32_t)c->bm + (epi > w ? epi - w : 0u);
 }
@@ -695,7 +697,18 @@ static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits
     if (knob) c = w;
     if (!knob && m->glu) c.bk = 32;
     if (m->glu && c.bn < 32 * c.sgn) c.bn = 32 * c.sgn; /* a gate and an up fragment per subgroup */
-    while (c.bk > 32 && (m->K % c.bk || cm_smem(&c, m->glu != NULL) > b->o->target->smem_bytes))
+    /* ZINC_CM_WG=1 (a measurement until the H200 says): workgroup-scope
+     * matrices where the device has them, in a workgroup of the size its
+     * flexible shape names (or ZINC_CM_WG's, when that is 128 or more). */
+    const ztarget *t = b->o->target;
+    int64_t wg = zcg_knob("ZINC_CM_WG", 0, 1024, 0);
+    if (wg && t->coopmat_wg && c.pipe == 0 && !logits) {
+        c.wg = wg >= 128 ? (int)wg : (int)t->coopmat_wg;
+        int on = m->glu ? c.bn / 2 : c.bn;
+        if (c.bm % (int)t->coopmat_wg_m || on % (int)t->coopmat_wg_n || c.bk % (int)t->coopmat_wg_k) c.wg = 0;
+    }
+    uint32_t smem = t->smem_bytes - (c.wg ? t->coopmat_wg_smem : 0u);
+    while (c.bk > 32 && (m->K % c.bk || cm_smem(&c, m->glu != NULL) > smem))
         c.bk /= 2;
     return c;
 }
@@ -703,28 +716,28 @@ static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits
 static bool use_coopmat(const zcg_builder *b, const mm_match *m, const cm_layout *c) {
     const ztarget *t = b->o->target;
     return m->first->attr.mm_f16 && t->coopmat && t->subgroup == CM_SG && m->K % c->bk == 0 &&
-           cm_smem(c, m->glu != NULL) <= t->smem_bytes;
+           cm_smem(c, m->glu != NULL) <= t->smem_bytes - (c->wg ? t->coopmat_wg_smem : 0u);
 }
 
 static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout *c, zcg_builder *b,
                            zdiag *d) {
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    const int64_t v[] = {c->bm,   c->bn,  c->bk, c->sgm, c->sgn, CM_SG, (c->sgm * c->sgn + c->sgp) * CM_SG,
-                         c->pipe, c->sgp, c->wch, c->ablate, c->mfirst};
-    const char *const names[] = {"BM", "BN",  "BK",  "SGM", "SGN",       "SG",
-                                 "WG", "CM_PIPE", "SGP", "WCH", "CM_ABLATE", "CM_MFIRST"};
+    const int64_t v[] = {c->bm,   c->bn,  c->bk,  c->sgm,    c->sgn,    CM_SG, c->wg ? c->wg : (c->sgm * c->sgn + c->sgp) * CM_SG,
+                         c->pipe, c->sgp, c->wch, c->ablate, c->mfirst, c->wg != 0};
+    const char *const names[] = {"BM",      "BN",  "BK",  "SGM",       "SGN",       "SG",   "WG",
+                                 "CM_PIPE", "SGP", "WCH", "CM_ABLATE", "CM_MFIRST", "CM_WG"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
     b->k->groups[c->mfirst] = konst(m->N, m->glu ? c->bn / 2 : c->bn);
     b->k->groups[!c->mfirst] = per_token(1, c->bm);
     b->k->groups[2] = konst(1, 1);
     static const char *const pipes[] = {"", "d", "b", "p"};
-    mm_name(
-        b, "gemm", m,
-        zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe], c->wch == 16 ? "h" : "",
-                      c->mfirst ? "m" : "",
-                      c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate) : ""));
+    mm_name(b, "gemm", m,
+            zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe],
+                          c->wch == 16 ? "h" : "", c->mfirst ? "m" : "",
+                          c->wg ? zarena_printf(b->a, "w%d", c->wg) : "",
+                          c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate) : ""));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_cm", NULL};
     return zcg_build(b, files, n, d);
 }

@@ -272,6 +272,7 @@ static zstatus intern_kernel(lw *w, const zcg_kernel *k, uint32_t *index) {
     memcpy(p->spirv + p->n_spirv_words, spv.words, spv.n_words * 4);
     /* Written in the NV form; the executor rewrites it for KHR-only devices. */
     if (zspv_uses_coopmat_nv(spv.words, spv.n_words)) p->required |= ZPLAN_NEED_COOPMAT_NV | ZPLAN_NEED_FP16;
+    if (zspv_coopmat_workgroup_scope(spv.words, spv.n_words)) p->required |= ZPLAN_NEED_COOPMAT_WG;
     if (k->int_dot) p->required |= ZPLAN_NEED_INT_DOT;
     p->kernels[p->n_kernels] = (zplan_kernel){.name = add_string(w, k->name),
                                               .code = p->n_spirv_words,

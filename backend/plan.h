@@ -70,6 +70,7 @@ enum {
     ZPLAN_NEED_COOPMAT_NV = 1u << 4,
     ZPLAN_NEED_COOPMAT_KHR = 1u << 5,
     ZPLAN_NEED_SUBGROUP_SIZE = 1u << 6, /* kernels assume subgroup_size below */
+    ZPLAN_NEED_COOPMAT_WG = 1u << 7,    /* workgroup-scope cooperative matrix (VK_NV_cooperative_matrix2) */
 };
 
 typedef struct zplan_kernel {

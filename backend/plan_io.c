@@ -324,7 +324,7 @@ static zstatus check_strings(vctx *v) {
     return ZOK;
 }
 
-#define ZPLAN_NEED_KNOWN (2u * ZPLAN_NEED_SUBGROUP_SIZE - 1u)
+#define ZPLAN_NEED_KNOWN (2u * ZPLAN_NEED_COOPMAT_WG - 1u)
 
 static zstatus check_meta(vctx *v) {
     const zplan *p = v->p;
@@ -1051,6 +1051,7 @@ static const struct {
     {ZPLAN_NEED_COOPMAT_NV, "coopmat-nv"},
     {ZPLAN_NEED_COOPMAT_KHR, "coopmat-khr"},
     {ZPLAN_NEED_SUBGROUP_SIZE, "subgroup-size"},
+    {ZPLAN_NEED_COOPMAT_WG, "coopmat-workgroup"},
 };
 
 static void print_identity(pctx *c) {

@@ -139,6 +139,62 @@ bool zspv_uses_coopmat_nv(const uint32_t *w, size_t n) {
     return false;
 }
 
+/* The value of a 32-bit OpConstant, or UINT32_MAX when id is not one. */
+static uint32_t const_u32(const uint32_t *w, size_t n, uint32_t id) {
+    for (size_t off = HEADER_WORDS; off < n;) {
+        uint32_t wc = wc_of(w[off]);
+        if (wc == 0 || wc > n - off) return UINT32_MAX;
+        if (op_of(w[off]) == SpvOpConstant && wc == 4 && w[off + 2] == id) return w[off + 3];
+        off += wc;
+    }
+    return UINT32_MAX;
+}
+
+bool zspv_coopmat_workgroup_scope(const uint32_t *w, size_t n) {
+    if (!w || n < HEADER_WORDS || w[0] != SpvMagicNumber) return false;
+    for (size_t off = HEADER_WORDS; off < n;) {
+        uint32_t wc = wc_of(w[off]), op = op_of(w[off]);
+        if (wc == 0 || wc > n - off) return false;
+        if ((op == SpvOpTypeCooperativeMatrixNV || op == KHR_OP_TYPE) && wc >= 4 &&
+            const_u32(w, n, w[off + 3]) == SpvScopeWorkgroup)
+            return true;
+        off += wc;
+    }
+    return false;
+}
+
+#define NV2_EXT "SPV_NV_cooperative_matrix2"
+
+zstatus zspv_add_coopmat2_extension(const uint32_t *in, size_t n, zarena *a, uint32_t **out,
+                                    size_t *out_words, zdiag *d) {
+    if (!in || n < HEADER_WORDS || in[0] != SpvMagicNumber)
+        return zdiag_set(d, ZE_FORMAT, "not a SPIR-V module (%zu words)", n);
+    size_t at = HEADER_WORDS;
+    for (size_t off = HEADER_WORDS; off < n;) {
+        uint32_t wc = wc_of(in[off]), op = op_of(in[off]);
+        if (wc == 0 || wc > n - off) return zdiag_set(d, ZE_FORMAT, "word %zu: bad word count %u", off, wc);
+        if (op == SpvOpExtension && !strncmp((const char *)(in + off + 1), NV2_EXT, (wc - 1) * 4)) {
+            *out = (uint32_t *)in, *out_words = n; /* there already */
+            return ZOK;
+        }
+        if (op == SpvOpCapability || op == SpvOpExtension)
+            at = off + wc;
+        else if (op != SpvOpExtInstImport && at > HEADER_WORDS)
+            break;
+        off += wc;
+    }
+    uint32_t sw = (uint32_t)(sizeof NV2_EXT + 3) / 4; /* the string with its NUL, in words */
+    uint32_t *w = zarena_array(a, n + 1 + sw, sizeof *w);
+    if (!w) return zdiag_set(d, ZE_NOMEM, "out of host memory adding a SPIR-V extension");
+    memcpy(w, in, at * sizeof *w);
+    w[at] = (1 + sw) << 16 | SpvOpExtension;
+    memset(w + at + 1, 0, sw * sizeof *w);
+    memcpy(w + at + 1, NV2_EXT, sizeof NV2_EXT - 1);
+    memcpy(w + at + 1 + sw, in + at, (n - at) * sizeof *w);
+    *out = w, *out_words = n + 1 + sw;
+    return ZOK;
+}
+
 /* ------------------------------------------------------------------ index */
 
 /* Which instructions define a result, and whether it has a type. The KHR

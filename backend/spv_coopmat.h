@@ -37,4 +37,15 @@ bool zspv_uses_coopmat_nv(const uint32_t *words, size_t n_words);
 zstatus zspv_coopmat_nv_to_khr(const uint32_t *in, size_t n_words, zarena *a, uint32_t **out,
                                size_t *out_words, zdiag *d);
 
+/* Whether a module has a cooperative matrix type (NV or KHR) of workgroup
+ * scope (VK_NV_cooperative_matrix2: the whole workgroup holds the matrix;
+ * glslang compiles gl_ScopeWorkgroup in the NV types). */
+bool zspv_coopmat_workgroup_scope(const uint32_t *words, size_t n_words);
+
+/* Adds OpExtension "SPV_NV_cooperative_matrix2" (which workgroup-scope
+ * matrices need) after the module's last OpExtension or OpCapability,
+ * unless it is there already; *out (arena-owned) gets the module. */
+zstatus zspv_add_coopmat2_extension(const uint32_t *in, size_t n_words, zarena *a, uint32_t **out,
+                                    size_t *out_words, zdiag *d);
+
 #endif

@@ -19,6 +19,18 @@ void zvk_target_from_profile(const zvk_profile *p, ztarget *t, char *name_buf, s
     if (p->max_shared_memory) t->smem_bytes = p->max_shared_memory;
     t->coopmat = p->coopmat_khr || p->coopmat_nv;
     t->int_dot = p->int_dot;
+    /* the flexible fp16 x fp16 + fp32 shape at workgroup scope, 256
+     * invocations where there is a choice (the subgroup GEMM's size) */
+    t->coopmat_wg = 0;
+    for (uint32_t i = 0; p->coopmat_wg && i < p->n_coopmat_flex; i++) {
+        const zvk_coopmat *s = &p->coopmat_flex_shapes[i];
+        if (s->scope != 2 || s->a != 0 || s->b != 0 || s->c != 1 || s->result != 1) continue;
+        if (t->coopmat_wg && t->coopmat_wg != 256 && s->invocations != 256) continue;
+        if (t->coopmat_wg == 256) continue;
+        t->coopmat_wg = s->invocations;
+        t->coopmat_wg_m = s->m, t->coopmat_wg_n = s->n, t->coopmat_wg_k = s->k;
+        t->coopmat_wg_smem = p->coopmat_wg_reserved_smem;
+    }
     /* the profile's measured choice holds where the device says its packed
      * dot products are accelerated */
     t->gemv_int8 = t->gemv_int8 && p->int_dot && p->int_dot_accel;

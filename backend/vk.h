@@ -36,8 +36,10 @@
 typedef struct zvk_coopmat {
     uint32_t m, n, k;
     uint32_t a, b, c, result;
-    uint32_t scope;  /* VkScope{KHR,NV}: 3 = subgroup */
-    bool saturating; /* KHR only: integer accumulation saturates */
+    uint32_t scope;       /* VkScope{KHR,NV}: 3 = subgroup, 2 = workgroup */
+    bool saturating;      /* KHR only: integer accumulation saturates */
+    uint32_t invocations; /* flexible dimensions at workgroup scope: the workgroup size they need
+                             (m, n, k are then granularities) */
 } zvk_coopmat;
 
 /* Bits of zvk_profile.disabled: features present on the device that an
@@ -97,6 +99,13 @@ typedef struct zvk_profile {
     uint32_t n_coopmat_khr_total, n_coopmat_nv_total; /* reported by the driver */
     zvk_coopmat coopmat_khr_shapes[ZVK_MAX_COOPMAT];
     zvk_coopmat coopmat_nv_shapes[ZVK_MAX_COOPMAT];
+    /* VK_NV_cooperative_matrix2: workgroup-scope matrices of flexible
+     * dimensions (multiples of each entry's granularity, in workgroups of
+     * its invocations), shared memory the driver keeps for them. */
+    bool coopmat_wg;
+    uint32_t coopmat_wg_max_invocations, coopmat_wg_max_dim, coopmat_wg_reserved_smem;
+    uint32_t n_coopmat_flex, n_coopmat_flex_total;
+    zvk_coopmat coopmat_flex_shapes[ZVK_MAX_COOPMAT];
     bool pipeline_stats; /* VK_KHR_pipeline_executable_properties */
 
     /* Timestamps on the compute queue we use. */

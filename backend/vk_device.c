@@ -1,5 +1,6 @@
 /* The logical device: the features the profile says are present (and not
  * switched off), one compute queue, and a command pool. */
+#include <stddef.h>
 #include <string.h>
 
 #include "vk_internal.h"
@@ -22,6 +23,14 @@ static void choose_features(zvki_features *f, const zvk_profile *p) {
     f->cm_nv.cooperativeMatrixRobustBufferAccess = VK_FALSE;
     f->cm_khr.cooperativeMatrix = p->coopmat_khr;
     f->cm_khr.cooperativeMatrixRobustBufferAccess = VK_FALSE;
+    /* Of cooperative_matrix2, only workgroup scope with flexible dimensions. */
+    memset((char *)&f->cm2 +
+               offsetof(VkPhysicalDeviceCooperativeMatrix2FeaturesNV, cooperativeMatrixWorkgroupScope),
+           0,
+           sizeof f->cm2 -
+               offsetof(VkPhysicalDeviceCooperativeMatrix2FeaturesNV, cooperativeMatrixWorkgroupScope));
+    f->cm2.cooperativeMatrixWorkgroupScope = p->coopmat_wg;
+    f->cm2.cooperativeMatrixFlexibleDimensions = p->coopmat_wg;
     f->pe.pipelineExecutableInfo = p->pipeline_stats;
     zvki_features_relink(f);
 }

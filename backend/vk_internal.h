@@ -38,8 +38,9 @@ typedef struct zvki_features {
     VkPhysicalDeviceVulkanMemoryModelFeatures vmm;
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_nv;
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR cm_khr;
+    VkPhysicalDeviceCooperativeMatrix2FeaturesNV cm2;
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe;
-    zvki_feat e[9];
+    zvki_feat e[10];
     uint32_t n;
 } zvki_features;
 

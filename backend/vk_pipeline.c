@@ -231,7 +231,9 @@ static void read_stats(zvk_device *dev, zvk_pipeline *p) {
 static bool want_khr(const zvk_device *dev, const zvk_pipeline_desc *pd) {
     const char *e = getenv("ZINC_COOPMAT");
     bool nv = e && !strcasecmp(e, "nv") && dev->prof.coopmat_nv;
-    return (dev->prof.coopmat_khr || !dev->prof.coopmat_nv) && !nv && zspv_uses_coopmat_nv(pd->spirv, pd->n_words);
+    bool wg = zspv_coopmat_workgroup_scope(pd->spirv, pd->n_words); /* NV2: KHR types only */
+    return (dev->prof.coopmat_khr || !dev->prof.coopmat_nv) && (!nv || wg) &&
+           zspv_uses_coopmat_nv(pd->spirv, pd->n_words);
 }
 
 zstatus zvk_pipeline_create(zvk_device *dev, const zvk_pipeline_desc *pd, zvk_pipeline *p, zdiag *d) {
@@ -256,6 +258,22 @@ zstatus zvk_pipeline_create(zvk_device *dev, const zvk_pipeline_desc *pd, zvk_pi
             zarena_free(tmp);
             zdiag_prefix(d, "pipeline %s: NV to KHR cooperative matrix", name);
             return s;
+        }
+        /* workgroup-scope matrices (VK_NV_cooperative_matrix2) need its
+         * extension declared */
+        if (zspv_coopmat_workgroup_scope(w, nw)) {
+            if (!dev->prof.coopmat_wg) {
+                zarena_free(tmp);
+                return zdiag_set(d, ZE_UNSUPPORTED,
+                                 "pipeline %s: workgroup-scope cooperative matrices, which %s does not offer "
+                                 "(VK_NV_cooperative_matrix2); compile the plan for this device",
+                                 name, dev->prof.name);
+            }
+            s = zspv_add_coopmat2_extension(w, nw, tmp, &w, &nw, d);
+            if (s != ZOK) {
+                zarena_free(tmp);
+                return s;
+            }
         }
         mi.codeSize = nw * 4;
         mi.pCode = w;

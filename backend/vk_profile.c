@@ -80,6 +80,8 @@ void zvki_features_query(zvki_features *f, VkPhysicalDevice phys, uint32_t api, 
       VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     F(cm_khr, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, 0,
       VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    F(cm2, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV, 0,
+      VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
     F(pe, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR, 0,
       VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
 #undef F
@@ -105,7 +107,8 @@ typedef struct props {
     VkPhysicalDeviceDriverProperties drv;
     VkPhysicalDeviceSubgroupSizeControlProperties ssc;
     VkPhysicalDeviceShaderIntegerDotProductProperties dot;
-    bool has_m4, has_drv, has_ssc, has_dot;
+    VkPhysicalDeviceCooperativeMatrix2PropertiesNV cm2;
+    bool has_m4, has_drv, has_ssc, has_dot, has_cm2;
 } props;
 
 static void link(VkBaseOutStructure **tail, void *s, VkStructureType type) {
@@ -133,6 +136,8 @@ static void query_props(VkPhysicalDevice phys, uint32_t api, const zvki_exts *x,
     if ((q->has_dot =
              available(api, VK_API_VERSION_1_3, x, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)))
         link(&tail, &q->dot, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES);
+    if ((q->has_cm2 = available(api, 0, x, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME)))
+        link(&tail, &q->cm2, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV);
     vkGetPhysicalDeviceProperties2(phys, &q->p2);
 }
 
@@ -172,6 +177,11 @@ static void fill_props(zvk_profile *p, const props *q) {
     p->max_buffer_size = q->has_m4 && q->m4.maxBufferSize ? q->m4.maxBufferSize : p->max_alloc_size;
     p->int_dot_accel = q->has_dot && q->dot.integerDotProduct4x8BitPackedSignedAccelerated;
     p->timestamp_period = l->timestampPeriod;
+    if (q->has_cm2) {
+        p->coopmat_wg_max_invocations = q->cm2.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+        p->coopmat_wg_max_dim = q->cm2.cooperativeMatrixFlexibleDimensionsMaxDimension;
+        p->coopmat_wg_reserved_smem = q->cm2.cooperativeMatrixWorkgroupScopeReservedSharedMemory;
+    }
 }
 
 /* Whether a feature structure was chained (so its bits mean something). */
@@ -196,6 +206,10 @@ static void fill_features(zvk_profile *p, const zvki_features *f) {
     p->coopmat_nv = chained(f, &f->cm_nv) && f->cm_nv.cooperativeMatrix;
     p->coopmat_khr = chained(f, &f->cm_khr) && f->cm_khr.cooperativeMatrix;
     p->pipeline_stats = chained(f, &f->pe) && f->pe.pipelineExecutableInfo;
+    /* workgroup-scope matrices are used with flexible dimensions only (the
+     * shapes come from the flexible-dimension list) */
+    p->coopmat_wg = p->coopmat_khr && chained(f, &f->cm2) && f->cm2.cooperativeMatrixWorkgroupScope &&
+                    f->cm2.cooperativeMatrixFlexibleDimensions;
     if (!p->int_dot) p->int_dot_accel = false;
     if (!p->subgroup_size_control) p->subgroup_min = p->subgroup_max = p->subgroup_size;
 }
@@ -259,39 +273,70 @@ static void copy_khr(zvk_profile *p, const VkCooperativeMatrixPropertiesKHR *v, 
                           v[i].ResultType, v[i].scope, v[i].saturatingAccumulation != VK_FALSE};
 }
 
-/* Lists the shapes of both extensions. Both entry points share one
- * signature shape: count, then an array whose sType must be set. */
+/* The three cooperative-matrix listings share one signature shape: a
+ * count, then an array of structures whose sType must be set. */
+typedef VkResult(VKAPI_PTR *list_fn)(VkPhysicalDevice, uint32_t *, void *);
+
+static zstatus list_props(const zvk_instance *inst, VkPhysicalDevice phys, zarena *a, const char *entry,
+                          VkStructureType st, size_t size, const zvk_profile *p, void **out, uint32_t *count,
+                          zdiag *d) {
+    list_fn fn = (list_fn)vkGetInstanceProcAddr(inst->instance, entry);
+    uint32_t n = 0;
+    VkResult r = fn ? fn(phys, &n, NULL) : VK_ERROR_EXTENSION_NOT_PRESENT;
+    char *v = n ? zarena_array(a, n, size) : NULL;
+    if (n && !v) return zdiag_set(d, ZE_NOMEM, "out of host memory listing cooperative matrix shapes");
+    for (uint32_t i = 0; i < n; i++)
+        ((VkBaseOutStructure *)(v + i * size))->sType = st;
+    if (r == VK_SUCCESS && n) r = fn(phys, &n, v);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) return zvk_fail(NULL, r, d, entry, p->name);
+    *out = v, *count = n;
+    return ZOK;
+}
+
+static void copy_flex(zvk_profile *p, const VkCooperativeMatrixFlexibleDimensionsPropertiesNV *v,
+                      uint32_t n) {
+    p->n_coopmat_flex_total = n;
+    p->n_coopmat_flex = n < ZVK_MAX_COOPMAT ? n : ZVK_MAX_COOPMAT;
+    for (uint32_t i = 0; i < p->n_coopmat_flex; i++)
+        p->coopmat_flex_shapes[i] = (zvk_coopmat){v[i].MGranularity,
+                                                  v[i].NGranularity,
+                                                  v[i].KGranularity,
+                                                  v[i].AType,
+                                                  v[i].BType,
+                                                  v[i].CType,
+                                                  v[i].ResultType,
+                                                  v[i].scope,
+                                                  v[i].saturatingAccumulation != VK_FALSE,
+                                                  v[i].workgroupInvocations};
+}
+
+/* Lists the shapes of both extensions, and cooperative_matrix2's flexible
+ * dimensions where workgroup scope is used. */
 static zstatus fill_coopmat(const zvk_instance *inst, VkPhysicalDevice phys, zarena *a, zvk_profile *p,
                             zdiag *d) {
+    void *v;
+    uint32_t n;
+    zstatus s;
     if (p->coopmat_nv) {
-        PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV fn =
-            (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
-                inst->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
-        uint32_t n = 0;
-        VkResult r = fn ? fn(phys, &n, NULL) : VK_ERROR_EXTENSION_NOT_PRESENT;
-        VkCooperativeMatrixPropertiesNV *v = n ? zarena_array(a, n, sizeof *v) : NULL;
-        if (n && !v) return zdiag_set(d, ZE_NOMEM, "out of host memory listing cooperative matrix shapes");
-        for (uint32_t i = 0; i < n; i++)
-            v[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
-        if (r == VK_SUCCESS && n) r = fn(phys, &n, v);
-        if (r != VK_SUCCESS && r != VK_INCOMPLETE)
-            return zvk_fail(NULL, r, d, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV", p->name);
+        s = list_props(inst, phys, a, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV",
+                       VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV,
+                       sizeof(VkCooperativeMatrixPropertiesNV), p, &v, &n, d);
+        if (s) return s;
         copy_nv(p, v, n);
     }
     if (p->coopmat_khr) {
-        PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR fn =
-            (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)vkGetInstanceProcAddr(
-                inst->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
-        uint32_t n = 0;
-        VkResult r = fn ? fn(phys, &n, NULL) : VK_ERROR_EXTENSION_NOT_PRESENT;
-        VkCooperativeMatrixPropertiesKHR *v = n ? zarena_array(a, n, sizeof *v) : NULL;
-        if (n && !v) return zdiag_set(d, ZE_NOMEM, "out of host memory listing cooperative matrix shapes");
-        for (uint32_t i = 0; i < n; i++)
-            v[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
-        if (r == VK_SUCCESS && n) r = fn(phys, &n, v);
-        if (r != VK_SUCCESS && r != VK_INCOMPLETE)
-            return zvk_fail(NULL, r, d, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", p->name);
+        s = list_props(inst, phys, a, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR",
+                       VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR,
+                       sizeof(VkCooperativeMatrixPropertiesKHR), p, &v, &n, d);
+        if (s) return s;
         copy_khr(p, v, n);
+    }
+    if (p->coopmat_wg) {
+        s = list_props(inst, phys, a, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV",
+                       VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV,
+                       sizeof(VkCooperativeMatrixFlexibleDimensionsPropertiesNV), p, &v, &n, d);
+        if (s) return s;
+        copy_flex(p, v, n);
     }
     return ZOK;
 }
@@ -309,8 +354,8 @@ static uint32_t drop_fp16_shapes(zvk_coopmat *s, uint32_t n) {
 /* The ZINC_DISABLE_* switches, for drivers that give wrong answers. */
 static void apply_overrides(zvk_profile *p) {
     if (zvki_env_on("ZINC_DISABLE_COOPMAT") && (p->coopmat_khr || p->coopmat_nv)) {
-        p->coopmat_khr = p->coopmat_nv = false;
-        p->n_coopmat_khr = p->n_coopmat_nv = 0;
+        p->coopmat_khr = p->coopmat_nv = p->coopmat_wg = false;
+        p->n_coopmat_khr = p->n_coopmat_nv = p->n_coopmat_flex = 0;
         p->disabled |= ZVK_OFF_COOPMAT;
     }
     if (zvki_env_on("ZINC_DISABLE_FP16") && p->fp16) {
@@ -318,8 +363,10 @@ static void apply_overrides(zvk_profile *p) {
         p->fp16 = false;
         p->n_coopmat_khr = drop_fp16_shapes(p->coopmat_khr_shapes, p->n_coopmat_khr);
         p->n_coopmat_nv = drop_fp16_shapes(p->coopmat_nv_shapes, p->n_coopmat_nv);
+        p->n_coopmat_flex = drop_fp16_shapes(p->coopmat_flex_shapes, p->n_coopmat_flex);
         p->coopmat_khr = p->coopmat_khr && p->n_coopmat_khr > 0;
         p->coopmat_nv = p->coopmat_nv && p->n_coopmat_nv > 0;
+        p->coopmat_wg = p->coopmat_wg && p->coopmat_khr && p->n_coopmat_flex > 0;
         p->disabled |= ZVK_OFF_FP16;
     }
     if (zvki_env_on("ZINC_DISABLE_INT_DOT") && p->int_dot) {

@@ -32,6 +32,11 @@ typedef struct ztarget {
     int prefill_tile;      /* default tokens per prefill workgroup tile */
     double fuse_threshold; /* default: bytes per token per layer a fusion must save */
     bool coopmat;          /* cooperative matrix available */
+    /* Workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2) with
+     * fp16 operands and fp32 sums: the workgroup size they need (0: none),
+     * the granularity of their M, N and K, and the shared memory the driver
+     * keeps for them. Filled from the live device only. */
+    uint32_t coopmat_wg, coopmat_wg_m, coopmat_wg_n, coopmat_wg_k, coopmat_wg_smem;
     bool int_dot;          /* packed 4x8-bit integer dot products (shaderIntegerDotProduct) */
     /* Decode GEMVs take int8 x by default (the mm-f16 pass, attr.gemv_q8):
      * the packed dot products are accelerated and the GEMVs were measured

@@ -150,6 +150,7 @@ static const char *missing_feature(const zvk_profile *pr, uint32_t need) {
     /* NV-form kernels run on either extension (zvk_pipeline_create rewrites them). */
     if (need & ZPLAN_NEED_COOPMAT_NV && !pr->coopmat_nv && !pr->coopmat_khr) return "cooperative matrix (NV or KHR)";
     if (need & ZPLAN_NEED_COOPMAT_KHR && !pr->coopmat_khr) return "KHR cooperative matrix";
+    if (need & ZPLAN_NEED_COOPMAT_WG && !pr->coopmat_wg) return "workgroup-scope cooperative matrix (VK_NV_cooperative_matrix2)";
     return NULL;
 }
 

@@ -107,6 +107,23 @@ static void print_verbose(const zvk_profile *p) {
                p->disabled & ZVK_OFF_FP16 ? " fp16" : "", p->disabled & ZVK_OFF_INT_DOT ? " int-dot" : "");
     if (p->coopmat_nv) print_shapes("NV", p->coopmat_nv_shapes, p->n_coopmat_nv, p->n_coopmat_nv_total);
     if (p->coopmat_khr) print_shapes("KHR", p->coopmat_khr_shapes, p->n_coopmat_khr, p->n_coopmat_khr_total);
+    if (p->coopmat_wg) {
+        printf("    coopmat workgroup scope (NV2): workgroups up to %u, dimensions up to %u, %u B of shared "
+               "memory kept by the driver; flexible dimensions (%u):\n",
+               p->coopmat_wg_max_invocations, p->coopmat_wg_max_dim, p->coopmat_wg_reserved_smem,
+               p->n_coopmat_flex_total);
+        const zvk_coopmat *s = p->coopmat_flex_shapes;
+        for (uint32_t i = 0; i < p->n_coopmat_flex; i++) {
+            char a[16], b[16], c[16], r[16];
+            printf("      multiples of %ux%ux%u  %s x %s + %s -> %s  %s scope, %u invocations%s\n", s[i].m,
+                   s[i].n, s[i].k, zvk_component_name(s[i].a, a), zvk_component_name(s[i].b, b),
+                   zvk_component_name(s[i].c, c), zvk_component_name(s[i].result, r),
+                   s[i].scope == 2   ? "workgroup"
+                   : s[i].scope == 3 ? "subgroup"
+                                     : "other",
+                   s[i].invocations, s[i].saturating ? "  saturating" : "");
+        }
+    }
 }
 
 /* A reduction through shared memory: enough to make drivers report

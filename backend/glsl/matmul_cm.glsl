@@ -49,6 +49,14 @@
 // (what the fragment loads and products cost alone), 3 also the fragment
 // loads (the products alone, on fragments loaded once).
 //
+// CM_WG (VK_NV_cooperative_matrix2, where the device has it): the products
+// are workgroup-scope matrices, the whole BM x BK x tile at once (gate and
+// up as two accumulators of BM x ON), loaded from the same staged tiles; the
+// driver decides how the workgroup's subgroups share them (on Hopper it may
+// issue the warpgroup products that read shared memory themselves, which no
+// subgroup-scope fragment can). WG is then the flexible shape's invocations
+// and SGM x SGN only sizes the workgroup.
+//
 // Defines: BM, BN, BK (multiples of 16), SGM, SGN, SG (subgroup size),
 // WG = (SGM * SGN + SGP) * SG, SGP (0 unless CM_PIPE 3), WCH, GLU, CM_PIPE,
 // W*_TYPE/W*_ROWB.
@@ -95,6 +103,15 @@ layout(local_size_x = WG) in;
 #ifndef CM_MFIRST
 #define CM_MFIRST 0
 #endif
+#ifndef CM_WG
+#define CM_WG 0
+#endif
+#if CM_WG
+#define WM_A fcoopmatNV<16, gl_ScopeWorkgroup, BM, BK>
+#define WM_B fcoopmatNV<16, gl_ScopeWorkgroup, BK, ON>
+#define WM_C fcoopmatNV<32, gl_ScopeWorkgroup, BM, ON>
+#define WM_EPI (BM * ON / 4) /* an accumulator in shared memory, in 16-byte vectors */
+#endif
 #if CM_PIPE == 2 || CM_PIPE == 3
 #define NBUF 2 /* shared tiles double-buffered: one barrier a step */
 #else
@@ -108,7 +125,11 @@ shared uvec4 xs8[NBUF * XS_LEN]; // [buffer][token][k / 8]
 #else
 #define EPI_VEC 64u
 #endif
+#if CM_WG
+#define WS_LEN (NBUF * WT_LEN > WM_EPI ? NBUF * WT_LEN : WM_EPI)
+#else
 #define WS_LEN (NBUF * WT_LEN > NSG * int(EPI_VEC) ? NBUF * WT_LEN : NSG * int(EPI_VEC))
+#endif
 shared uvec4 ws8[WS_LEN]; // [buffer][tile row][k / 8], then the epilogue's fragments
 #if HAS_NORM
 shared float sc_s[BM];
@@ -315,6 +336,59 @@ void mma_step(inout CM_C acc[FM][FW], uint buf, uint sm, uint sn) {
     }
 }
 
+#if CM_WG
+// One K step of the workgroup's products: x (BM x BK, rows of the staged
+// tile) by the weight tile's rows as columns (gate, then up at row ON).
+#if GLU
+void mma_wg(inout WM_C acc, inout WM_C accu) {
+#else
+void mma_wg(inout WM_C acc) {
+#endif
+    WM_A a;
+    WM_B b;
+    coopMatLoadNV(a, xs8, 0u, uint(BKP8), false);
+    coopMatLoadNV(b, ws8, 0u, uint(BKP8), true);
+    acc = coopMatMulAddNV(a, b, acc);
+#if GLU
+    coopMatLoadNV(b, ws8, uint(ON * BKP8), uint(BKP8), true);
+    accu = coopMatMulAddNV(a, b, accu);
+#endif
+}
+
+// The epilogue: each accumulator through shared memory (the weight tile's,
+// free once the products are done), then to y, WG threads over the tile.
+#if GLU
+void epilogue_wg(WM_C acc, WM_C accu, uint m0, uint n0, uint T) {
+#else
+void epilogue_wg(WM_C acc, uint m0, uint n0, uint T) {
+#endif
+    uint tid = gl_LocalInvocationIndex;
+    barrier();
+    coopMatStoreNV(acc, ws8, 0u, uint(ON / 4), false);
+    barrier();
+#if GLU
+    float g[(BM * ON + WG - 1) / WG];
+    [[unroll]] for (uint r = 0u; r < uint((BM * ON + WG - 1) / WG); r++) {
+        uint e = tid + r * uint(WG);
+        g[r] = e < uint(BM * ON) ? silu(uintBitsToFloat(ws8[e / 4u][e % 4u])) : 0.0;
+    }
+    barrier();
+    coopMatStoreNV(accu, ws8, 0u, uint(ON / 4), false);
+    barrier();
+#endif
+    [[unroll]] for (uint r = 0u; r < uint((BM * ON + WG - 1) / WG); r++) {
+        uint e = tid + r * uint(WG);
+        if (e >= uint(BM * ON)) continue;
+        uint t = m0 + e / uint(ON), n = n0 + e % uint(ON);
+        float v = uintBitsToFloat(ws8[e / 4u][e % 4u]);
+#if GLU
+        v = g[r] * v;
+#endif
+        if (t < T && n < uint(N)) store_y(t, n, epilogue(t, n, v));
+    }
+}
+#endif
+
 void main() {
 #if CM_MFIRST
     // token tiles first: the workgroups that read one weight tile run
@@ -332,6 +406,30 @@ void main() {
         if (subgroupElect()) sc_s[m] = s;
     }
     barrier();
+#endif
+#if CM_WG
+    WM_C wacc = WM_C(0.0);
+#if GLU
+    WM_C waccu = WM_C(0.0);
+#endif
+    fetch(m0, n0, 0u, T);
+    for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
+        barrier(); // the previous step's tiles are loaded
+        stage(0u, k0);
+        barrier();
+        if (k0 + uint(BK) < uint(K)) fetch(m0, n0, k0 + uint(BK), T);
+#if GLU
+        mma_wg(wacc, waccu);
+#else
+        mma_wg(wacc);
+#endif
+    }
+#if GLU
+    epilogue_wg(wacc, waccu, m0, n0, T);
+#else
+    epilogue_wg(wacc, m0, n0, T);
+#endif
+    return;
 #endif
     CM_C acc[FM][FW];
     [[unroll]] for (uint i = 0u; i < uint(FM); i++)

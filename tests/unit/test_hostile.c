@@ -689,6 +689,9 @@ static void need_coopmat_nv(zplan *p) {
 static void need_coopmat_khr(zplan *p) {
     p->required |= ZPLAN_NEED_COOPMAT_KHR;
 }
+static void need_coopmat_wg(zplan *p) {
+    p->required |= ZPLAN_NEED_COOPMAT_WG;
+}
 static void need_subgroup_128(zplan *p) {
     p->required |= ZPLAN_NEED_SUBGROUP_SIZE;
     p->subgroup_size = 128;
@@ -774,6 +777,8 @@ static const plan_case plan_cases[] = {
      "lacks cooperative matrix (NV or KHR)|expected a plan compiled for it"},
     {"needs KHR cooperative matrix", need_coopmat_khr,
      "lacks KHR cooperative matrix|expected a plan compiled for it"},
+    {"needs workgroup-scope cooperative matrix", need_coopmat_wg,
+     "lacks workgroup-scope cooperative matrix|expected a plan compiled for it"},
     {"needs subgroup size 128", need_subgroup_128, "subgroups of 128|expected"},
     {"needs 1 GiB of shared memory", shared_1gib, "shared memory|1073741824"},
     {"does not fit in device memory", act_1tib, "not enough device memory|needs|free"},

@@ -355,7 +355,70 @@ static kinfo rewrite_checked(zarena *a, const mod *in, const char *name, mod *ou
     return k;
 }
 
+/* The tile at workgroup scope (VK_NV_cooperative_matrix2): 128 invocations
+ * hold a 64x32 by 32x64 product. */
+static const char k_workgroup[] =
+    "#version 450\n"
+    "#extension GL_NV_cooperative_matrix : require\n"
+    "#extension GL_KHR_memory_scope_semantics : require\n"
+    "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n"
+    "layout(local_size_x = 128) in;\n"
+    "layout(std430, binding = 0) readonly buffer A { float16_t a[]; };\n"
+    "layout(std430, binding = 1) buffer C { float c[]; };\n"
+    "shared uvec4 bs[64 * 5];\n"
+    "void main() {\n"
+    "    fcoopmatNV<16, gl_ScopeWorkgroup, 64, 32> ma;\n"
+    "    fcoopmatNV<16, gl_ScopeWorkgroup, 32, 64> mb;\n"
+    "    fcoopmatNV<32, gl_ScopeWorkgroup, 64, 64> acc = fcoopmatNV<32, gl_ScopeWorkgroup, 64, 64>(0.0);\n"
+    "    coopMatLoadNV(ma, a, 0, 32, false);\n"
+    "    coopMatLoadNV(mb, bs, 0, 5, true);\n"
+    "    acc = coopMatMulAddNV(ma, mb, acc);\n"
+    "    coopMatStoreNV(acc, c, 0, 64, false);\n"
+    "}\n";
+
+/* The scope of a KHR matrix type, or -1. */
+static int type_scope(const mod *m, uint32_t type) {
+    size_t at = def_of(m, type);
+    return at && (m->w[at] & 0xffff) == KHR_TYPE ? const_value(m, m->w[at + 3]) : -1;
+}
+
+static int count_ext(const mod *m, const char *name) {
+    int n = 0;
+    for (size_t off = 5; off < m->n; off += m->w[off] >> 16)
+        n += (m->w[off] & 0xffff) == OP_EXTENSION && !strcmp((const char *)(m->w + off + 1), name);
+    return n;
+}
+
 /* ------------------------------------------------------------------ tests */
+
+Test(spv_coopmat, workgroup_scope_keeps_its_scope_and_declares_coopmat2) {
+    zarena *a = zarena_new();
+    mod in = compile(a, "workgroup.comp", k_workgroup, false, ZVK_TARGET_VK12);
+    cr_assert(zspv_coopmat_workgroup_scope(in.w, in.n), "glslang's NV types carry the workgroup scope");
+    mod sub = compile(a, "tile.comp", k_tile, false, ZVK_TARGET_VK12);
+    cr_expect(!zspv_coopmat_workgroup_scope(sub.w, sub.n), "a subgroup-scope module is not workgroup scope");
+    mod out;
+    kinfo k = rewrite_checked(a, &in, "workgroup.spv", &out);
+    cr_expect(k.n_muladd == 1 && k.n_loads == 2 && k.n_stores == 1);
+    cr_assert(zspv_coopmat_workgroup_scope(out.w, out.n));
+    for (size_t off = 5; off < out.n; off += out.w[off] >> 16)
+        if ((out.w[off] & 0xffff) == KHR_TYPE)
+            cr_expect_eq(type_scope(&out, out.w[off + 1]), 2, "KHR type %u keeps scope Workgroup",
+                         out.w[off + 1]);
+    zdiag d = {0};
+    mod ext, twice;
+    cr_assert_eq(zspv_add_coopmat2_extension(out.w, out.n, a, &ext.w, &ext.n, &d), ZOK, "%s", d.msg);
+    cr_expect_eq(count_ext(&ext, "SPV_NV_cooperative_matrix2"), 1);
+    cr_expect_eq(count_ext(&ext, "SPV_KHR_cooperative_matrix"), 1, "the KHR extension stays");
+    cr_expect_eq(ext.n, out.n + 8, "one OpExtension of 8 words");
+    kinfo k2 = read_module(&ext);
+    expect_khr_only(&k2, "workgroup.spv + coopmat2");
+    cr_assert_eq(zspv_add_coopmat2_extension(ext.w, ext.n, a, &twice.w, &twice.n, &d), ZOK, "%s", d.msg);
+    cr_expect(twice.n == ext.n && !memcmp(twice.w, ext.w, ext.n * 4), "declared once, however often added");
+    uint32_t junk[3] = {1, 2, 3};
+    cr_expect_eq(zspv_add_coopmat2_extension(junk, 3, a, &twice.w, &twice.n, &d), ZE_FORMAT);
+    zarena_free(a);
+}
 
 Test(spv_coopmat, tile_gets_one_type_per_use_and_its_layouts) {
     zarena *a = zarena_new();
