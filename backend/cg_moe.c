@@ -144,7 +144,7 @@ static zstatus gen_sum(const zir_node *n, zcg_builder *b, zdiag *d) {
 /* What a GEMV node computes: a matmul_id, gate+up around a SwiGLU, or the
  * down projection with the weighted sum and the residual. */
 typedef struct moe_match {
-    const zir_node *first, *up, *glu, *sum, *add;
+    const zir_node *first, *up, *glu, *sum, *add, *norm;
     const zir_value *x, *route, *resid;
     int64_t E, N, K, U;
 } moe_match;
@@ -153,10 +153,15 @@ static bool is_matmul_id(const zir_node *n) {
     return n && zir_ops[n->op].kind == ZK_MOE && (zir_ops[n->op].flags & ZF_W1);
 }
 
+/* [rms_norm] matmul_id matmul_id swiglu: the norm (fuse-norm's prologue)
+ * feeds both expert matmuls. */
 static zstatus match_gate_up(const zir_node *n, moe_match *m, zdiag *d) {
-    m->glu = n->body[2];
-    if (n->n_body != 3 || !(zir_ops[m->glu->op].flags & ZF_GLU))
-        return refuse(n, "expected matmul_id matmul_id swiglu", d);
+    if (n->n_body != 3 && n->n_body != 4)
+        return refuse(n, "expected [rms_norm] matmul_id matmul_id swiglu", d);
+    m->glu = n->body[n->n_body - 1];
+    m->norm = n->n_body == 4 ? n->body[0] : NULL;
+    if (!(zir_ops[m->glu->op].flags & ZF_GLU) || (m->norm && m->norm->op != ZOP_RMS_NORM))
+        return refuse(n, "expected [rms_norm] matmul_id matmul_id swiglu", d);
     m->first = m->glu->in[0]->producer;
     m->up = m->glu->in[1]->producer;
     if (!is_matmul_id(m->first) || !is_matmul_id(m->up) || m->first->parent != n || m->up->parent != n ||
@@ -165,6 +170,9 @@ static zstatus match_gate_up(const zir_node *n, moe_match *m, zdiag *d) {
     const zir_value *g = m->first->in[1], *u = m->up->in[1];
     for (int i = 0; i < 3; i++)
         if (g->shape[i] != u->shape[i]) return refuse(n, "gate and up experts differ in shape", d);
+    if (m->norm && (m->first->in[0] != m->norm->out || m->norm->in[1]->rank != 1 ||
+                    m->norm->in[1]->shape[0] != g->shape[2]))
+        return refuse(n, "the norm must feed the expert matmuls, over their K", d);
     return ZOK;
 }
 
@@ -196,7 +204,7 @@ static zstatus match(const zir_node *n, moe_match *m, zdiag *d) {
         s = n->kp.tmpl == ZKT_MOE_GATE_UP ? match_gate_up(n, m, d) : match_down(n, m, d);
     if (s) return s;
     const zir_value *w = m->first->in[1];
-    m->x = m->first->in[0];
+    m->x = m->norm ? m->norm->in[0] : m->first->in[0];
     m->route = m->first->in[2];
     if (w->rank != 3) return refuse(n, "the experts must be stacked [E, N, K]", d);
     m->E = w->shape[0], m->N = w->shape[1], m->K = w->shape[2], m->U = m->route->shape[1];
@@ -215,14 +223,17 @@ static zstatus gemv_bindings(const zir_node *n, const moe_match *m, zcg_builder 
     zcg_bind(b, "B_ROUTE", m->route, false, 0);
     zstatus s = zcg_weight(b, n, "W0", m->first->in[1], m->K, d);
     if (!s && m->glu) s = zcg_weight(b, n, "W1", m->up->in[1], m->K, d);
+    if (!s && m->norm) s = zcg_weight(b, n, "NW", m->norm->in[1], m->K, d);
     if (s) return s;
     if (m->resid) zcg_bind(b, "B_R", m->resid, false, 0);
     zcg_bind(b, "B_Y", n->out, true, 0);
     const int64_t v[] = {
-        m->N, m->K, m->E, m->U, m->sum != NULL, m->glu != NULL, m->x->rank == 3, m->resid ? 1 : 0, 0};
+        m->N,           m->K, m->E, m->U, m->sum != NULL, m->glu != NULL, m->x->rank == 3, m->resid ? 1 : 0,
+        m->norm != NULL};
     const char *const names[] = {"N", "K", "E", "U", "SUM", "GLU", "X3", "ADD_MODE", "HAS_NORM"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
+    if (m->norm) zcg_def_f(b, "NORM_EPS", m->norm->attr.eps);
     /* the route's floats a pair: 2, or 4 for moe_route's (no weights) */
     zcg_def_i(b, "ROUTE_FL", m->route->shape[2]);
     return ZOK;
@@ -264,7 +275,9 @@ static zstatus gen_gemv(const zir_node *n, zcg_builder *b, zdiag *d) {
     int mode = expert_gmode(&m);
     int64_t runlen = mode == 12 ? 16 : 8, xrows = m.sum ? m.U : 1,
             budget = t->smem_bytes > 0 ? t->smem_bytes : 16384;
-    bool xsh = (m.K % runlen) == 0 && 4 * (xrows * m.K + xrows * m.K / runlen) <= budget;
+    /* K floats, the run sums and (with the norm) attn_reduce's slot a thread */
+    bool xsh =
+        (m.K % runlen) == 0 && 4 * (xrows * m.K + xrows * m.K / runlen + (m.norm ? nsg * sg : 0)) <= budget;
     zcg_def_i(b, "MOE", m.sum ? 2 : 1);
     zcg_def_i(b, "GMODE", mode);
     zcg_def_i(b, "X_SHARED", xsh);
@@ -277,12 +290,15 @@ static zstatus gen_gemv(const zir_node *n, zcg_builder *b, zdiag *d) {
     b->k->groups[0] = (zcg_affine){0, m.N, nsg * rs};
     b->k->groups[1] = (zcg_affine){rows_y, 0, 1};
     b->k->groups[2] = (zcg_affine){0, 1, 1};
-    snprintf(b->k->name, sizeof b->k->name, "moe_gemv%s_%s_e%lld_n%lld_k%lld_u%lld_r%dg%d%s%s%s",
+    snprintf(b->k->name, sizeof b->k->name, "moe_gemv%s_%s_e%lld_n%lld_k%lld_u%lld_r%dg%d%s%s%s%s",
              m.glu ? "_gateup" : "", ztype_name(m.first->in[1]->dtype), (long long)m.E, (long long)m.N,
-             (long long)m.K, (long long)m.U, rs, nsg, xsh ? "_xs" : "", m.sum ? "+sum" : "",
-             m.resid ? "+add" : "");
+             (long long)m.K, (long long)m.U, rs, nsg, xsh ? "_xs" : "", m.norm ? "+norm" : "",
+             m.sum ? "+sum" : "", m.resid ? "+add" : "");
+    /* attn_reduce: the staged norm's workgroup sum */
     static const char *const files[] = {"dequant", "matmul_io", "gemv_groups", "gemv_segs", "matmul_gemv", NULL};
-    return zcg_build(b, files, n, d);
+    static const char *const files_norm[] = {"dequant",   "matmul_io",   "attn_reduce", "gemv_groups",
+                                             "gemv_segs", "matmul_gemv", NULL};
+    return zcg_build(b, m.norm && xsh ? files_norm : files, n, d);
 }
 
 /* Shared memory of a grouped tile: matmul_gemm.glsl's x and weight tiles,

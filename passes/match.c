@@ -79,7 +79,7 @@ int zpass_matmul_consumers(const zir_graph *g, const zir_value *v, zir_node **c)
     return n >= 2 && (uint32_t)n == v->n_uses ? n : 0;
 }
 
-zir_node *zpass_norm_copy_into(zir_graph *g, const zpass_opts *o, zir_node *n, zir_node *c, zdiag *d) {
+zir_node *zpass_norm_copy_before(zir_graph *g, const zir_node *n, const zir_node *c, zdiag *d) {
     char name[160];
     snprintf(name, sizeof name, "%s@%s", n->out->name, c->out->name);
     zir_node *copy = zir_node_add(g, n->op, name, n->in, n->n_in, &n->attr, n->layer, n->group, d);
@@ -87,6 +87,12 @@ zir_node *zpass_norm_copy_into(zir_graph *g, const zpass_opts *o, zir_node *n, z
     copy->out->width = n->out->width;
     copy->dequant = n->dequant;
     zir_node_move(g, copy, c->id);
+    return copy;
+}
+
+zir_node *zpass_norm_copy_into(zir_graph *g, const zpass_opts *o, zir_node *n, zir_node *c, zdiag *d) {
+    zir_node *copy = zpass_norm_copy_before(g, n, c, d);
+    if (!copy) return NULL;
     c->in[0] = copy->out;
     copy->out->n_uses++;
     n->out->n_uses--;

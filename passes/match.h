@@ -14,6 +14,9 @@ zir_node *zpass_sole_consumer(const zir_graph *g, const zir_value *v);
 enum { ZPASS_MAX_MATMULS = 8 };
 int zpass_matmul_consumers(const zir_graph *g, const zir_value *v, zir_node **c);
 
+/* A copy of norm n, named for its consumer c, placed just before c (its
+ * readers are the caller's to rewire). */
+zir_node *zpass_norm_copy_before(zir_graph *g, const zir_node *n, const zir_node *c, zdiag *d);
 /* Gives consumer c of norm n a copy of n, placed just before c, and fuses
  * the two into a matmul kernel (returned). The copy is named after c's
  * output. */

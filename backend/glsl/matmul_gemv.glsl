@@ -59,8 +59,8 @@ layout(local_size_x = WG) in;
 #define XROWS 1
 #endif
 #if MOE
-#if IDOT || HAS_NORM || SEGS
-#error "the expert GEMV takes float x without a norm, in one segment"
+#if IDOT || SEGS || (HAS_NORM && MOE == 2)
+#error "the expert GEMV takes float x in one segment, normed only in gate+up"
 #endif
 layout(std430, binding = B_ROUTE) readonly buffer Rt { ACT_T route[]; };
 // The expert of slot tu; an id the router cannot produce is clamped, so a
