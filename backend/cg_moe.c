@@ -45,6 +45,17 @@ static bool act_shape(const zir_value *v, int64_t a, int64_t b) {
            (rank == 2 || v->shape[2] == b);
 }
 
+/* moe_topk_lib.glsl's defines: E, TOPK and NP from the target's subgroup
+ * size (returned). */
+static int topk_defs(zcg_builder *b, int64_t E, int64_t U) {
+    zcg_def_i(b, "E", E);
+    zcg_def_i(b, "TOPK", U);
+    int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32;
+    int64_t np = (E + sg - 1) / sg;
+    zcg_def_i(b, "NP", np < TOPK_MAX_NP ? np : TOPK_MAX_NP);
+    return sg;
+}
+
 /* The router's top-k (moe_topk.glsl), a subgroup per token: its lanes
  * share the E experts, keeping their p in registers, and reduce the max,
  * the sum and each round's pick across the subgroup. A thread per token
@@ -57,19 +68,15 @@ static zstatus gen_topk(const zir_node *n, zcg_builder *b, zdiag *d) {
     int64_t E = l->rank == 2 ? l->shape[1] : 0, U = n->attr.topk;
     if (!act_shape(l, E, -1) || E < 1 || E > TOPK_MAX_E || U < 1 || U > E || !act_shape(n->out, U, 2))
         return refuse(n, "expected f32 router logits [T, E] with E <= 1024 and 1 <= topk <= E", d);
-    zcg_bind(b, NULL, l, false, 0);
+    zcg_bind(b, "B_LOGITS", l, false, 0);
     zcg_bind(b, NULL, n->out, true, 0);
-    zcg_def_i(b, "E", E);
-    zcg_def_i(b, "TOPK", U);
-    int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32;
-    int64_t np = (E + sg - 1) / sg;
+    int sg = topk_defs(b, E, U);
     zcg_def_i(b, "WG", TOPK_NSG * sg);
     zcg_def_i(b, "TPW", TOPK_NSG);
-    zcg_def_i(b, "NP", np < TOPK_MAX_NP ? np : TOPK_MAX_NP);
     b->k->groups[0] = (zcg_affine){1, 0, TOPK_NSG};
     b->k->groups[1] = b->k->groups[2] = (zcg_affine){0, 1, 1};
     snprintf(b->k->name, sizeof b->k->name, "moe_topk_e%lld_k%lld", (long long)E, (long long)U);
-    static const char *const files[] = {"moe_topk", NULL};
+    static const char *const files[] = {"moe_topk_lib", "moe_topk", NULL};
     return zcg_build(b, files, n, d);
 }
 
@@ -144,7 +151,7 @@ static zstatus gen_sum(const zir_node *n, zcg_builder *b, zdiag *d) {
 /* What a GEMV node computes: a matmul_id, gate+up around a SwiGLU, or the
  * down projection with the weighted sum and the residual. */
 typedef struct moe_match {
-    const zir_node *first, *up, *glu, *sum, *add, *norm;
+    const zir_node *first, *up, *glu, *sum, *add, *norm, *topk;
     const zir_value *x, *route, *resid;
     int64_t E, N, K, U;
 } moe_match;
@@ -153,15 +160,16 @@ static bool is_matmul_id(const zir_node *n) {
     return n && zir_ops[n->op].kind == ZK_MOE && (zir_ops[n->op].flags & ZF_W1);
 }
 
-/* [rms_norm] matmul_id matmul_id swiglu: the norm (fuse-norm's prologue)
- * feeds both expert matmuls. */
+/* [moe_topk] [rms_norm] matmul_id matmul_id swiglu: the router's top-k
+ * (fuse-topk) gives the route, the norm (fuse-norm's prologue) feeds both
+ * expert matmuls. */
 static zstatus match_gate_up(const zir_node *n, moe_match *m, zdiag *d) {
-    if (n->n_body != 3 && n->n_body != 4)
-        return refuse(n, "expected [rms_norm] matmul_id matmul_id swiglu", d);
+    int i = 0;
+    if (i < n->n_body && n->body[i]->op == ZOP_MOE_TOPK) m->topk = n->body[i++];
+    if (i < n->n_body && n->body[i]->op == ZOP_RMS_NORM) m->norm = n->body[i++];
+    if (n->n_body - i != 3 || !(zir_ops[n->body[n->n_body - 1]->op].flags & ZF_GLU))
+        return refuse(n, "expected [moe_topk] [rms_norm] matmul_id matmul_id swiglu", d);
     m->glu = n->body[n->n_body - 1];
-    m->norm = n->n_body == 4 ? n->body[0] : NULL;
-    if (!(zir_ops[m->glu->op].flags & ZF_GLU) || (m->norm && m->norm->op != ZOP_RMS_NORM))
-        return refuse(n, "expected [rms_norm] matmul_id matmul_id swiglu", d);
     m->first = m->glu->in[0]->producer;
     m->up = m->glu->in[1]->producer;
     if (!is_matmul_id(m->first) || !is_matmul_id(m->up) || m->first->parent != n || m->up->parent != n ||
@@ -173,6 +181,9 @@ static zstatus match_gate_up(const zir_node *n, moe_match *m, zdiag *d) {
     if (m->norm && (m->first->in[0] != m->norm->out || m->norm->in[1]->rank != 1 ||
                     m->norm->in[1]->shape[0] != g->shape[2]))
         return refuse(n, "the norm must feed the expert matmuls, over their K", d);
+    if (m->topk && (m->first->in[2] != m->topk->out || m->topk->in[0]->rank != 2 ||
+                    m->topk->in[0]->shape[1] != g->shape[0] || g->shape[0] > TOPK_MAX_E))
+        return refuse(n, "the top-k must rank the experts' router logits (at most 1024) into the route", d);
     return ZOK;
 }
 
@@ -220,7 +231,9 @@ static zstatus match(const zir_node *n, moe_match *m, zdiag *d) {
 
 static zstatus gemv_bindings(const zir_node *n, const moe_match *m, zcg_builder *b, zdiag *d) {
     zcg_bind(b, "B_X", m->x, false, 0);
-    zcg_bind(b, "B_ROUTE", m->route, false, 0);
+    /* a route the kernel ranks itself is written for the down projection */
+    zcg_bind(b, "B_ROUTE", m->route, m->topk != NULL, 0);
+    if (m->topk) zcg_bind(b, "B_LOGITS", m->topk->in[0], false, 0);
     zstatus s = zcg_weight(b, n, "W0", m->first->in[1], m->K, d);
     if (!s && m->glu) s = zcg_weight(b, n, "W1", m->up->in[1], m->K, d);
     if (!s && m->norm) s = zcg_weight(b, n, "NW", m->norm->in[1], m->K, d);
@@ -234,6 +247,8 @@ static zstatus gemv_bindings(const zir_node *n, const moe_match *m, zcg_builder 
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
     if (m->norm) zcg_def_f(b, "NORM_EPS", m->norm->attr.eps);
+    zcg_def_i(b, "TOPK_IN", m->topk != NULL);
+    if (m->topk) topk_defs(b, m->E, m->U);
     /* the route's floats a pair: 2, or 4 for moe_route's (no weights) */
     zcg_def_i(b, "ROUTE_FL", m->route->shape[2]);
     return ZOK;
@@ -290,15 +305,20 @@ static zstatus gen_gemv(const zir_node *n, zcg_builder *b, zdiag *d) {
     b->k->groups[0] = (zcg_affine){0, m.N, nsg * rs};
     b->k->groups[1] = (zcg_affine){rows_y, 0, 1};
     b->k->groups[2] = (zcg_affine){0, 1, 1};
-    snprintf(b->k->name, sizeof b->k->name, "moe_gemv%s_%s_e%lld_n%lld_k%lld_u%lld_r%dg%d%s%s%s%s",
+    snprintf(b->k->name, sizeof b->k->name, "moe_gemv%s_%s_e%lld_n%lld_k%lld_u%lld_r%dg%d%s%s%s%s%s",
              m.glu ? "_gateup" : "", ztype_name(m.first->in[1]->dtype), (long long)m.E, (long long)m.N,
-             (long long)m.K, (long long)m.U, rs, nsg, xsh ? "_xs" : "", m.norm ? "+norm" : "",
-             m.sum ? "+sum" : "", m.resid ? "+add" : "");
-    /* attn_reduce: the staged norm's workgroup sum */
-    static const char *const files[] = {"dequant", "matmul_io", "gemv_groups", "gemv_segs", "matmul_gemv", NULL};
-    static const char *const files_norm[] = {"dequant",   "matmul_io",   "attn_reduce", "gemv_groups",
-                                             "gemv_segs", "matmul_gemv", NULL};
-    return zcg_build(b, m.norm && xsh ? files_norm : files, n, d);
+             (long long)m.K, (long long)m.U, rs, nsg, xsh ? "_xs" : "", m.topk ? "+topk" : "",
+             m.norm ? "+norm" : "", m.sum ? "+sum" : "", m.resid ? "+add" : "");
+    /* attn_reduce: the staged norm's workgroup sum; moe_topk_lib: the
+     * route ranked in the prologue */
+    const char *files[8] = {"dequant", "matmul_io"};
+    int nf = 2;
+    if (m.norm && xsh) files[nf++] = "attn_reduce";
+    if (m.topk) files[nf++] = "moe_topk_lib";
+    files[nf++] = "gemv_groups";
+    files[nf++] = "gemv_segs";
+    files[nf++] = "matmul_gemv";
+    return zcg_build(b, files, n, d);
 }
 
 /* Shared memory of a grouped tile: matmul_gemm.glsl's x and weight tiles,

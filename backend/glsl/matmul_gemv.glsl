@@ -40,6 +40,11 @@
 //   1  gl_WorkGroupID.y is a (token, slot) pair tu: x row tu (X3: x is
 //      [T, U, K]) or tu / U, the weight rows those of expert e(tu), output
 //      row tu ([T, U, N]); plain or GLU, as above.
+//      TOPK_IN (the fuse-topk pass): the route is not read but ranked here,
+//      from the router's logits (moe_topk_lib.glsl, as the moe_topk kernel
+//      ranks them): subgroup 0 ranks the token's E logits into shared
+//      memory while the others stage x, and the workgroup of the token's
+//      first slot and first rows writes the route for the down projection.
 //   2  the down projection summed over the slots: gl_WorkGroupID.y is the
 //      token t, its U x rows (X3) are staged together, and the lanes walk
 //      the U x K/GE (slot, group) pairs, each product weighted by its slot's
@@ -59,13 +64,35 @@ layout(local_size_x = WG) in;
 #define XROWS 1
 #endif
 #if MOE
-#if IDOT || SEGS || (HAS_NORM && MOE == 2)
-#error "the expert GEMV takes float x in one segment, normed only in gate+up"
+#if IDOT || SEGS || ((HAS_NORM || TOPK_IN) && MOE == 2)
+#error "the expert GEMV takes float x in one segment, normed and routed here only in gate+up"
 #endif
+#if TOPK_IN
+layout(std430, binding = B_ROUTE) writeonly buffer Rt { ACT_T route[]; };
+shared uint s_eid[TOPK]; // the token's experts, in pick order
+uint expert_of(uint tu) { return min(s_eid[tu % uint(U)], uint(E) - 1u); }
+
+// Subgroup 0 ranks token t's experts (every lane of it calls this).
+void rank_route(uint t, uint tu) {
+    uint id[TOPK];
+    float w[TOPK];
+    uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize;
+    topk_route(t * uint(E), lane, S, id, w);
+    bool writer = gl_WorkGroupID.x == 0u && tu % uint(U) == 0u;
+    for (uint k = lane; k < uint(TOPK); k += S) {
+        s_eid[k] = id[k];
+        if (writer) {
+            route[(t * uint(TOPK) + k) * 2u] = ACT_T(float(id[k]));
+            route[(t * uint(TOPK) + k) * 2u + 1u] = ACT_T(w[k]);
+        }
+    }
+}
+#else
 layout(std430, binding = B_ROUTE) readonly buffer Rt { ACT_T route[]; };
 // The expert of slot tu; an id the router cannot produce is clamped, so a
 // corrupt route reads a wrong expert rather than out of bounds.
 uint expert_of(uint tu) { return min(uint(float(route[uint(ROUTE_FL) * tu])), uint(E) - 1u); }
+#endif
 #endif
 // The first weight row of the rows this workgroup reads (MOE 1: its
 // expert's), and the x row of its token (MOE 2: the first of its slots').
@@ -464,11 +491,18 @@ void main() {
     uint t = gl_WorkGroupID.y, wg = gl_WorkGroupID.x;
 #if MOE == 1
     if (t >= step.T * uint(U)) return; // t is a (token, slot) pair; uniform across the workgroup
-    row_base = expert_of(t) * uint(N);
 #if X3
     x_row = t;
 #else
     x_row = t / uint(U);
+#endif
+#if TOPK_IN
+    if (gl_SubgroupID == 0u) rank_route(t / uint(U), t);
+#if !X_SHARED
+    barrier(); // publishes s_eid (stage_x's barriers do otherwise)
+#endif
+#else
+    row_base = expert_of(t) * uint(N);
 #endif
 #elif MOE == 2
     if (t >= step.T) return;
@@ -479,6 +513,9 @@ void main() {
 #endif
 #if X_SHARED
     stage_x(x_row);
+#endif
+#if MOE == 1 && TOPK_IN
+    row_base = expert_of(t) * uint(N);
 #endif
 #if SEGS
     if (wg < uint(WG_SEG1))

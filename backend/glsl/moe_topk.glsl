@@ -23,65 +23,18 @@
 // subgroup, so the reductions run in uniform control flow.
 //
 // Defines: E (experts), TOPK, WG, TPW (tokens a workgroup), NP (p values a
-// lane keeps). Bindings: 1 logits [T, E], 2 route [T, TOPK, 2].
-#extension GL_KHR_shader_subgroup_arithmetic : require
-#extension GL_KHR_shader_subgroup_basic : require
+// lane keeps). Bindings: 1 logits [T, E] (B_LOGITS, moe_topk_lib.glsl's),
+// 2 route [T, TOPK, 2].
 layout(local_size_x = WG) in;
-layout(std430, binding = 1) readonly buffer Lg { ACT_T logits[]; };
 layout(std430, binding = 2) writeonly buffer Rt { ACT_T route[]; };
 
-// Expert e (of this lane) is still a candidate after the pick (lp, lid).
-bool after(float p, uint e, float lp, uint lid) {
-    return p < lp || (p == lp && e > lid);
-}
-
 void token(uint t, uint lane, uint S) {
-    uint lo = t * uint(E), rest = lane + uint(NP) * S; // first expert not in registers
-    float p[NP];
-    float mx = -1.0 / 0.0;
-    [[unroll]] for (uint j = 0u; j < uint(NP); j++) {
-        uint e = lane + j * S;
-        p[j] = -1.0 / 0.0;
-        if (e < uint(E)) p[j] = float(logits[lo + e]);
-        mx = max(mx, p[j]);
-    }
-    for (uint e = rest; e < uint(E); e += S)
-        mx = max(mx, float(logits[lo + e]));
-    mx = subgroupMax(mx);
-    float sum = 0.0;
-    [[unroll]] for (uint j = 0u; j < uint(NP); j++) {
-        uint e = lane + j * S;
-        p[j] = e < uint(E) ? exp(p[j] - mx) : -1.0; // -1: no expert, never picked
-        if (e < uint(E)) sum += p[j];
-    }
-    for (uint e = rest; e < uint(E); e += S)
-        sum += exp(float(logits[lo + e]) - mx);
-    float inv = 1.0 / subgroupAdd(sum);
     uint id[TOPK];
     float w[TOPK];
-    float wsum = 0.0, lp = 1.0 / 0.0; // the last pick (lp, lid)
-    uint lid = 0u;
-    for (uint k = 0u; k < uint(TOPK); k++) {
-        float bp = -1.0;
-        uint bid = 0xffffffffu;
-        [[unroll]] for (uint j = 0u; j < uint(NP); j++) { // ascending e: the lower id keeps a tie
-            uint e = lane + j * S;
-            if (p[j] > bp && after(p[j], e, lp, lid)) bp = p[j], bid = e;
-        }
-        for (uint e = rest; e < uint(E); e += S) {
-            float q = exp(float(logits[lo + e]) - mx);
-            if (q > bp && after(q, e, lp, lid)) bp = q, bid = e;
-        }
-        lp = subgroupMax(bp);
-        lid = subgroupMin(bp == lp ? bid : 0xffffffffu);
-        id[k] = lid;
-        w[k] = lp * inv;
-        wsum += w[k];
-    }
-    float div = max(wsum, 6.103515625e-5);
+    topk_route(t * uint(E), lane, S, id, w);
     for (uint k = lane; k < uint(TOPK); k += S) {
         route[(t * uint(TOPK) + k) * 2u] = ACT_T(float(id[k]));
-        route[(t * uint(TOPK) + k) * 2u + 1u] = ACT_T(w[k] / div);
+        route[(t * uint(TOPK) + k) * 2u + 1u] = ACT_T(w[k]);
     }
 }
 

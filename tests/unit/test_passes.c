@@ -185,7 +185,8 @@ static bool body_fits(zir_ktemplate t, const char *b) {
                            "rms_norm rope rms_norm rope kv_store attn_scores softmax_causal attn_mix",
                            "rope rope kv_store attn_scores softmax_causal attn_mix"},
         [ZKT_HEAD] = {"rms_norm rope", "rms_norm rope kv_store", "rope kv_store"},
-        [ZKT_MOE_GATE_UP] = {"matmul_id matmul_id swiglu", "rms_norm matmul_id matmul_id swiglu"},
+        [ZKT_MOE_GATE_UP] = {"matmul_id matmul_id swiglu", "rms_norm matmul_id matmul_id swiglu",
+                             "moe_topk rms_norm matmul_id matmul_id swiglu"},
         [ZKT_MOE_DOWN] = {"matmul_id moe_sum", "matmul_id moe_sum add", "matmul_id" /* grouped */},
         [ZKT_MOE_SUM] = {"moe_sum add"},
         [ZKT_MATMUL_ROWS] = {"rms_norm matmul matmul", "rms_norm matmul matmul matmul",
@@ -437,14 +438,18 @@ static void check_moe(const char *pipeline) {
             cr_expect_eq(c.kernels[ZKT_MOE_GATE_UP], (int)EQ_SHAPE.layers, "%s: moe_gate_up kernels",
                          targets[t]);
             cr_expect_eq(c.kernels[ZKT_MOE_DOWN], (int)EQ_SHAPE.layers, "%s: moe_down kernels", targets[t]);
-            int grouped = 0, decided = 0, said = 0, normed = 0, norms = 0;
+            int grouped = 0, decided = 0, said = 0, normed = 0, norms = 0, ranked = 0, topks = 0;
             for (uint32_t i = 0; i < g->n_nodes; i++) {
                 const zir_node *k = g->nodes[i];
                 grouped += k->op == ZOP_KERNEL && k->kp.token_tile > 1 &&
                            (k->kp.tmpl == ZKT_MOE_GATE_UP || k->kp.tmpl == ZKT_MOE_DOWN);
-                normed +=
-                    k->op == ZOP_KERNEL && k->kp.tmpl == ZKT_MOE_GATE_UP && k->body[0]->op == ZOP_RMS_NORM;
+                bool gu = k->op == ZOP_KERNEL && k->kp.tmpl == ZKT_MOE_GATE_UP;
+                for (int j = 0; gu && j < k->n_body; j++) {
+                    normed += k->body[j]->op == ZOP_RMS_NORM;
+                    ranked += k->body[j]->op == ZOP_MOE_TOPK && k->body[j]->exported;
+                }
                 norms += k->op == ZOP_RMS_NORM;
+                topks += k->op == ZOP_MOE_TOPK;
             }
             /* decode (fuse-norm): the ffn norm in the prologues of the router
              * and of the expert gate+up GEMV, no norm left as a kernel; the
@@ -454,6 +459,17 @@ static void check_moe(const char *pipeline) {
                          "%s %s: gate+up kernels with the norm", targets[t],
                          zpass_phase_name((zpass_phase)ph));
             if (decode_default) cr_expect_eq(norms, 0, "%s decode: norms left as kernels", targets[t]);
+            /* decode (fuse-topk): the router's top-k in the gate+up GEMV's
+             * prologue, its route exported to the down projection */
+            cr_expect_eq(ranked, decode_default ? (int)EQ_SHAPE.layers : 0, "%s %s: gate+up kernels ranking",
+                         targets[t], zpass_phase_name((zpass_phase)ph));
+            cr_expect_eq(topks, decode_default ? 0 : (int)EQ_SHAPE.layers, "%s %s: top-k kernels", targets[t],
+                         zpass_phase_name((zpass_phase)ph));
+            int said_topk = 0;
+            for (int i = 0; i < rep.n; i++)
+                said_topk += rep.items[i].fused && !strncmp(rep.items[i].reason, "top-k ranked in the prologue", 28);
+            cr_expect_eq(said_topk, decode_default ? (int)EQ_SHAPE.layers : 0, "%s %s: fuse-topk decisions",
+                         targets[t], zpass_phase_name((zpass_phase)ph));
             cr_expect_eq(grouped, ph == ZPH_PREFILL ? 2 * (int)EQ_SHAPE.layers : 0, "%s %s: grouped kernels",
                          targets[t], zpass_phase_name((zpass_phase)ph));
             for (int i = 0; i < rep.n; i++) {
