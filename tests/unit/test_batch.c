@@ -293,6 +293,13 @@ Test(batch, qwen3_q4_k_m_int8_x_alone_equals_batched) {
     run_identity(ZMK_QWEN3, ZMK_Q4_K_M, "batch-qwen3-q8.gguf", ZIDOT_ON);
 }
 
+/* A mixture of experts: the expert GEMVs read each row's own experts, and
+ * each row's route is ranked inside the gate+up GEMV (fuse-topk) from its
+ * own router logits. */
+Test(batch, qwen3moe_q4_k_m_alone_equals_batched) {
+    run_identity(ZMK_QWEN3MOE, ZMK_Q4_K_M, "batch-moe.gguf", ZIDOT_TARGET);
+}
+
 /* Each refusal is one line that says what to do. */
 Test(batch, errors) {
     model m = {0};
