@@ -16,8 +16,8 @@
 # The call (carry .gl, .anchor and .dev):  bash scripts/bench-device.sh [--tune] [MODELS...]
 # --tune also compiles each model with zincc --tune and times tg128 of the default and the tuned plan
 # alternately, twice each (a layout is kept only where the step, not the tuner, says it is faster).
-# It takes ~5 minutes without --tune (~7.5 with it) of a session's 30; a cold start of the machine costs
-# more on top. Write down what each call must answer before making it (docs/performance.md, runs 11-14).
+# It takes ~6 minutes without --tune (~8.5 with it) of a session's 30; a cold start of the machine costs
+# more on top. Each model ends with a second round of both engines, alternated (run 49). Write down what each call must answer before making it (docs/performance.md, runs 11-14).
 # MODELS: q8b (Qwen3-8B shape), q06 (Qwen3-0.6B shape), q9 (Qwen3.5-9B), a3b12 (12 layers of
 # Qwen3-30B-A3B); default q8b and q06.
 # Everything is written to $OUT/bench.txt (and printed).
@@ -95,4 +95,9 @@ for m in "${models[@]}"; do
   echo "=== llama.cpp $m" | tee -a "$O"
   /tmp/nb/bundle/run-bench.sh -m "/tmp/$m.gguf" -ngl 99 -p 512 -n 128 -r 3 -fa 0,1 2>&1 | grep -E '^\|' | tee -a "$O"
   /tmp/nb/bundle/run-bench.sh -m "/tmp/$m.gguf" -ngl 99 -n 128 -p 0 -d 4096 -r 3 -fa 1 2>&1 | grep -E '^\|' | tee -a "$O"
+  # A second round, the engines alternated: either one's first repetitions can run at the idle clock
+  # (run 49: llama.cpp's MoE pp512 4619 tok/s apart within one round, 31232 +- 314 in the next).
+  echo "=== round 2: zinc $m, then llama.cpp fa 1" | tee -a "$O"
+  "$B/zinc" bench "/tmp/$m.zplan" -p 512 -n 128 -r 3 2>&1 | grep -E '(pp|tg)[0-9]' | tee -a "$O"
+  /tmp/nb/bundle/run-bench.sh -m "/tmp/$m.gguf" -ngl 99 -p 512 -n 128 -r 3 -fa 1 2>&1 | grep -E '(pp|tg)[0-9]' | tee -a "$O"
 done
