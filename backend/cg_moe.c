@@ -181,6 +181,8 @@ static zstatus match_gate_up(const zir_node *n, moe_match *m, zdiag *d) {
     if (m->norm && (m->first->in[0] != m->norm->out || m->norm->in[1]->rank != 1 ||
                     m->norm->in[1]->shape[0] != g->shape[2]))
         return refuse(n, "the norm must feed the expert matmuls, over their K", d);
+    if (m->topk && !m->topk->exported)
+        return refuse(n, "a route ranked in the kernel must be exported to the down projection", d);
     if (m->topk && (m->first->in[2] != m->topk->out || m->topk->in[0]->rank != 2 ||
                     m->topk->in[0]->shape[1] != g->shape[0] || g->shape[0] > TOPK_MAX_E))
         return refuse(n, "the top-k must rank the experts' router logits (at most 1024) into the route", d);
