@@ -249,6 +249,15 @@ static int getc_or_interrupt(FILE *f) {
 static char *read_line(const char *prompt, bool *cancelled) {
     if (isatty(0)) {
         rl_getc_function = getc_or_interrupt;
+        /* libedit's own signal handlers stay out: it installs them for each
+         * line and, leaving, sets its EditLine pointer to NULL before putting
+         * the previous handlers back, so a SIGINT that a Vulkan driver thread
+         * took in between ran its handler on that NULL (CI, 2026-12-04: SEGV
+         * in libedit's sig_handler, round 7 of chat_ctrl_c_never_closes_the_
+         * session under ASan). zinc's own SIGINT handler only sets a flag,
+         * which getc_or_interrupt watches; libedit still sets and restores the
+         * terminal's mode around each line. */
+        rl_catch_signals = 0;
         fflush(stdout);
         char *line = readline(prompt);
         *cancelled = !line && gen_interrupted;
