@@ -665,6 +665,12 @@ static uint32_t cm_smem(const cm_layout *c, bool glu) {
  * Shorter steps where K or shared memory ask for them.
  * ZINC_CM_LAYOUT=bm,bn,bk,sgm,sgn[,pipe,wch] replaces it for the plain
  * GEMMs and ZINC_CM_GLU_LAYOUT for gate+up, to measure others. */
+/* Shared memory a layout may declare: the target's, less what the driver
+ * keeps for workgroup-scope matrices. */
+static uint32_t cm_smem_budget(const ztarget *t, const cm_layout *c) {
+    return t->smem_bytes - (c->wg ? t->coopmat_wg_smem : 0u);
+}
+
 static bool cm_parse(const char *e, cm_layout *w) {
     int n = sscanf(e, "%d,%d,%d,%d,%d,%d,%d", &w->bm, &w->bn, &w->bk, &w->sgm, &w->sgn, &w->pipe, &w->wch);
     if (n < 5 || w->bm <= 0 || w->bn <= 0 || w->bk <= 0 || w->sgm <= 0 || w->sgn <= 0 || w->bm % (16 * w->sgm) ||
@@ -707,8 +713,7 @@ static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits
         int on = m->glu ? c.bn / 2 : c.bn;
         if (c.bm % (int)t->coopmat_wg_m || on % (int)t->coopmat_wg_n || c.bk % (int)t->coopmat_wg_k) c.wg = 0;
     }
-    uint32_t smem = t->smem_bytes - (c.wg ? t->coopmat_wg_smem : 0u);
-    while (c.bk > 32 && (m->K % c.bk || cm_smem(&c, m->glu != NULL) > smem))
+    while (c.bk > 32 && (m->K % c.bk || cm_smem(&c, m->glu != NULL) > cm_smem_budget(t, &c)))
         c.bk /= 2;
     return c;
 }
@@ -716,7 +721,7 @@ static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits
 static bool use_coopmat(const zcg_builder *b, const mm_match *m, const cm_layout *c) {
     const ztarget *t = b->o->target;
     return m->first->attr.mm_f16 && t->coopmat && t->subgroup == CM_SG && m->K % c->bk == 0 &&
-           cm_smem(c, m->glu != NULL) <= t->smem_bytes - (c->wg ? t->coopmat_wg_smem : 0u);
+           cm_smem(c, m->glu != NULL) <= cm_smem_budget(t, c);
 }
 
 static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout *c, zcg_builder *b,

@@ -25,8 +25,7 @@ void zvk_target_from_profile(const zvk_profile *p, ztarget *t, char *name_buf, s
     for (uint32_t i = 0; p->coopmat_wg && i < p->n_coopmat_flex; i++) {
         const zvk_coopmat *s = &p->coopmat_flex_shapes[i];
         if (s->scope != 2 || s->a != 0 || s->b != 0 || s->c != 1 || s->result != 1) continue;
-        if (t->coopmat_wg && t->coopmat_wg != 256 && s->invocations != 256) continue;
-        if (t->coopmat_wg == 256) continue;
+        if (t->coopmat_wg && (t->coopmat_wg == 256 || s->invocations != 256)) continue; /* the first, or 256 */
         t->coopmat_wg = s->invocations;
         t->coopmat_wg_m = s->m, t->coopmat_wg_n = s->n, t->coopmat_wg_k = s->k;
         t->coopmat_wg_smem = p->coopmat_wg_reserved_smem;

@@ -67,82 +67,32 @@ static void record(const zir_graph *g, const zpass_opts *o, const zir_node *n, b
 }
 
 /* A decode expert gate+up GEMV kernel (fuse-moe) whose only use of v is as
- * the x of its two expert matmuls: matmul_gemv.glsl stages x normed. */
-static bool moe_gate_up_reads(const zir_node *x, const zir_value *v) {
+ * the x of its two expert matmuls (matmul_gemv.glsl stages x normed): 2
+ * uses; else what zpass_plain_matmul_reads says (q, k, v; a MoE router). */
+static uint32_t prologue_reads(const zir_node *x, const zir_value *v) {
     if (x->op != ZOP_KERNEL || x->kp.tmpl != ZKT_MOE_GATE_UP || x->kp.token_tile > 1 || x->n_body != 3)
-        return false;
-    int as_x = 0;
+        return zpass_plain_matmul_reads(x, v);
+    uint32_t as_x = 0;
     for (int j = 0; j < x->n_body; j++)
         for (int k = 0; k < x->body[j]->n_in; k++) {
             if (x->body[j]->in[k] != v) continue;
             if (k != 0 || zir_ops[x->body[j]->op].kind != ZK_MOE || !(zir_ops[x->body[j]->op].flags & ZF_W1))
-                return false;
+                return 0;
             as_x++;
         }
-    return as_x == 2;
+    return as_x == 2 ? 2 : 0;
 }
 
-/* The consumers of v when each takes a norm prologue: plain matmuls reading
- * v as x (q, k, v; the MoE router) and expert gate+up GEMVs; at least two,
- * and no other use. 0 otherwise. */
-static int prologue_consumers(const zir_graph *g, const zir_value *v, zir_node **c) {
-    int n = 0;
-    uint32_t uses = 0; /* a kernel's uses are its body's (n_uses counts those) */
-    for (uint32_t i = 0; i < g->n_nodes; i++) {
-        zir_node *x = g->nodes[i];
-        bool reads = false;
-        for (int k = 0; k < x->n_in; k++)
-            reads |= x->in[k] == v;
-        if (!reads) continue;
-        bool plain = x->op != ZOP_KERNEL && zpass_kind(x) == ZK_MATMUL && x->in[0] == v && x->in[1] != v;
-        if (n == ZPASS_MAX_MATMULS || !(plain || moe_gate_up_reads(x, v))) return 0;
-        uses += plain ? 1u : 2u;
-        c[n++] = x;
-    }
-    return n >= 2 && uses == v->n_uses ? n : 0;
-}
-
-/* A copy of norm n moved into kernel c's body (its reads of n's output
- * turned to the copy's), under c's template. */
-static zir_node *norm_into_kernel(zir_graph *g, zir_node *n, zir_node *c, zdiag *d) {
-    zir_node *copy = zpass_norm_copy_before(g, n, c, d);
-    if (!copy) return NULL;
-    for (int k = 0; k < c->n_in; k++)
-        if (c->in[k] == n->out) c->in[k] = copy->out;
-    for (int j = 0; j < c->n_body; j++)
-        for (int k = 0; k < c->body[j]->n_in; k++)
-            if (c->body[j]->in[k] == n->out) {
-                c->body[j]->in[k] = copy->out;
-                copy->out->n_uses++;
-                n->out->n_uses--;
-            }
-    zir_kparams kp = c->kp;
-    zir_node *body[2] = {copy, c};
-    return zir_fuse(g, body, 2, &kp, d);
-}
-
-/* Splits norm n among its consumers: a copy into each but the first plain
- * matmul, which keeps n (a kernel consumer always gets a copy). Returns the
- * kernel of the last consumer. */
+/* Splits norm n among its consumers: c[0] keeps n, the others get copies.
+ * Returns the kernel of the last consumer. */
 static zir_node *split(zir_graph *g, const zpass_opts *o, zir_node *n, zir_node **c, int nc, zdiag *d) {
-    int keep = -1;
-    for (int j = nc - 1; j >= 0; j--)
-        if (c[j]->op != ZOP_KERNEL) keep = j;
-    zir_node *k = NULL, *last = NULL;
-    for (int j = nc - 1; j >= 0; j--) {
-        if (j == keep) continue;
-        k = c[j]->op == ZOP_KERNEL ? norm_into_kernel(g, n, c[j], d) : zpass_norm_copy_into(g, o, n, c[j], d);
-        if (!k) return NULL;
-        if (!last || k->id > last->id) last = k;
-    }
-    if (keep < 0) { /* every consumer took a copy: the original has no use left */
-        n->out->n_uses = 0;
-        return last;
-    }
-    zir_node *body[2] = {n, c[keep]};
-    zir_kparams kp = {ZKT_MATMUL, zcost_token_tile(o), 1};
+    zir_node *k = NULL;
+    for (int j = nc - 1; j >= 1; j--)
+        if (!(k = zpass_norm_copy_into(g, o, n, c[j], d))) return NULL;
+    zir_node *body[2] = {n, c[0]};
+    zir_kparams kp = c[0]->op == ZOP_KERNEL ? c[0]->kp : (zir_kparams){ZKT_MATMUL, zcost_token_tile(o), 1};
     zir_node *k0 = zir_fuse(g, body, 2, &kp, d);
-    return k0 && last && last->id > k0->id ? last : k0;
+    return k0 && k && k->id > k0->id ? k : k0;
 }
 
 zstatus zpass_fuse_norm(zir_graph *g, const zpass_opts *o, zdiag *d) {
@@ -155,7 +105,7 @@ zstatus zpass_fuse_norm(zir_graph *g, const zpass_opts *o, zdiag *d) {
             record(g, o, n, false, zpass_consumer_count(g, n->out));
             continue;
         }
-        int nc = c ? 0 : prologue_consumers(g, n->out, many);
+        int nc = c ? 0 : zpass_consumers_of(g, n->out, many, prologue_reads);
         if (nc) {
             record(g, o, n, true, nc);
             zir_node *last = split(g, o, n, many, nc, d);

@@ -63,23 +63,32 @@ zpass_decision *zpass_record_kept(const zpass_opts *o, const zir_node *at, const
     return x;
 }
 
-int zpass_matmul_consumers(const zir_graph *g, const zir_value *v, zir_node **c) {
+int zpass_consumers_of(const zir_graph *g, const zir_value *v, zir_node **c, zpass_reader_uses reads_as) {
     int n = 0;
+    uint32_t uses = 0;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         zir_node *x = g->nodes[i];
-        bool uses = false;
+        bool reads = false;
         for (int k = 0; k < x->n_in; k++)
-            uses |= x->in[k] == v;
-        if (!uses) continue;
-        if (n == ZPASS_MAX_MATMULS || x->op == ZOP_KERNEL || zpass_kind(x) != ZK_MATMUL || x->in[0] != v ||
-            x->in[1] == v)
-            return 0;
+            reads |= x->in[k] == v;
+        if (!reads) continue;
+        uint32_t u = n < ZPASS_MAX_MATMULS ? reads_as(x, v) : 0;
+        if (!u) return 0;
+        uses += u;
         c[n++] = x;
     }
-    return n >= 2 && (uint32_t)n == v->n_uses ? n : 0;
+    return n >= 2 && uses == v->n_uses ? n : 0;
 }
 
-zir_node *zpass_norm_copy_before(zir_graph *g, const zir_node *n, const zir_node *c, zdiag *d) {
+uint32_t zpass_plain_matmul_reads(const zir_node *x, const zir_value *v) {
+    return x->op != ZOP_KERNEL && zpass_kind(x) == ZK_MATMUL && x->in[0] == v && x->in[1] != v;
+}
+
+int zpass_matmul_consumers(const zir_graph *g, const zir_value *v, zir_node **c) {
+    return zpass_consumers_of(g, v, c, zpass_plain_matmul_reads);
+}
+
+zir_node *zpass_norm_copy_into(zir_graph *g, const zpass_opts *o, zir_node *n, zir_node *c, zdiag *d) {
     char name[160];
     snprintf(name, sizeof name, "%s@%s", n->out->name, c->out->name);
     zir_node *copy = zir_node_add(g, n->op, name, n->in, n->n_in, &n->attr, n->layer, n->group, d);
@@ -87,16 +96,20 @@ zir_node *zpass_norm_copy_before(zir_graph *g, const zir_node *n, const zir_node
     copy->out->width = n->out->width;
     copy->dequant = n->dequant;
     zir_node_move(g, copy, c->id);
-    return copy;
-}
-
-zir_node *zpass_norm_copy_into(zir_graph *g, const zpass_opts *o, zir_node *n, zir_node *c, zdiag *d) {
-    zir_node *copy = zpass_norm_copy_before(g, n, c, d);
-    if (!copy) return NULL;
-    c->in[0] = copy->out;
-    copy->out->n_uses++;
-    n->out->n_uses--;
-    zir_kparams kp = {ZKT_MATMUL, zcost_token_tile(o), 1};
+    /* c's reads of n's output (a kernel's: its body's) become the copy's */
+    int nb = c->op == ZOP_KERNEL ? c->n_body : 1;
+    for (int j = 0; j < nb; j++) {
+        zir_node *x = c->op == ZOP_KERNEL ? c->body[j] : c;
+        for (int k = 0; k < x->n_in; k++)
+            if (x->in[k] == n->out) {
+                x->in[k] = copy->out;
+                copy->out->n_uses++;
+                n->out->n_uses--;
+            }
+    }
+    for (int k = 0; c->op == ZOP_KERNEL && k < c->n_in; k++)
+        if (c->in[k] == n->out) c->in[k] = copy->out;
+    zir_kparams kp = c->op == ZOP_KERNEL ? c->kp : (zir_kparams){ZKT_MATMUL, zcost_token_tile(o), 1};
     zir_node *body[2] = {copy, c};
     return zir_fuse(g, body, 2, &kp, d);
 }

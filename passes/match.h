@@ -13,13 +13,19 @@ zir_node *zpass_sole_consumer(const zir_graph *g, const zir_value *v);
  * and each is a plain matmul reading v as its activation: 0 otherwise. */
 enum { ZPASS_MAX_MATMULS = 8 };
 int zpass_matmul_consumers(const zir_graph *g, const zir_value *v, zir_node **c);
+/* How many of v's uses top-level node x makes in a way the caller takes (a
+ * kernel's uses are its body's), or 0 when it takes none of x's. */
+typedef uint32_t (*zpass_reader_uses)(const zir_node *x, const zir_value *v);
+/* The readers of v when reads_as takes each of them, and they make all of
+ * v's uses: at least two, at most ZPASS_MAX_MATMULS; 0 otherwise. */
+int zpass_consumers_of(const zir_graph *g, const zir_value *v, zir_node **c, zpass_reader_uses reads_as);
+/* A plain matmul reading v as its activation: 1 use. */
+uint32_t zpass_plain_matmul_reads(const zir_node *x, const zir_value *v);
 
-/* A copy of norm n, named for its consumer c, placed just before c (its
- * readers are the caller's to rewire). */
-zir_node *zpass_norm_copy_before(zir_graph *g, const zir_node *n, const zir_node *c, zdiag *d);
 /* Gives consumer c of norm n a copy of n, placed just before c, and fuses
- * the two into a matmul kernel (returned). The copy is named after c's
- * output. */
+ * the two into a kernel (returned): a matmul kernel, or c's own template
+ * when c is a kernel (its body's reads of n then read the copy). The copy
+ * is named after c's output. */
 zir_node *zpass_norm_copy_into(zir_graph *g, const zpass_opts *o, zir_node *n, zir_node *c, zdiag *d);
 
 /* Number of distinct top-level nodes that use v. */
