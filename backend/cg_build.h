@@ -40,6 +40,33 @@ enum { GEMM_BN = 64, GEMM_BK = 32, GEMM_TN = 4, GEMM_WG = 256 };
 /* Defines BM (tokens or pairs a tile), BN, BK, TM, TN and WG for that tile. */
 void zcg_def_gemm_tile(zcg_builder *b, int64_t bm);
 
+/* The tensor-core GEMM's layout (matmul_cm.glsl): a BM x BN tile, BK per
+ * step, SGM x SGN subgroups of ZCG_CM_SG. cg_matmul.c's dense GEMMs and
+ * cg_moe.c's grouped expert GEMMs (MOE) share it. */
+enum { ZCG_CM_SG = 32 };
+typedef struct zcg_cm {
+    int bm, bn, bk, sgm, sgn;
+    int pipe; /* 0: one step prefetched in registers, 1: direct, 2: double-buffered shared tiles,
+                 3: 2 with sgp producer subgroups that stage while the others multiply */
+    int sgp;  /* producer subgroups (pipe 3) */
+    int wch;  /* a staging thread's chunk of a weight row: 16 or 32 elements */
+    int ablate; /* ZINC_CM_ABLATE (matmul_cm.glsl): 0, or a measurement with wrong results */
+    int mfirst; /* token tiles on the grid's first axis (ZINC_CM_MFIRST) */
+    int wg;     /* workgroup-scope matrices in a workgroup of this many invocations (0: subgroup scope) */
+} zcg_cm;
+
+/* The default layout for a GEMM over K (gate+up with glu; the logits of a
+ * prefill step), its knobs applied; extra_smem is shared memory the kernel
+ * declares beside the tiles. */
+zcg_cm zcg_cm_default(const zcg_builder *b, bool glu, int64_t K, bool logits, uint32_t extra_smem);
+/* Whether the target runs layout c (matrix units, subgroups of 32, K a
+ * multiple of BK, the tiles and extra_smem in its shared memory). */
+bool zcg_cm_usable(const zcg_builder *b, const zcg_cm *c, bool glu, int64_t K, uint32_t extra_smem);
+/* Defines BM, BN, BK, SGM, SGN, SG, WG and the knobs' macros. */
+void zcg_def_cm(zcg_builder *b, const zcg_cm *c);
+/* The layout in a kernel's name: _cm<BM>x<BN>k<BK> and the knobs'. */
+const char *zcg_cm_suffix(zcg_builder *b, const zcg_cm *c);
+
 /* Composes the kernel's source from the defines and the files. */
 zstatus zcg_build(zcg_builder *b, const char *const *files, const zir_node *n, zdiag *d);
 

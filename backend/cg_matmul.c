@@ -631,23 +631,9 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, zcg_builder *b, zd
     return zcg_build(b, files, n, d);
 }
 
-/* The tensor-core GEMM's layout (matmul_cm.glsl): a BM x BN tile, BK per
- * step, SGM x SGN subgroups of 32. */
-enum { CM_SG = 32 };
-typedef struct cm_layout {
-    int bm, bn, bk, sgm, sgn;
-    int pipe; /* 0: one step prefetched in registers, 1: direct, 2: double-buffered shared tiles,
-                 3: 2 with sgp producer subgroups that stage while the others multiply */
-    int sgp;  /* producer subgroups (pipe 3) */
-    int wch;  /* a staging thread's chunk of a weight row: 16 or 32 elements */
-    int ablate; /* ZINC_CM_ABLATE (matmul_cm.glsl): 0, or a measurement with wrong results */
-    int mfirst; /* token tiles on the grid's first axis (ZINC_CM_MFIRST) */
-    int wg;     /* workgroup-scope matrices in a workgroup of this many invocations (0: subgroup scope) */
-} cm_layout;
-
 /* The x and weight tiles (padded rows of fp16) and the norm scales; the
  * epilogue reuses the weight tile (1 KiB a subgroup, 2 with gate+up). */
-static uint32_t cm_smem(const cm_layout *c, bool glu) {
+static uint32_t cm_smem(const zcg_cm *c, bool glu) {
     uint32_t nbuf = c->pipe == 2 || c->pipe == 3 ? 2u : 1u;
     uint32_t tiles = nbuf * 2u * (uint32_t)((c->bm + c->bn) * (c->bk + 8));
     uint32_t epi = c->wg ? 4u * (uint32_t)(c->bm * (glu ? c->bn / 2 : c->bn))
@@ -667,27 +653,28 @@ static uint32_t cm_smem(const cm_layout *c, bool glu) {
  * GEMMs and ZINC_CM_GLU_LAYOUT for gate+up, to measure others. */
 /* Shared memory a layout may declare: the target's, less what the driver
  * keeps for workgroup-scope matrices. */
-static uint32_t cm_smem_budget(const ztarget *t, const cm_layout *c) {
-    return t->smem_bytes - (c->wg ? t->coopmat_wg_smem : 0u);
+static uint32_t cm_smem_budget(const ztarget *t, const zcg_cm *c, uint32_t extra) {
+    uint32_t keep = (c->wg ? t->coopmat_wg_smem : 0u) + extra;
+    return t->smem_bytes > keep ? t->smem_bytes - keep : 0u;
 }
 
-static bool cm_parse(const char *e, cm_layout *w) {
+static bool cm_parse(const char *e, zcg_cm *w) {
     int n = sscanf(e, "%d,%d,%d,%d,%d,%d,%d", &w->bm, &w->bn, &w->bk, &w->sgm, &w->sgn, &w->pipe, &w->wch);
     if (n < 5 || w->bm <= 0 || w->bn <= 0 || w->bk <= 0 || w->sgm <= 0 || w->sgn <= 0 || w->bm % (16 * w->sgm) ||
         w->bn % (16 * w->sgn) || w->bk % 32 || w->pipe < 0 || w->pipe == 3 || w->pipe > 3 ||
         (w->wch != 16 && w->wch != 32))
         return false;
-    return (w->sgm * w->sgn + w->sgp) * CM_SG <= 1024;
+    return (w->sgm * w->sgn + w->sgp) * ZCG_CM_SG <= 1024;
 }
 
-static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits) {
-    cm_layout c = {64, 64, 64, 2, 4, 0, 0, 16};
+zcg_cm zcg_cm_default(const zcg_builder *b, bool glu, int64_t K, bool logits, uint32_t extra_smem) {
+    zcg_cm c = {64, 64, 64, 2, 4, 0, 0, 16};
     /* The logits of a prefill step are read for the last row only (unless
      * --logits-out asks for all): a tile of 16 tokens does a quarter of a
      * 64-token tile's products for that row, and 128 rows of the output
      * matrix a workgroup keep eight subgroups busy on it.
      * ZINC_CM_LOGITS=0 keeps the general layout, to measure the difference. */
-    if (logits && !zcg_knob_off("ZINC_CM_LOGITS")) c = (cm_layout){16, 128, 64, 1, 8, 0, 0, 16};
+    if (logits && !zcg_knob_off("ZINC_CM_LOGITS")) c = (zcg_cm){16, 128, 64, 1, 8, 0, 0, 16};
     /* Staging threads decode 16-element chunks (half a Q4_K sub-block):
      * twice the threads share a step's decoding, with shorter chains and
      * fewer live registers; 5 % faster a prefill step than whole sub-blocks
@@ -697,12 +684,12 @@ static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits
     c.sgp = c.pipe == 3 ? (int)zcg_knob("ZINC_CM_SGP", 1, 16, 4) : 0;
     c.ablate = c.pipe == 0 ? (int)zcg_knob("ZINC_CM_ABLATE", 0, 3, 0) : 0;
     c.mfirst = (int)zcg_knob("ZINC_CM_MFIRST", 0, 1, 0);
-    const char *e = logits ? NULL : getenv(m->glu ? "ZINC_CM_GLU_LAYOUT" : "ZINC_CM_LAYOUT");
-    cm_layout w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch, .ablate = c.ablate, .mfirst = c.mfirst};
+    const char *e = logits ? NULL : getenv(glu ? "ZINC_CM_GLU_LAYOUT" : "ZINC_CM_LAYOUT");
+    zcg_cm w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch, .ablate = c.ablate, .mfirst = c.mfirst};
     bool knob = e && cm_parse(e, &w);
     if (knob) c = w;
-    if (!knob && m->glu) c.bk = 32;
-    if (m->glu && c.bn < 32 * c.sgn) c.bn = 32 * c.sgn; /* a gate and an up fragment per subgroup */
+    if (!knob && glu) c.bk = 32;
+    if (glu && c.bn < 32 * c.sgn) c.bn = 32 * c.sgn; /* a gate and an up fragment per subgroup */
     /* ZINC_CM_WG=1 (a measurement until the H200 says): workgroup-scope
      * matrices where the device has them, in a workgroup of the size its
      * flexible shape names (or ZINC_CM_WG's, when that is 128 or more). */
@@ -710,39 +697,49 @@ static cm_layout cm_default(const zcg_builder *b, const mm_match *m, bool logits
     int64_t wg = zcg_knob("ZINC_CM_WG", 0, 1024, 0);
     if (wg && t->coopmat_wg && c.pipe == 0 && !logits) {
         c.wg = wg >= 128 ? (int)wg : (int)t->coopmat_wg;
-        int on = m->glu ? c.bn / 2 : c.bn;
+        int on = glu ? c.bn / 2 : c.bn;
         if (c.bm % (int)t->coopmat_wg_m || on % (int)t->coopmat_wg_n || c.bk % (int)t->coopmat_wg_k) c.wg = 0;
     }
-    while (c.bk > 32 && (m->K % c.bk || cm_smem(&c, m->glu != NULL) > cm_smem_budget(t, &c)))
+    while (c.bk > 32 && (K % c.bk || cm_smem(&c, glu) > cm_smem_budget(t, &c, extra_smem)))
         c.bk /= 2;
     return c;
 }
 
-static bool use_coopmat(const zcg_builder *b, const mm_match *m, const cm_layout *c) {
+bool zcg_cm_usable(const zcg_builder *b, const zcg_cm *c, bool glu, int64_t K, uint32_t extra_smem) {
     const ztarget *t = b->o->target;
-    return m->first->attr.mm_f16 && t->coopmat && t->subgroup == CM_SG && m->K % c->bk == 0 &&
-           cm_smem(c, m->glu != NULL) <= cm_smem_budget(t, c);
+    return t->coopmat && t->subgroup == ZCG_CM_SG && K % c->bk == 0 &&
+           cm_smem(c, glu) <= cm_smem_budget(t, c, extra_smem);
 }
 
-static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const cm_layout *c, zcg_builder *b,
-                           zdiag *d) {
-    zstatus s = mm_bindings(b, n, m, d);
-    if (s) return s;
-    const int64_t v[] = {c->bm,   c->bn,  c->bk,  c->sgm,    c->sgn,    CM_SG, c->wg ? c->wg : (c->sgm * c->sgn + c->sgp) * CM_SG,
+static bool use_coopmat(const zcg_builder *b, const mm_match *m, const zcg_cm *c) {
+    return m->first->attr.mm_f16 && zcg_cm_usable(b, c, m->glu != NULL, m->K, 0);
+}
+
+void zcg_def_cm(zcg_builder *b, const zcg_cm *c) {
+    const int64_t v[] = {c->bm,   c->bn,  c->bk,  c->sgm,    c->sgn,    ZCG_CM_SG, c->wg ? c->wg : (c->sgm * c->sgn + c->sgp) * ZCG_CM_SG,
                          c->pipe, c->sgp, c->wch, c->ablate, c->mfirst, c->wg != 0};
     const char *const names[] = {"BM",      "BN",  "BK",  "SGM",       "SGN",       "SG",   "WG",
                                  "CM_PIPE", "SGP", "WCH", "CM_ABLATE", "CM_MFIRST", "CM_WG"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
+}
+
+const char *zcg_cm_suffix(zcg_builder *b, const zcg_cm *c) {
+    static const char *const pipes[] = {"", "d", "b", "p"};
+    return zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe], c->wch == 16 ? "h" : "",
+                         c->mfirst ? "m" : "", c->wg ? zarena_printf(b->a, "w%d", c->wg) : "",
+                         c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate) : "");
+}
+
+static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const zcg_cm *c, zcg_builder *b,
+                           zdiag *d) {
+    zstatus s = mm_bindings(b, n, m, d);
+    if (s) return s;
+    zcg_def_cm(b, c);
     b->k->groups[c->mfirst] = konst(m->N, m->glu ? c->bn / 2 : c->bn);
     b->k->groups[!c->mfirst] = per_token(1, c->bm);
     b->k->groups[2] = konst(1, 1);
-    static const char *const pipes[] = {"", "d", "b", "p"};
-    mm_name(b, "gemm", m,
-            zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe],
-                          c->wch == 16 ? "h" : "", c->mfirst ? "m" : "",
-                          c->wg ? zarena_printf(b->a, "w%d", c->wg) : "",
-                          c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate) : ""));
+    mm_name(b, "gemm", m, zcg_cm_suffix(b, c));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_cm", NULL};
     return zcg_build(b, files, n, d);
 }
@@ -842,6 +839,6 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     if (o->phase == ZPH_DECODE) return gen_gemv(n, &m, &b, d);
     if (o->gemv_rows > 0) return gen_gemvn(n, &m, &b, d);
     if (m.n_seg) return bad(n, "a horizontal GEMV runs in decode or as a batch step's multi-row GEMV", d);
-    cm_layout c = cm_default(&b, &m, prefill_logits(&b, n));
+    zcg_cm c = zcg_cm_default(&b, m.glu != NULL, m.K, prefill_logits(&b, n), 0);
     return use_coopmat(&b, &m, &c) ? gen_gemm_cm(n, &m, &c, &b, d) : gen_gemm(n, &m, &b, d);
 }

@@ -329,6 +329,26 @@ static uint32_t grouped_smem(int64_t bm, int64_t E) {
     return 4u * (uint32_t)(GEMM_BK * (bm + 1) + GEMM_BK * (GEMM_BN + 1) + E + 1 + bm);
 }
 
+/* The grouped GEMM on the matrix units: matmul_cm.glsl with MOE, its tile
+ * over BM of one expert's sorted pairs (moe_tiles.glsl), x rows gathered
+ * and the expert's weight rows, fp16 operands as the mm-f16 pass marked
+ * them. The dense GEMM's layout, with BM the kernel's token tile (16 or 32
+ * pairs in one or two rows of subgroups, else 64) and the tile's expert
+ * starts and pair ids beside it in shared memory. */
+static zstatus gen_grouped_cm(const zir_node *n, const moe_match *m, const zcg_cm *c, zcg_builder *b,
+                              zdiag *d) {
+    zcg_def_cm(b, c);
+    zcg_def_i(b, "MOE", 1);
+    b->k->groups[0] = (zcg_affine){0, m->N, m->glu ? c->bn / 2 : c->bn};
+    b->k->groups[1] = (zcg_affine){m->U, m->E * (c->bm - 1), c->bm};
+    b->k->groups[2] = (zcg_affine){0, 1, 1};
+    snprintf(b->k->name, sizeof b->k->name, "moe_gemm%s_%s_e%lld_n%lld_k%lld_u%lld%s", m->glu ? "_gateup" : "",
+             ztype_name(m->first->in[1]->dtype), (long long)m->E, (long long)m->N, (long long)m->K,
+             (long long)m->U, zcg_cm_suffix(b, c));
+    static const char *const files[] = {"dequant", "matmul_io", "moe_tiles", "matmul_cm", NULL};
+    return zcg_build(b, files, n, d);
+}
+
 /* Prefill's grouped GEMM (moe_gemm.glsl): BM pairs of one expert x 64
  * weight rows (32 gate + 32 up rows with GLU) a workgroup. BM is the
  * kernel's token tile (16, 32 or 64), halved while the tiles overflow
@@ -354,6 +374,18 @@ static zstatus gen_grouped(const zir_node *n, zcg_builder *b, zdiag *d) {
     int64_t maxt = b->o->max_tokens > 0 ? b->o->max_tokens : 1;
     if ((maxt * m.U + m.E * (bm - 1)) / bm > MAX_GRID_Y)
         return refuse(n, "more than 65535 tiles in a step", d);
+    bool f16 = m.first->attr.mm_f16 && (!m.glu || m.up->attr.mm_f16);
+    /* The matrix units only with ZINC_MOE_CM=1 until the H200 has run
+     * test_kernels_moe on them and measured them (session 16 had no device
+     * time: docs/performance.md); otherwise the scalar tiles, rounding as
+     * the matrix units would. */
+    if (f16 && !m.norm && zcg_knob("ZINC_MOE_CM", 0, 1, 0)) {
+        uint32_t extra = 4u * (uint32_t)(m.E + 1 + bm);
+        zcg_cm c = zcg_cm_default(b, m.glu != NULL, m.K, false, extra);
+        c.bm = (int)bm, c.sgm = bm >= 32 ? 2 : 1, c.wg = 0, c.mfirst = 0;
+        if (zcg_cm_usable(b, &c, m.glu != NULL, m.K, extra)) return gen_grouped_cm(n, &m, &c, b, d);
+    }
+    if (f16) zcg_def_s(b, "MM_F16", "1");
     zcg_def_gemm_tile(b, bm);
     b->k->groups[0] = (zcg_affine){0, m.N, m.glu ? GEMM_BN / 2 : GEMM_BN};
     b->k->groups[1] = (zcg_affine){m.U, m.E * (bm - 1), bm};
@@ -361,7 +393,7 @@ static zstatus gen_grouped(const zir_node *n, zcg_builder *b, zdiag *d) {
     snprintf(b->k->name, sizeof b->k->name, "moe_gemm%s_%s_e%lld_n%lld_k%lld_u%lld_t%lld",
              m.glu ? "_gateup" : "", ztype_name(m.first->in[1]->dtype), (long long)m.E, (long long)m.N,
              (long long)m.K, (long long)m.U, (long long)bm);
-    static const char *const files[] = {"dequant", "matmul_io", "gemm_tile", "moe_gemm", NULL};
+    static const char *const files[] = {"dequant", "matmul_io", "gemm_tile", "moe_tiles", "moe_gemm", NULL};
     return zcg_build(b, files, n, d);
 }
 

@@ -345,13 +345,25 @@ static zstatus op_moe_topk(ctx *c) {
 }
 
 /* y[t,u] = x[t] (or x[t,u]) . w[e]^T, e = the route's u-th expert of token
- * t. Expert by expert, so that each weight row is dequantized once a step. */
+ * t. Expert by expert, so that each weight row is dequantized once a step.
+ * With attr.mm_f16 (a grouped GEMM on the matrix units) both operands are
+ * rounded to fp16 first, as op_matmul does. */
 static zstatus op_matmul_id(ctx *c) {
     const zir_value *x = c->n->in[0], *w = c->n->in[1];
     int64_t T = dim(c, x, 0), U = c->n->out->shape[1], E = w->shape[0], N = w->shape[1], K = w->shape[2];
     int64_t rs = c->n->in[2]->shape[2]; /* 2, or 4 for a sorted route */
-    int64_t *sel = malloc(sizeof(int64_t) * (size_t)(T * U)), n_sel;
-    if (!sel) return zdiag_set(c->d, ZE_NOMEM, "interpreter: out of memory for '%s'", c->n->out->name);
+    int64_t xn = (x->rank == 3 ? T * U : T) * K, *sel = malloc(sizeof(int64_t) * (size_t)(T * U)), n_sel;
+    bool f16 = c->n->attr.mm_f16;
+    float *xh = f16 ? malloc(sizeof(float) * (size_t)xn) : NULL;
+    if (!sel || (f16 && !xh)) {
+        free(sel), free(xh);
+        return zdiag_set(c->d, ZE_NOMEM, "interpreter: out of memory for '%s'", c->n->out->name);
+    }
+    if (f16) {
+        memcpy(xh, c->in[0], sizeof(float) * (size_t)xn);
+        round_f16(xh, xn);
+    }
+    const float *xs = f16 ? xh : c->in[0];
     zstatus s = ZOK;
     for (int64_t e = 0; e < E && !s; e++) {
         n_sel = 0;
@@ -359,13 +371,14 @@ static zstatus op_matmul_id(ctx *c) {
             if ((int64_t)c->in[2][tu * rs] == e) sel[n_sel++] = tu;
         for (int64_t r = 0; r < N && n_sel && !s; r++) {
             if ((s = zir_weight_row(w, e * N + r, c->it->row, c->d))) break;
+            if (f16) round_f16(c->it->row, K);
             for (int64_t i = 0; i < n_sel; i++) {
-                const float *xr = c->in[0] + (x->rank == 3 ? sel[i] : sel[i] / U) * K;
+                const float *xr = xs + (x->rank == 3 ? sel[i] : sel[i] / U) * K;
                 c->out[sel[i] * N + r] = dot(xr, c->it->row, K);
             }
         }
     }
-    free(sel);
+    free(sel), free(xh);
     return s;
 }
 

@@ -9,7 +9,8 @@
  * matrix units), so kernels are still checked element by element.
  *
  * Marked: top-level matmuls and those of [norm] matmul [add] and gate+up
- * kernels in prefill. Decode (GEMVs, bound by bytes) and the whole-MLP
+ * kernels in prefill, and the expert matmuls (matmul_id) of fuse-moe's
+ * grouped GEMMs (a kernel with a token tile: tiles of one expert's pairs). Decode (GEMVs, bound by bytes) and the whole-MLP
  * kernel keep fp32 operands. The default is f16 on targets with matrix
  * units; zincc --matmul f32|f16 overrides it.
  *
@@ -91,9 +92,11 @@ static int mark(zir_node *n) {
         n->attr.mm_f16 = true;
         return 1;
     }
-    if (n->op != ZOP_KERNEL || (n->kp.tmpl != ZKT_MATMUL && n->kp.tmpl != ZKT_GATE_UP_SWIGLU)) return 0;
+    if (n->op != ZOP_KERNEL) return 0;
+    bool grouped = (n->kp.tmpl == ZKT_MOE_GATE_UP || n->kp.tmpl == ZKT_MOE_DOWN) && n->kp.token_tile > 1;
+    if (n->kp.tmpl != ZKT_MATMUL && n->kp.tmpl != ZKT_GATE_UP_SWIGLU && !grouped) return 0;
     for (int i = 0; i < n->n_body; i++)
-        if (n->body[i]->op == ZOP_MATMUL) {
+        if (n->body[i]->op == (grouped ? ZOP_MATMUL_ID : ZOP_MATMUL)) {
             n->body[i]->attr.mm_f16 = true;
             k++;
         }

@@ -57,6 +57,12 @@
 // subgroup-scope fragment can). WG is then the flexible shape's invocations
 // and SGM x SGN only sizes the workgroup.
 //
+// MOE (prefill's grouped expert GEMMs, over moe_tiles.glsl's tiles): a
+// workgroup's BM rows are one expert's run of sorted (token, slot) pairs,
+// not consecutive tokens: x rows are gathered (x[t] for gate+up, x[t, u]
+// with X3), the weight rows are the expert's (e * N + n of the stacked
+// [E, N, K] tensor), and output row p = t * U + u is the pair's.
+//
 // Defines: BM, BN, BK (multiples of 16), SGM, SGN, SG (subgroup size),
 // WG = (SGM * SGN + SGP) * SG, SGP (0 unless CM_PIPE 3), WCH, GLU, CM_PIPE,
 // W*_TYPE/W*_ROWB.
@@ -85,6 +91,21 @@ layout(local_size_x = WG) in;
 #define FW FO
 #endif
 #define NSG (SGM * SGN)
+#ifndef MOE
+#define MOE 0
+#endif
+#if MOE
+#if X3
+#define XROW(t) pair_s[t]
+#else
+#define XROW(t) (pair_s[t] / uint(U))
+#endif
+#define YROW(t) pair_s[t]
+#else
+#define XROW(t) (t)
+#define YROW(t) (t)
+#endif
+uint wbase = 0u; // the first weight row of the tile's expert (MOE)
 
 // Halves packed in pairs (glslang loads NV matrices from uint vectors, not
 // f16 vectors); offsets and strides below count 16-byte vectors.
@@ -216,7 +237,7 @@ void fetch(uint m0, uint n0, uint k0, uint T) {
             vec4 v = vec4(0.0);
             // raw: nothing here waits for the load (the norm is applied as
             // the step is staged), so the products run while it flies
-            if (i < uint(XV) && t < T) v = vec4(xin4[(t * uint(K) + kk + 4u * h) >> 2u]);
+            if (i < uint(XV) && t < T) v = vec4(xin4[(XROW(t) * uint(K) + kk + 4u * h) >> 2u]);
             xr[r][h] = v;
         }
     }
@@ -226,10 +247,10 @@ void fetch(uint m0, uint n0, uint k0, uint T) {
         [[unroll]] for (uint c = 0u; c < uint(NWV); c++) wr[r][c] = uvec4(0u);
         if (i < uint(WV) && row < uint(N)) {
 #if GLU
-            if (n >= uint(ON)) fetch_w1(row, kk, wr[r]);
-            else fetch_w0(row, kk, wr[r]);
+            if (n >= uint(ON)) fetch_w1(wbase + row, kk, wr[r]);
+            else fetch_w0(wbase + row, kk, wr[r]);
 #else
-            fetch_w0(row, kk, wr[r]);
+            fetch_w0(wbase + row, kk, wr[r]);
 #endif
         }
     }
@@ -384,20 +405,27 @@ void epilogue_wg(WM_C acc, uint m0, uint n0, uint T) {
 #if GLU
         v = g[r] * v;
 #endif
-        if (t < T && n < uint(N)) store_y(t, n, epilogue(t, n, v));
+        if (t < T && n < uint(N)) store_y(YROW(t), n, epilogue(YROW(t), n, v));
     }
 }
 #endif
 
 void main() {
-#if CM_MFIRST
+#if MOE
+    // the tile's expert and its pairs; T is the count of them
+    uint e, T, n0 = gl_WorkGroupID.x * uint(ON), m0 = 0u;
+    if (!find_tile(step.T * uint(U), e, T)) return;
+    wbase = e * uint(N);
+#elif CM_MFIRST
     // token tiles first: the workgroups that read one weight tile run
     // together, so it comes from VRAM once and from L2 for the others
     uint n0 = gl_WorkGroupID.y * uint(ON), m0 = gl_WorkGroupID.x * uint(BM), T = step.T;
 #else
     uint n0 = gl_WorkGroupID.x * uint(ON), m0 = gl_WorkGroupID.y * uint(BM), T = step.T;
 #endif
+#if !MOE
     if (m0 >= T || m0 + uint(BM) <= first_needed_row(T)) return;
+#endif
     uint sg = gl_SubgroupID, sm = sg / uint(SGN), sn = sg % uint(SGN), lane = gl_SubgroupInvocationID;
 #if HAS_NORM
     for (uint m = sg; m < uint(BM); m += uint(WG / SG)) {
@@ -531,7 +559,7 @@ void main() {
 #if GLU
                 v = silu(v) * uintBitsToFloat(ws8[cb + 64u + e / 4u][e % 4u]);
 #endif
-                if (t < T && n < uint(N)) store_y(t, n, epilogue(t, n, v));
+                if (t < T && n < uint(N)) store_y(YROW(t), n, epilogue(YROW(t), n, v));
             }
             subgroupBarrier();
         }

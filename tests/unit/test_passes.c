@@ -493,6 +493,37 @@ Test(equivalence, qwen3moe_default_pipeline, .timeout = 600) {
     check_moe(NULL);
 }
 
+/* mm-f16 gives the expert matmuls of prefill's grouped GEMMs fp16
+ * operands where the target has matrix units (h200, rdna4), as it does the
+ * dense GEMMs: the three of each layer, and nothing in decode (GEMVs) or on
+ * llvmpipe. */
+Test(passes, mm_f16_marks_grouped_expert_matmuls, .timeout = 300) {
+    gguf_file *f = make_model(ZMK_QWEN3MOE, ZMK_Q4_K_M, EQ_SHAPE, "f16moe.gguf");
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++)
+        for (int ph = 0; ph < ZPH_COUNT; ph++) {
+            zpass_report rep = {.arena = zarena_new()};
+            zpass_opts o = opts_for(targets[t], (zpass_phase)ph, &rep);
+            zir_graph *g = compile(f, NULL, &o);
+            int marked = 0, ids = 0;
+            for (uint32_t i = 0; i < g->n_nodes; i++) {
+                const zir_node *k = g->nodes[i];
+                for (int j = 0; j < (k->op == ZOP_KERNEL ? k->n_body : 1); j++) {
+                    const zir_node *x = k->op == ZOP_KERNEL ? k->body[j] : k;
+                    ids += x->op == ZOP_MATMUL_ID;
+                    marked += x->op == ZOP_MATMUL_ID && x->attr.mm_f16;
+                }
+            }
+            bool want = ph == ZPH_PREFILL && o.target->coopmat;
+            cr_expect_eq(ids, 3 * (int)EQ_SHAPE.layers, "%s %s: expert matmuls", targets[t],
+                         zpass_phase_name((zpass_phase)ph));
+            cr_expect_eq(marked, want ? ids : 0, "%s %s: expert matmuls with fp16 operands", targets[t],
+                         zpass_phase_name((zpass_phase)ph));
+            zir_graph_free(g);
+            zarena_free(rep.arena);
+        }
+    gguf_close(f);
+}
+
 /* qwen35 (EQ_SHAPE: a delta-net layer, then a gated attention layer, whose
  * sigmoid of a slice of q stays a kernel of its own): fuse-epilogue takes
  * beta's sigmoid and the decay's softplus and product by ssm_a into the
