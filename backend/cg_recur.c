@@ -10,8 +10,8 @@
  *   delta_net  the gated delta rule, in one of two forms: token by token
  *              (delta_net.glsl: the rows of a head's state matrix spread
  *              over workgroups, LPK threads a row), or in chunks of C
- *              tokens whose updates are solved together, a workgroup per
- *              value head and a thread per row (delta_net_chunk.glsl)
+ *              tokens whose updates are solved together, L lanes a row of
+ *              the state and D / L rows a workgroup (delta_net_chunk.glsl)
  *
  * Both recurrent kernels read their state as zeros in a step at position 0
  * (a new sequence), as the interpreter does, and store it at the end of
@@ -46,6 +46,7 @@ enum {
     DELTA_MAX_D = 256, /* head dimension: a workgroup's threads, a row in registers */
     DELTA_MAX_C = 64,  /* tokens per chunk of the chunked scan */
     DELTA_MIN_C = 8,
+    DELTA_CHUNK_MAX_L = 4, /* the chunked scan's lanes a state row */
     DELTA_TOKEN_LPK = 16, /* the token kernel's threads a state row */
     DELTA_TOKEN_WG = 128, /* and at most threads a workgroup */
     MAX_GRID_Y = 65535,
@@ -171,13 +172,27 @@ static zstatus gen_ssm_conv(const zir_node *n, zcg_builder *b, zdiag *d) {
 }
 
 /* Shared memory of delta_net_chunk.glsl: keys, queries and u of C tokens,
- * the C x C products A and B, and the gates and betas. */
+ * the C x C products A and B, and the gates, their sums and the betas. */
 static int64_t delta_chunk_smem(int64_t C, int64_t D) {
-    return 4 * (3 * C * D + 2 * C * C + 2 * C);
+    return 4 * (3 * C * D + 2 * C * C + 3 * C);
+}
+
+/* The chunked scan's lanes a state row: the most of 4, 2 and 1 that leave
+ * each lane a whole number of 16-byte vectors of the row, within the
+ * target's subgroup (the lanes sum by shuffles). 4 lanes a row make the
+ * Qwen3.5-9B head (D 128) four workgroups of 32 rows, 128 for its 32 value
+ * heads, where one workgroup a head left most of the H200 idle (run 45);
+ * ZINC_DELTA_LANES=n forces it, to measure. */
+static int64_t delta_chunk_lanes(const zcg_opts *o, int64_t D) {
+    int64_t sg = o->target && o->target->subgroup > 0 ? o->target->subgroup : 32;
+    int64_t l = zcg_knob("ZINC_DELTA_LANES", 1, DELTA_CHUNK_MAX_L, DELTA_CHUNK_MAX_L);
+    while (l > 1 && (D % (4 * l) || l > sg || (l & (l - 1))))
+        l--;
+    return l;
 }
 
 int64_t zcg_delta_chunk(const zcg_opts *o, int64_t D) {
-    if (o->max_tokens <= 1) return 0;
+    if (o->max_tokens <= 1 || D % 4) return 0; /* the chunk's rows are 16-byte vectors */
     int64_t forced = zcg_knob("ZINC_DELTA_CHUNK", 0, DELTA_MAX_C, -1);
     if (forced >= 0) return forced;
     int64_t budget = o->target ? o->target->smem_bytes : 16384, C = DELTA_MAX_C;
@@ -212,10 +227,12 @@ static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
     zcg_def_s(b, "SCALE", zarena_printf(b->a, "float(%.9g)", n->attr.scale));
     int64_t C = zcg_delta_chunk(b->o, D);
     if (C) {
-        fixed_grid(b->k, Hv);
+        int64_t l = delta_chunk_lanes(b->o, D);
+        fixed_grid(b->k, Hv * l);
         zcg_def_i(b, "C", C);
-        snprintf(b->k->name, sizeof b->k->name, "delta_net_chunk_hk%lld_hv%lld_d%lld_c%lld", (long long)Hk,
-                 (long long)Hv, (long long)D, (long long)C);
+        zcg_def_i(b, "L", l);
+        snprintf(b->k->name, sizeof b->k->name, "delta_net_chunk_hk%lld_hv%lld_d%lld_c%lld_l%lld", (long long)Hk,
+                 (long long)Hv, (long long)D, (long long)C, (long long)l);
     } else {
         /* The token kernel: LPK threads a row (the largest of 16, 8, 4, 2
          * and 1 dividing D), RW rows a workgroup (up to 128 threads, RW

@@ -13,6 +13,7 @@
  * gates in [-1, 0], log decays), so that every step's inputs are fresh. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -195,4 +196,16 @@ Test(delta_net, two_value_heads_per_key_head) {
  * memory: a chunk of 16 (llvmpipe offers 32 KiB, enough for it). */
 Test(delta_net, head_128_h200_chunk) {
     check_shape(&(shape){2, 4, 128, "h200"}, 16);
+}
+
+/* The chunked scan with 2 lanes a state row and with 1 (a thread a row),
+ * which other head dimensions and targets get (ZINC_DELTA_LANES). */
+Test(delta_net, chunk_two_lanes_and_one_a_row) {
+    for (int lanes = 1; lanes <= 2; lanes++) {
+        char v[8];
+        snprintf(v, sizeof v, "%d", lanes);
+        setenv("ZINC_DELTA_LANES", v, 1);
+        check_shape(&(shape){2, 4, 32, "llvmpipe"}, 32);
+    }
+    unsetenv("ZINC_DELTA_LANES");
 }
