@@ -20,34 +20,14 @@
 # more on top. Each model ends with a second round of both engines, alternated (run 49). Write down what each call must answer before making it (docs/performance.md, runs 11-14).
 # MODELS: q8b (Qwen3-8B shape), q06 (Qwen3-0.6B shape), q9 (Qwen3.5-9B), a3b12 (12 layers of
 # Qwen3-30B-A3B); default q8b and q06.
-# Everything is written to $OUT/bench.txt (and printed).
+# Everything is written to $OUT/bench.txt (and printed). To compare knobs on one model in a call:
+# scripts/ab-device.sh.
 set -uo pipefail
 tune=""
 [ "${1:-}" = "--tune" ] && { tune="--tune"; shift; }
 models=("$@")
 [ ${#models[@]} -eq 0 ] && models=(q8b q06)
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
-B=$PWD/.dev O=${OUT:-/tmp}/bench.txt
-mkdir -p /tmp/nb && tar xJf .anchor/npmbench-bundle.tar.xz -C /tmp/nb
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem \
-  --format=csv | tee -a "$O"
-shape() {
-  local q3="--arch qwen3 --head-dim 128"
-  case $1 in
-  q8b) echo "$q3 --layers 36 --hidden 4096 --ff 12288 --heads 32 --kv-heads 8" ;;
-  q06) echo "$q3 --layers 28 --hidden 1024 --ff 3072 --heads 16 --kv-heads 8" ;;
-  s2) echo "$q3 --layers 2 --hidden 4096 --ff 12288 --heads 32 --kv-heads 8" ;;
-  # issue 11: Qwen3.5-9B's shape (32 layers, every 4th gated full attention)
-  q9) echo "--arch qwen35 --layers 32 --full-attn-interval 4 --hidden 4096 --heads 16 --kv-heads 4 --head-dim 256
-            --ff 12288 --ssm-state 128 --ssm-groups 16 --ssm-heads 32 --ssm-conv 4" ;;
-  # and Qwen3-30B-A3B's, 12 of its 48 layers (the whole model takes minutes to generate)
-  a3b12) echo "--arch qwen3moe --layers 12 --hidden 2048 --heads 32 --kv-heads 4 --head-dim 128 --experts 128
-               --experts-used 8 --expert-ff 768" ;;
-  esac
-}
-gen() { "$B/zinc" mkmodel $(shape "$1") --vocab 151936 --quant q4_k_m -o "/tmp/$1.gguf" >/dev/null; }
+. scripts/device-lib.sh
 for m in "${models[@]}" s2; do gen "$m" & done
 for t in test_kernels_matmul test_kernels_misc test_kernels_e2e test_kernels_recur test_kernels_moe; do
   [ -x "$B/$t" ] || continue

@@ -1,0 +1,31 @@
+# Shared by the device scripts (bench-device.sh, ab-device.sh): sourced on the
+# GPU machine in a device call from the repository root, with .gl, .anchor and
+# .dev carried (bench-device.sh's header says how to pack them). Not part of CI.
+#
+# Sets B (the packed binaries), O (the output file, under $OUT) and
+# VK_DRIVER_FILES, installs the Vulkan loader, unpacks llama.cpp's bench
+# bundle into /tmp/nb and prints the GPU's clocks; defines shape (a model's
+# mkmodel options) and gen (writes /tmp/<model>.gguf).
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+B=$PWD/.dev
+O=${OUT:-/tmp}/${DEVICE_OUT:-bench.txt}
+mkdir -p /tmp/nb && tar xJf .anchor/npmbench-bundle.tar.xz -C /tmp/nb
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem \
+  --format=csv | tee -a "$O"
+shape() {
+  local q3="--arch qwen3 --head-dim 128"
+  case $1 in
+  q8b) echo "$q3 --layers 36 --hidden 4096 --ff 12288 --heads 32 --kv-heads 8" ;;
+  q06) echo "$q3 --layers 28 --hidden 1024 --ff 3072 --heads 16 --kv-heads 8" ;;
+  s2) echo "$q3 --layers 2 --hidden 4096 --ff 12288 --heads 32 --kv-heads 8" ;;
+  # issue 11: Qwen3.5-9B's shape (32 layers, every 4th gated full attention)
+  q9) echo "--arch qwen35 --layers 32 --full-attn-interval 4 --hidden 4096 --heads 16 --kv-heads 4 --head-dim 256
+            --ff 12288 --ssm-state 128 --ssm-groups 16 --ssm-heads 32 --ssm-conv 4" ;;
+  # and Qwen3-30B-A3B's, 12 of its 48 layers (the whole model takes minutes to generate)
+  a3b12) echo "--arch qwen3moe --layers 12 --hidden 2048 --heads 32 --kv-heads 4 --head-dim 128 --experts 128
+               --experts-used 8 --expert-ff 768" ;;
+  esac
+}
+gen() { "$B/zinc" mkmodel $(shape "$1") --vocab 151936 --quant q4_k_m -o "/tmp/$1.gguf" >/dev/null; }
