@@ -300,16 +300,22 @@ static zstatus gen_gemv(const zir_node *n, zcg_builder *b, zdiag *d) {
     zcg_def_i(b, "X_SHARED", xsh);
     zcg_def_i(b, "SWZ_SHIFT", mode == 12 ? 4 : 5);
     zcg_def_i(b, "SWZ_MASK", mode == 12 ? 3 : mode == 14 ? 1 : 0);
-    zcg_def_i(b, "UNROLL", 1);
+    /* ZINC_MOE_GEMV_UNROLL=n: n groups a lane a trip, their loads in flight
+     * together (1, the dense GEMV's measured best, until the H200 says;
+     * a single token's expert GEMVs hold fewer subgroups a compute unit
+     * to hide the loads than a dense GEMV's many rows) */
+    int64_t unroll = zcg_knob("ZINC_MOE_GEMV_UNROLL", 1, 8, 1);
+    zcg_def_i(b, "UNROLL", unroll);
     zcg_def_i(b, "RS", rs);
     zcg_def_i(b, "WG", nsg * sg);
     zcg_def_i(b, "ROWS_WG", nsg * rs);
     b->k->groups[0] = (zcg_affine){0, m.N, nsg * rs};
     b->k->groups[1] = (zcg_affine){rows_y, 0, 1};
     b->k->groups[2] = (zcg_affine){0, 1, 1};
-    snprintf(b->k->name, sizeof b->k->name, "moe_gemv%s_%s_e%lld_n%lld_k%lld_u%lld_r%dg%d%s%s%s%s%s",
+    snprintf(b->k->name, sizeof b->k->name, "moe_gemv%s_%s_e%lld_n%lld_k%lld_u%lld_r%dg%d%s%s%s%s%s%s",
              m.glu ? "_gateup" : "", ztype_name(m.first->in[1]->dtype), (long long)m.E, (long long)m.N,
-             (long long)m.K, (long long)m.U, rs, nsg, xsh ? "_xs" : "", m.topk ? "+topk" : "",
+             (long long)m.K, (long long)m.U, rs, nsg, unroll > 1 ? zarena_printf(b->a, "x%lld", (long long)unroll) : "",
+             xsh ? "_xs" : "", m.topk ? "+topk" : "",
              m.norm ? "+norm" : "", m.sum ? "+sum" : "", m.resid ? "+add" : "");
     /* attn_reduce: the staged norm's workgroup sum; moe_topk_lib: the
      * route ranked in the prologue */

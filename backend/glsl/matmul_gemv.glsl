@@ -440,7 +440,10 @@ void rows_of(uint t, uint n0, const uint seg) {
     }
     float ss = 0.0;
 #if MOE == 2
-    for (uint p = lane; p < uint(U) * NG; p += S) group_sum(xo, t, p, ss);
+    uint p = lane;
+    for (; p + (UNROLL - 1u) * S < uint(U) * NG; p += UNROLL * S)
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) group_sum(xo, t, p + u * S, ss);
+    for (; p < uint(U) * NG; p += S) group_sum(xo, t, p, ss);
 #else
     uint g = lane;
     for (; g + (UNROLL - 1u) * S < NG; g += UNROLL * S)

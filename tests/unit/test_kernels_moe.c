@@ -7,8 +7,10 @@
  * interpreter's exactly (ids, weights, and the stable order).
  *
  * Graphs: qwen3moe models from mkmodel, unfused (shape,width) and after the
- * default pipeline, in both phases, and prefill again with
- * ZINC_MOE_GROUPED=0 (the fused GEMVs over many tokens): Q4_K_M with 8 experts, 2 used (q4_K,
+ * default pipeline, in both phases, prefill again with ZINC_MOE_GROUPED=0
+ * (the fused GEMVs over many tokens) and compiled for h200 (fp16 operands
+ * in the grouped GEMMs: the matrix units where the device has them, with
+ * ZINC_MOE_CM=1), and decode with the GEMVs' loop unrolled by 3: Q4_K_M with 8 experts, 2 used (q4_K,
  * q5_K, q6_K and q8_0 experts by llama.cpp's rule), f32 with 6 experts, 3
  * used and widths that leave tail rows (hidden 72, expert width 40), and
  * Q8_0 with 8 experts, 4 used and its router zeroed, so every token takes
@@ -200,13 +202,14 @@ typedef struct variant {
     bool f16;
     bool gemv; /* ZINC_MOE_GROUPED=0: prefill keeps the GEMVs */
     bool h200; /* compiled for h200 (fp16 operands in the grouped GEMMs), run within this device */
+    int unroll; /* ZINC_MOE_GEMV_UNROLL for the expert GEMVs' kernels (0: the default) */
 } variant;
 
 static const variant variants[] = {
     {ZPH_PREFILL, "shape,width", false, false}, {ZPH_DECODE, "shape,width", false, false},
     {ZPH_PREFILL, NULL, false, false},          {ZPH_PREFILL, NULL, false, true},
     {ZPH_DECODE, NULL, false, false},           {ZPH_DECODE, NULL, true, false},
-    {ZPH_PREFILL, NULL, false, false, true},
+    {ZPH_PREFILL, NULL, false, false, true},    {ZPH_DECODE, NULL, false, false, false, 3},
 };
 
 /* The h200 profile limited to what this device has: its shared memory,
@@ -270,11 +273,15 @@ static void check_model(const model *m, long checks[KM_N]) {
                        .max_tokens = x->phase == ZPH_DECODE ? 1 : STEP_MAX,
                        .act_f16 = x->f16};
         char what[128];
-        snprintf(what, sizeof what, "%s %s %s%s%s%s", m->file, zpass_phase_name(x->phase),
+        snprintf(what, sizeof what, "%s %s %s%s%s%s%s", m->file, zpass_phase_name(x->phase),
                  x->pipeline ? "unfused" : "fused", x->f16 ? " fp16" : "", x->gemv ? " GEMVs" : "",
-                 x->h200 ? " h200" : "");
+                 x->h200 ? " h200" : "", x->unroll ? " unrolled" : "");
         check_arg c = {&co, checks, what};
+        char un[8];
+        snprintf(un, sizeof un, "%d", x->unroll);
+        if (x->unroll) setenv("ZINC_MOE_GEMV_UNROLL", un, 1); /* read as the kernels are generated */
         cr_assert_eq(run_steps(g, co.max_tokens, 4321 + v, check_nodes, &c, &d), ZOK, "%s: %s", what, d.msg);
+        unsetenv("ZINC_MOE_GEMV_UNROLL");
         zir_graph_free(g);
     }
     gguf_close(f);
