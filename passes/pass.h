@@ -57,6 +57,11 @@ typedef struct ztarget {
      * streamed whole) and the split MLP (one workgroup per slice of the
      * intermediate, down read in short column strips). 0 reads as 1. */
     double gemv_eff, mlp_split_eff;
+    /* Decode attention (attn_decode.glsl), as `zinc bench --profile` prices
+     * it: a fixed chain of dependent steps a call plus one for each query
+     * head a workgroup holds (microseconds), and its K and V rows at this
+     * fraction of bandwidth_gbs (0 reads as 1). Measured; 0 where not. */
+    double attn_chain_us, attn_q_us, attn_eff;
 } ztarget;
 
 /* Returns the named profile (llvmpipe, h200, rdna4, generic) or NULL. */

@@ -57,7 +57,17 @@ static const ztarget targets[] = {
       * ~1.2-1.3 TB/s) priced those GEMVs at 4366 us, 47 % over. The split
       * MLP: 85-98 MB a layer in 133-152 us (~650 GB/s, run 12) */
      .gemv_eff = 0.47,
-     .mlp_split_eff = 0.16},
+     .mlp_split_eff = 0.16,
+     /* Decode attention a layer (f16 cache, D 128), zinc bench --profile:
+      * the Qwen3-8B shape (4 q heads a workgroup) 16.7 us at position ~512
+      * and 25.4 at 4096 (run 42); 30B-A3B's (8 a workgroup) 29.2 (run 45).
+      * The two give 3.1 us a query head and 4.3 besides, of which the
+      * model's dispatch_us (3, priced apart) is the dispatch and its
+      * barrier: 1.3 us of chain a call. The 8.7 us that 16.8 MB more of K
+      * and V took at depth 4096 are 1.93 TB/s, 0.48 of bandwidth_gbs. */
+     .attn_chain_us = 1.3,
+     .attn_q_us = 3.1,
+     .attn_eff = 0.48},
     /* AMD RDNA4 (RX 9070 XT): 64 CUs, 64 KiB LDS, 640 GB/s, wave32/64. */
     {.name = "rdna4",
      .subgroup = 32,

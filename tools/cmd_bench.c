@@ -120,6 +120,7 @@ typedef struct kernel_time {
     uint32_t kernel;
     double ns;
     double weight_bytes; /* weights bound, summed over calls */
+    double kv_bytes;     /* the KV cache rows its calls read at the step's position */
     int count;
 } kernel_time;
 
@@ -148,6 +149,18 @@ static double weight_bytes(const zplan *p, const zplan_dispatch *dp, int T) {
         if (buf->kind == ZPB_WEIGHTS) b += (double)buf->size;
     }
     return b * expert_share(name, T);
+}
+
+/* The K and V rows a decode attention reads at position pos: keys 0 ..= pos
+ * of each KV cache bound (a cache buffer holds n_seqs slots of ctx rows). */
+static double kv_bytes(const zplan *p, const zplan_dispatch *dp, int64_t pos) {
+    double b = 0;
+    uint32_t slots = p->n_seqs ? p->n_seqs : 1;
+    for (uint32_t j = 0; j < dp->n_bindings; j++) {
+        const zplan_buffer *buf = &p->buffers[p->bindings[dp->first_binding + j].buffer];
+        if (buf->kind == ZPB_KV && p->ctx) b += (double)buf->size / slots / p->ctx * (double)(pos + 1);
+    }
+    return b;
 }
 
 /* "regs 96", "regs 255 spill 40", or "" where the driver says nothing. */
@@ -179,17 +192,39 @@ static int by_time(const void *a, const void *b) {
 typedef struct floor_model {
     double bw_gbs, dispatch_us;
     double gemv_eff, split_eff, model_dispatch_us; /* the cost model's, from the plan's target */
+    double attn_chain_us, attn_q_us, attn_eff;     /* its decode attention (passes/pass.h) */
 } floor_model;
 
-/* The cost model's price of one kernel's calls in microseconds (see floor_model). */
-static double model_us(const floor_model *fm, const char *kernel, double weight_bytes, int count) {
+/* The query heads one decode attention workgroup holds: its name says the
+ * heads (_h<H>), the kv heads (_kv<KV>) and, when they are split over
+ * workgroups, the parts (_q<Q>); 0 for any other kernel. */
+static int attn_q_heads(const char *kernel) {
+    int h = 0, kv = 0, q = 1;
+    if (strncmp(kernel, "attn_decode_", 12) || sscanf(kernel, "attn_decode_h%d_kv%d", &h, &kv) != 2 || kv < 1)
+        return 0;
+    const char *qs = strstr(kernel, "_q");
+    if (qs && (sscanf(qs, "_q%d", &q) != 1 || q < 1)) q = 1;
+    return h / kv / q;
+}
+
+/* The cost model's price of one kernel's calls in microseconds (see
+ * floor_model). Decode attention: its chain of dependent steps a call
+ * (loads of q, the head preparation, the key trips, the merge), longer
+ * with each query head a workgroup holds, plus the K and V rows at the
+ * fraction of the bandwidth its loads were measured to reach. */
+static double model_us(const floor_model *fm, const char *kernel, double weight_bytes, double kv, int count) {
     double e = !strncmp(kernel, "mlp_", 4) ? fm->split_eff : fm->gemv_eff;
-    return (e > 0 && weight_bytes > 0 ? weight_bytes / (fm->bw_gbs * 1e3 * e) : 0) + count * fm->model_dispatch_us;
+    double us = (e > 0 && weight_bytes > 0 ? weight_bytes / (fm->bw_gbs * 1e3 * e) : 0) +
+                count * fm->model_dispatch_us;
+    int q = attn_q_heads(kernel);
+    double ae = fm->attn_eff > 0 ? fm->attn_eff : 1;
+    if (q) us += count * (fm->attn_chain_us + q * fm->attn_q_us) + kv / (fm->bw_gbs * 1e3 * ae);
+    return us;
 }
 
 /* Each kernel's share of one step's GPU time, largest first. */
-static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns, const floor_model *fm,
-                          FILE *to) {
+static void print_profile(const zrt *r, zplan_phase ph, int T, int64_t pos, const double *ns,
+                          const floor_model *fm, FILE *to) {
     const zplan *p = zrt_plan(r);
     const zplan_schedule *sc = &p->sched[ph];
     kernel_time *k = calloc(p->n_kernels, sizeof *k);
@@ -201,6 +236,7 @@ static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns,
         const zplan_dispatch *dp = &p->dispatches[sc->first + i];
         k[dp->kernel].ns += ns[i];
         k[dp->kernel].weight_bytes += weight_bytes(p, dp, T);
+        k[dp->kernel].kv_bytes += kv_bytes(p, dp, pos);
         k[dp->kernel].count++;
         total += ns[i];
     }
@@ -221,7 +257,7 @@ static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns,
         char rb[32], mb[2][16] = {"-", "-"};
         const char *name = zplan_str(p, p->kernels[k[i].kernel].name);
         double fl = k[i].weight_bytes / (fm->bw_gbs * 1e3) + k[i].count * fm->dispatch_us;
-        double us = k[i].ns / 1e3, mu = priced ? model_us(fm, name, k[i].weight_bytes, k[i].count) : 0;
+        double us = k[i].ns / 1e3, mu = priced ? model_us(fm, name, k[i].weight_bytes, k[i].kv_bytes, k[i].count) : 0;
         model_total += mu;
         if (mu > 0) snprintf(mb[0], sizeof mb[0], "%.1f", mu), snprintf(mb[1], sizeof mb[1], "%.2f", us / mu);
         fprintf(to, "  %5.1f%% %6d %9.1f %8.0f %9.1f %6.1f %9s %6s %7s  %s\n", 100 * k[i].ns / total, k[i].count,
@@ -229,7 +265,9 @@ static void print_profile(const zrt *r, zplan_phase ph, int T, const double *ns,
                 regs_of(zrt_kernel_stats(r, k[i].kernel), rb, sizeof rb), name);
     }
     if (priced && model_total > 0)
-        fprintf(to, "  the cost model: %.1f us for the step's weights and dispatches, the GPU: %.1f us (%+.0f %%)\n",
+        fprintf(to,
+                "  the cost model: %.1f us for the step's weights, attention and dispatches, the GPU: %.1f us "
+                "(%+.0f %%)\n",
                 model_total, total / 1e3, 100 * (total / 1e3 / model_total - 1));
     free(k);
 }
@@ -251,8 +289,14 @@ static zstatus print_calibration(zrt *r, FILE *to, floor_model *fm, zdiag *d) {
             c.reps, c.n, c.dispatch_us, c.barrier_us, c.wide_us, c.wide_groups);
     fprintf(to, "; the cost model (%s) assumes %.2f us a dispatch and its barrier", t->name, t->dispatch_us);
     fputc('\n', to);
-    *fm = (floor_model){t->bandwidth_gbs > 0 ? t->bandwidth_gbs : 1, c.wide_us, t->gemv_eff, t->mlp_split_eff,
-                        t->dispatch_us};
+    *fm = (floor_model){t->bandwidth_gbs > 0 ? t->bandwidth_gbs : 1,
+                        c.wide_us,
+                        t->gemv_eff,
+                        t->mlp_split_eff,
+                        t->dispatch_us,
+                        t->attn_chain_us,
+                        t->attn_q_us,
+                        t->attn_eff};
     fprintf(to, "floor: a kernel's weights at %.0f GB/s (the cost model's bandwidth) plus %.2f us a dispatch\n",
             fm->bw_gbs, fm->dispatch_us);
     return ZOK;
@@ -261,11 +305,11 @@ static zstatus print_calibration(zrt *r, FILE *to, floor_model *fm, zdiag *d) {
 /* A batch step of each --parallel N: the zrt's own sequence after depth
  * tokens, the others wherever the tests left them (the step does not move them). */
 static zstatus profile_batches(zrt *r, const bench_opts *o, zrt_seq *const *seqs, const int32_t *tok,
-                               double *ns, const floor_model *fm, FILE *to, zdiag *d) {
+                               int64_t depth, double *ns, const floor_model *fm, FILE *to, zdiag *d) {
     zstatus s = ZOK;
     for (int j = 0; j < o->npar && !s; j++) {
         s = zrt_profile_batch(r, seqs, tok, o->par[j], ns, d);
-        if (!s) print_profile(r, ZPLAN_BATCH, o->par[j], ns, fm, to);
+        if (!s) print_profile(r, ZPLAN_BATCH, o->par[j], depth, ns, fm, to);
     }
     return s;
 }
@@ -288,11 +332,11 @@ static zstatus profile(zrt *r, const bench_opts *o, zrt_seq *const *seqs, const 
     zstatus s = depth ? zrt_eval(r, tok, (int)depth, NULL, d) : ZOK;
     tok += depth;
     if (!s && T > 0) s = zrt_profile(r, ZPLAN_PREFILL, tok, T, ns, d);
-    if (!s && T > 0) print_profile(r, ZPLAN_PREFILL, T, ns, fm, to);
+    if (!s && T > 0) print_profile(r, ZPLAN_PREFILL, T, depth, ns, fm, to);
     if (!s) s = zrt_eval(r, tok, T > 0 ? T : 1, NULL, d); /* decode after a prompt */
     if (!s) s = zrt_profile(r, ZPLAN_DECODE, tok, 1, ns, d);
-    if (!s) print_profile(r, ZPLAN_DECODE, 1, ns, fm, to);
-    if (!s) s = profile_batches(r, o, seqs, tok, ns, fm, to, d);
+    if (!s) print_profile(r, ZPLAN_DECODE, 1, depth + (T > 0 ? T : 1), ns, fm, to);
+    if (!s) s = profile_batches(r, o, seqs, tok, depth + (T > 0 ? T : 1), ns, fm, to, d);
     free(ns);
     return s;
 }
@@ -369,7 +413,7 @@ static zstatus bench(zrt *r, const bench_opts *o, zdiag *d) {
     bench_model_info(r, &bm);
     if (!s) s = bench_print(o->format, &bm, res, n, stdout, d);
     FILE *to = strcmp(o->format, "md") ? stderr : stdout; /* stdout stays one JSON or CSV document */
-    floor_model fm = {1, 0, 0, 0, 0};
+    floor_model fm = {1, 0, 0, 0, 0, 0, 0, 0};
     if (!s && o->profile) s = print_calibration(r, to, &fm, d);
     for (int k = 0; k < o->nd && !s && o->profile; k++)
         s = profile(r, o, seqs, tok, o->dep[k], &fm, to, d);

@@ -752,8 +752,17 @@ Test(cli, bench_like_llama_bench) {
               "no dispatch costs or floor in the profile: %s", err);
     /* the cost model's price beside the measured time: decode priced, prefill not */
     const char *dec = strstr(err, "decode step of 1 token");
-    cr_expect(dec && strstr(dec, "the cost model: ") && strstr(dec, " us for the step's weights and dispatches"),
+    cr_expect(dec && strstr(dec, "the cost model: ") &&
+                  strstr(dec, " us for the step's weights, attention and dispatches"),
               "no cost model line in the decode profile: %s", err);
+    /* decode attention has a price too (its K and V rows, its chain) */
+    const char *att = dec ? strstr(dec, "attn_decode_") : NULL;
+    while (att && att > dec && att[-1] != '\n')
+        att--;
+    double f[7] = {0};
+    int got = att ? sscanf(att, " %lf%% %lf %lf %lf %lf %lf %lf", &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6])
+                  : 0;
+    cr_expect(got == 7 && f[6] > 0, "decode attention is not priced: %s", dec ? dec : err);
     const char *pre = strstr(err, "prefill step of"), *priced = strstr(err, "the cost model: ");
     cr_expect(pre && dec && pre < dec && priced > dec, "the prefill profile is not priced in time: %s", err);
     cr_assert_eq(tu_run(&csv, "{ " ZINC " bench %s -p 8 -n 4 -r 1 -o csv 2>/dev/null; }", plan), 0, "%s",
