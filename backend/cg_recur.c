@@ -4,9 +4,9 @@
  *   unary      silu, sigmoid, softplus: a thread per element (unary.glsl)
  *   l2_norm    a workgroup per row (l2_norm.glsl)
  *   slice      a copy of a range of the last dimension (slice.glsl)
- *   ssm_conv   the causal depthwise conv: a thread per channel walks the
- *              step's tokens with the window in registers, then writes the
- *              last K-1 rows back to the conv state (ssm_conv.glsl)
+ *   ssm_conv   the causal depthwise conv: a thread per channel and chunk of
+ *              CONV_TT tokens, its window in registers; the first chunk's
+ *              writes the last K-1 rows back to the conv state (ssm_conv.glsl)
  *   delta_net  the gated delta rule, in one of two forms: token by token
  *              (delta_net.glsl: the rows of a head's state matrix spread
  *              over workgroups, LPK threads a row), or in chunks of C
@@ -43,6 +43,7 @@ enum {
     NORM_WG = 64,
     CONV_WG = 64,
     CONV_MAX_K = 16,   /* taps: the window lives in registers */
+    CONV_TT = 16,      /* tokens a conv invocation: at least CONV_MAX_K - 1 (only the first chunk reads the state) */
     DELTA_MAX_D = 256, /* head dimension: a workgroup's threads, a row in registers */
     DELTA_MAX_C = 64,  /* tokens per chunk of the chunked scan */
     DELTA_MIN_C = 8,
@@ -164,8 +165,10 @@ static zstatus gen_ssm_conv(const zir_node *n, zcg_builder *b, zdiag *d) {
     zcg_def_i(b, "C", C);
     zcg_def_i(b, "K", K);
     zcg_def_i(b, "WG", CONV_WG);
+    zcg_def_i(b, "TT", CONV_TT);
     b->k->groups[0] = (zcg_affine){0, C, CONV_WG};
-    b->k->groups[1] = b->k->groups[2] = (zcg_affine){0, 1, 1};
+    b->k->groups[1] = (zcg_affine){1, 0, CONV_TT};
+    b->k->groups[2] = (zcg_affine){0, 1, 1};
     snprintf(b->k->name, sizeof b->k->name, "ssm_conv_c%lld_k%lld", (long long)C, (long long)K);
     static const char *const files[] = {"ssm_conv", NULL};
     return zcg_build(b, files, n, d);

@@ -1,4 +1,4 @@
-/* delta_net's kernels against the CPU interpreter, every element of the
+/* delta_net's kernels (and ssm_conv's) against the CPU interpreter, every element of the
  * output and of the state, on the default Vulkan device (llvmpipe in CI):
  * the token-by-token kernel of decode and the chunked scan of prefill
  * (backend/cg_recur.c chooses), for steps of T = 1, C-1, C and 2C+3 tokens
@@ -208,4 +208,82 @@ Test(delta_net, chunk_two_lanes_and_one_a_row) {
         check_shape(&(shape){2, 4, 32, "llvmpipe"}, 32);
     }
     unsetenv("ZINC_DELTA_LANES");
+}
+
+/* ---- the causal conv (ssm_conv.glsl) ------------------------------------- */
+
+/* x [T, C] (rows of a random table) through ssm_conv with K taps and its
+ * state: steps of 1, K-2, 15, 16, 17 and 40 tokens (shorter than the
+ * window's K-1 rows, a chunk less one, one, one more and several), each at
+ * position 0 (the state poisoned) and again with the state carried in, every
+ * output and state element against the interpreter. The sums are the
+ * interpreter's, in the same k order: equal but for fused multiply-adds. */
+static void check_conv(int C, int K) {
+    kh_ctx k;
+    char err[256];
+    cr_assert(kh_open(&k, err, sizeof err), "%s", err);
+    zir_graph *g = zir_graph_new();
+    zdiag d = {0};
+    zdim ts[1] = {ZDIM_T}, es[2] = {V, C}, ws[2] = {C, K}, ss[2] = {K - 1, C};
+    float *table = malloc(sizeof(float) * (size_t)V * C), *taps = malloc(sizeof(float) * (size_t)C * K);
+    tu_rng r = tu_rng_seed(11);
+    for (int i = 0; i < V * C; i++)
+        table[i] = tu_uniform(&r, -1, 1);
+    for (int i = 0; i < C * K; i++)
+        taps[i] = tu_uniform(&r, -1, 1);
+    g->hp.n_vocab = V;
+    g->tokens = zir_value_new(g, "tokens", ZR_INPUT, ZT_I32, 1, ts, &d);
+    zir_value *e = zir_value_new(g, "table", ZR_WEIGHT, ZT_F32, 2, es, &d);
+    zir_value *w = zir_value_new(g, "taps", ZR_WEIGHT, ZT_F32, 2, ws, &d);
+    e->data = table, e->nbytes = sizeof(float) * (uint64_t)V * C;
+    w->data = taps, w->nbytes = sizeof(float) * (uint64_t)C * K;
+    zir_value *in[3] = {e, g->tokens};
+    in[0] = zir_node_add(g, ZOP_EMBED, "x", in, 2, NULL, -1, ZG_EMBED, &d)->out;
+    in[1] = w;
+    in[2] = zir_value_new(g, "conv_state", ZR_KV, ZT_F32, 2, ss, &d);
+    zir_node *conv = zir_node_add(g, ZOP_SSM_CONV, "y", in, 3, NULL, 0, ZG_ATTN, &d);
+    cr_assert(conv, "%s", d.msg);
+    g->logits = conv->out;
+    cr_assert_eq(zir_verify(g, &d), ZOK, "%s", d.msg);
+    zcg_opts o = {.target = ztarget_find("llvmpipe"), .phase = ZPH_PREFILL, .max_tokens = CTX / 2};
+    zir_interp *it;
+    cr_assert_eq(zir_interp_new(g, CTX, &it, &d), ZOK, "%s", d.msg);
+    const int steps[] = {1, K - 2, 15, 16, 17, 40};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        zir_interp_reset(it);
+        for (int rep = 0; rep < 2; rep++) {
+            int T = steps[i];
+            int64_t n = 0;
+            const float *before = zir_interp_value(it, in[2], &n);
+            float *carried = NULL;
+            if (zir_interp_pos(it) > 0) {
+                carried = malloc(sizeof(float) * (size_t)n);
+                memcpy(carried, before, sizeof(float) * (size_t)n);
+            }
+            int32_t tok[CTX];
+            for (int j = 0; j < T; j++)
+                tok[j] = (int32_t)(tu_next(&r) % V);
+            zir_step st = {T, zir_interp_pos(it), CTX};
+            cr_assert_eq(zir_interp_step(it, tok, T, NULL, &d), ZOK, "%s", d.msg);
+            k.tokens = tok, k.state = in[2], k.state_in = carried;
+            kh_result res;
+            cr_assert_eq(kh_check_node(&k, g, conv, &o, it, st, &res, &d), ZOK, "T %d: %s", T, d.msg);
+            cr_assert_eq(res.checked, (int64_t)T * C + (int64_t)(K - 1) * C, "%s, T %d: checked %lld", res.kernel,
+                         T, (long long)res.checked);
+            cr_expect_leq(res.max_err, 1e-6, "%s, T %d at %lld: %.3g of the RMS", res.kernel, T,
+                          (long long)st.pos, res.max_err);
+            free(carried);
+        }
+    }
+    zir_interp_free(it);
+    zir_graph_free(g);
+    free(table), free(taps);
+    kh_close(&k);
+}
+
+/* Qwen3.5's 4 taps over a channel count no workgroup divides, and the
+ * most taps the kernel takes (16: the window of 15 rows is a whole chunk). */
+Test(ssm_conv, chunks_and_the_carried_state) {
+    check_conv(200, 4);
+    check_conv(72, 16);
 }
