@@ -262,10 +262,25 @@ static bool decode_fits(const zir_node *n, const geom *gm) {
 
 /* How the decode kernel lays out its lanes (attn_decode.glsl): lanes per
  * key, keys per lane group a trip, q rows per merge pass, workgroups per
- * kv head at most and keys per workgroup at least. */
+ * kv head and q part at most, keys per workgroup at least, and the
+ * workgroups that share a kv head's q heads (qsplit, of gqw heads each). */
 typedef struct dec_layout {
-    int64_t lpk, unroll, rp, split, min_chunk;
+    int64_t lpk, unroll, rp, split, min_chunk, qsplit, gqw;
 } dec_layout;
+
+/* Workgroups per kv head's q heads: 2 from eight q heads a kv head up
+ * (when even), else 1. One workgroup for all eight of Qwen3-30B-A3B's (32 q
+ * heads, 4 kv heads, D 128) took ~29 us a layer on the H200 against ~16.6
+ * us at Qwen3-8B's four (32/8), with 228 registers a lane and 4-8
+ * workgroups for the whole GPU at short contexts, and no setting of the
+ * other knobs moved it. Two workgroups of four heads each read the kv
+ * head's keys and values twice (the second time from L2, we expect, as
+ * they run side by side) but halve the registers and the serial work a
+ * key, and double the workgroups: a hypothesis until the H200 measures it.
+ * ZINC_ATTN_QSPLIT=N (dividing GQ) sets it. */
+static int64_t decode_qsplit(int64_t gq) {
+    return zcg_knob("ZINC_ATTN_QSPLIT", 1, gq, gq >= 8 && gq % 2 == 0 ? 2 : 1);
+}
 
 /* Lanes per key: a whole row of 16-byte slices, one a lane (D/8 lanes for
  * an f16 cache), as long as the target's subgroup holds them; a power of
@@ -273,10 +288,11 @@ typedef struct dec_layout {
  * lanes of one slice or 8 of two), to time both. Splits: the cost model's
  * (ceil(n_cu / kv_heads) workgroups per kv head when the context splits)
  * times DEC_WG_PER_CU, since one workgroup of four subgroups is too little
- * to hide the memory latency of a compute unit; ZINC_ATTN_SPLIT=N sets it.
- * A chunk has at least DEC_MIN_TRIPS trips of keys (ZINC_ATTN_MIN_CHUNK=N
- * keys instead): a shorter context runs fewer, fuller workgroups, and the
- * combine has fewer partials. */
+ * to hide the memory latency of a compute unit; ZINC_ATTN_SPLIT=N sets it;
+ * each q part (decode_qsplit) splits its context alike. A chunk has at
+ * least DEC_MIN_TRIPS trips of keys (ZINC_ATTN_MIN_CHUNK=N keys instead): a
+ * shorter context runs fewer, fuller workgroups, and the combine has fewer
+ * partials. */
 static bool decode_layout(const zir_node *n, const geom *gm, const zcg_opts *o, int64_t rp_budget,
                           dec_layout *l) {
     int64_t c8 = gm->D / 8, gq = gm->H / gm->Hkv;
@@ -288,15 +304,19 @@ static bool decode_layout(const zir_node *n, const geom *gm, const zcg_opts *o, 
     l->unroll = zcg_knob("ZINC_ATTN_UNROLL", 1, 8, DEC_UNROLL);
     l->split = n->kp.split > 1 ? zcg_knob("ZINC_ATTN_SPLIT", 2, 1024, n->kp.split * DEC_WG_PER_CU) : 1;
     l->min_chunk = zcg_knob("ZINC_ATTN_MIN_CHUNK", 1, 65536, DEC_MIN_TRIPS * (DEC_WG / l->lpk) * l->unroll);
-    /* shared floats: the prologue rows, reduction slots, the combine's, and
-     * a merge entry per lane group for rp rows */
-    int64_t fixed = (gq + 1) * gm->D + (gq + 1) * DEC_WG;
+    l->qsplit = decode_qsplit(gq);
+    if (gq % l->qsplit) return false;
+    int64_t gqw = l->gqw = gq / l->qsplit;
+    /* shared floats: the prologue rows (the workgroup's q rows and the new
+     * key), reduction slots, the combine's, and a merge entry per lane
+     * group for rp rows */
+    int64_t fixed = (gqw + 1) * gm->D + (gqw + 1) * DEC_WG;
     /* the combine's m and l of every chunk: at most a quarter of the budget */
-    while (l->split > 2 && 4 * 2 * gq * l->split > rp_budget / 4)
+    while (l->split > 2 && 4 * 2 * gqw * l->split > rp_budget / 4)
         l->split /= 2;
-    if (l->split > 1) fixed += 2 * gq * l->split;
+    if (l->split > 1) fixed += 2 * gqw * l->split;
     int64_t entry = (DEC_WG / l->lpk) * (gm->D + 2);
-    for (l->rp = gq; l->rp > 1 && (gq % l->rp || 4 * (fixed + l->rp * entry) > rp_budget); l->rp--)
+    for (l->rp = gqw; l->rp > 1 && (gqw % l->rp || 4 * (fixed + l->rp * entry) > rp_budget); l->rp--)
         ;
     return 4 * (fixed + l->rp * entry) <= rp_budget;
 }
@@ -318,6 +338,7 @@ static zstatus gen_decode(const zir_node *n, const geom *gm, const zcg_opts *o, 
     if (!decode_layout(n, gm, o, o->target ? o->target->smem_bytes : 16384, &lay))
         return unsupported(d, n,
                            "no decode lane layout: ZINC_ATTN_LPK is not a power of two dividing D/8, "
+                           "ZINC_ATTN_QSPLIT does not divide the q heads of a kv head, "
                            "or the merge exceeds shared memory");
     if ((qh.norm && !f32_vector(qh.norm->in[1], D)) || (kh.norm && !f32_vector(kh.norm->in[1], D)))
         return unsupported(d, n, "expected f32 head norm weights as long as the head");
@@ -356,15 +377,18 @@ static zstatus gen_decode(const zir_node *n, const geom *gm, const zcg_opts *o, 
     defs[nd++] = "B_V", defs[nd++] = zcg_i64(a, k->n_bind);
     bind(k, n->out, true);
     defs[nd++] = "B_O", defs[nd++] = zcg_i64(a, k->n_bind);
+    /* Partials and a ticket counter per (kv head, q part). */
+    uint64_t parts = (uint64_t)gm->Hkv * (uint64_t)lay.qsplit;
     if (split > 1) {
-        bind_scratch(k, (uint64_t)gm->Hkv * (uint64_t)split * (uint64_t)(gq * (D + 2)) * 4);
+        bind_scratch(k, parts * (uint64_t)split * (uint64_t)(lay.gqw * (D + 2)) * 4);
         defs[nd++] = "B_PART", defs[nd++] = zcg_i64(a, k->n_bind);
-        bind_scratch(k, (uint64_t)gm->Hkv * 4);
+        bind_scratch(k, parts * 4);
         defs[nd++] = "B_CNT", defs[nd++] = zcg_i64(a, k->n_bind);
     }
     const char *kv[] = {"H",         zcg_i64(a, gm->H),
                         "HKV",       zcg_i64(a, gm->Hkv),
                         "GQ",        u64s(a, gq),
+                        "QSPLIT",    u64s(a, lay.qsplit),
                         "WG",        zcg_i64(a, DEC_WG),
                         "LPK",       u64s(a, lay.lpk),
                         "UNROLL",    u64s(a, lay.unroll),
@@ -382,10 +406,12 @@ static zstatus gen_decode(const zir_node *n, const geom *gm, const zcg_opts *o, 
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         defs[nd++] = kv[i];
     defs[nd] = NULL;
-    snprintf(k->name, sizeof k->name, "attn_decode_h%lld_kv%lld_d%lld_l%lldu%lld%s%s%s", (long long)gm->H,
-             (long long)gm->Hkv, (long long)D, (long long)lay.lpk, (long long)lay.unroll,
+    char qpart[24] = "";
+    if (lay.qsplit > 1) snprintf(qpart, sizeof qpart, "_q%lld", (long long)lay.qsplit);
+    snprintf(k->name, sizeof k->name, "attn_decode_h%lld_kv%lld_d%lld_l%lldu%lld%s%s%s%s", (long long)gm->H,
+             (long long)gm->Hkv, (long long)D, (long long)lay.lpk, (long long)lay.unroll, qpart,
              split > 1 ? "+split" : "", qh.n ? "+qhead" : "", kh.n ? "+khead" : "");
-    k->groups[0] = (zcg_affine){0, gm->Hkv * split, 1};
+    k->groups[0] = (zcg_affine){0, gm->Hkv * lay.qsplit * split, 1};
     k->groups[1] = (zcg_affine){0, 1, 1};
     k->groups[2] = (zcg_affine){0, 1, 1};
     static const char *const with_rope[] = {"rope_lib", "attn_decode", NULL};

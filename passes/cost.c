@@ -226,7 +226,10 @@ void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt
          * partials to combine) measured 7 % faster attention on the 8B
          * shape but 31 % slower on the 0.6B on the H200 (docs/performance.md).
          * The decode kernel gives the query heads of a kv head one
-         * workgroup (backend/cg_attn.c), so kv_heads workgroups per split. */
+         * workgroup, or two from eight heads a kv head up (backend/cg_attn.c,
+         * ZINC_ATTN_QSPLIT), so kv_heads (or twice as many) workgroups per
+         * split: the split is not halved for the second, until the H200
+         * says whether twice the workgroups at long contexts cost. */
         int64_t s = (o->target->n_cu + a->kv_heads - 1) / a->kv_heads;
         int64_t max_s = a->ctx / KV_BLOCK > 0 ? a->ctx / KV_BLOCK : 1;
         opt[1].split = (int)(s < max_s ? s : max_s);

@@ -6,9 +6,11 @@
  * each still costs a dispatch and a barrier level between the projections
  * and attention (on the H200, ~5 us each per layer, 36 layers). The
  * attention kernel already holds its query heads on chip and reads the kv
- * head's keys, so it prepares q where it loads it, and the one workgroup
- * whose key chunk holds the new position prepares k, writes it into the
- * cache and reads it back like every other key (backend/glsl/attn_decode.glsl).
+ * head's keys, so it prepares q where it loads it, and the workgroup whose
+ * key chunk holds the new position (each of them, where a kv head's query
+ * heads are split over workgroups: they store the same bits) prepares k,
+ * writes it into the cache and reads it back like every other key
+ * (backend/glsl/attn_decode.glsl).
  *
  * Only in decode: with T tokens, the new keys are read by workgroups other
  * than the one that would write them, which needs a barrier between two

@@ -14,11 +14,12 @@
 // LPK lanes. A lane group scores one key at a time: lane j of the group
 // owns NS = D / (8 LPK) 16-byte slices of a row (slice c * LPK + j: each
 // load instruction of a group reads LPK * 16 contiguous bytes), holds the
-// same slices of the GQ query rows in registers, and sums its partial dots
-// over the group with subgroupShuffleXor. Each group keeps its own online
-// softmax (m, l per q head) and its accumulator slices acc[GQ][8 NS] in
-// registers, and walks keys g, g + NG, ... of the chunk, UNROLL of them a
-// trip (their K and V loads all issued before any arithmetic). Every group
+// same slices of the workgroup's GQW query rows in registers, and sums its
+// partial dots over the group with subgroupShuffleXor. Each group keeps its
+// own online softmax (m, l per q head) and its accumulator slices
+// acc[GQW][8 NS] in registers, and walks keys g, g + NG, ... of the chunk,
+// UNROLL of them a trip (their K and V loads all issued before any
+// arithmetic). Every group
 // runs the same number of trips (keys past the chunk weigh 0 and load the
 // chunk's last row), so the shuffles are in uniform control flow.
 //
@@ -31,32 +32,56 @@
 // turns barriers into coroutines; LLVM's frame building was seen taking
 // minutes on this kernel, together with a combine unrolled over SPLIT).
 //
+// Query split: the GQ = H / HKV query heads of a kv head go to QSPLIT
+// workgroups of GQW = GQ / QSPLIT heads each, which read the same keys and
+// values, each for its own q rows. One workgroup for all eight of
+// Qwen3-30B-A3B's (32 q heads over 4 kv heads) took ~29 us a layer on the
+// H200 against ~16.6 us at the 8B's four, with 228 registers a lane and
+// 4-8 workgroups for the whole GPU at short contexts; halving GQW halves
+// the registers and the serial work a key, and doubles the workgroups (a
+// hypothesis until the H200 measures it: cg_attn.c's decode_qsplit). The
+// workgroups of the grid are (kv head, q part, chunk), chunk fastest.
+//
 // Merge: the groups of a subgroup merge by shuffles (fast path), then the
 // subgroups (or, on the slow path, all groups) of the workgroup through
 // shared memory, RP q rows a pass. Context split: SPLIT workgroups per kv
-// head at most, but only as many as have MIN_CHUNK keys each. Their
-// partials (m, l, acc) go to scratch; the last workgroup to take a ticket
+// head and q part at most, but only as many as have MIN_CHUNK keys each.
+// Their partials (m, l, acc) go to scratch, a set per (kv head, q part)
+// with its own ticket counter; the last workgroup to take a ticket
 // combines them (every partial's loads first, then the sums in chunk
 // order: deterministic) and resets the counter for the next replay.
 //
 // Head preparation (QNORM, QROPE; KHEAD with KNORM, KROPE): the raw q rows
 // of the projection are normalized and rotated in shared memory, then each
 // lane loads its slices into registers. The raw k row of the new token is
-// prepared by the workgroup whose chunk holds its position (the last one),
-// which writes it into the cache and then reads it back like any other key:
-// the cache is coherent, and no other workgroup of the step reads that row.
-// (Scoring the new key from the shared copy instead, rounded to fp16 in the
-// shader, measured 9e-5 off the interpreter on the H200, whose compiler
-// appears to drop the round trip; docs/performance.md, run 14.)
+// prepared by the workgroups whose chunk holds its position (the last one:
+// QSPLIT of them, one per q part), each of which writes it into the cache
+// and then reads it back like any other key: the cache is coherent, and no
+// workgroup of another chunk reads that row. Every one of them stores it
+// because none may read the row before a store of it is visible to it,
+// and the workgroups of a dispatch cannot wait for each other. They compute
+// the row from the same input with the same code, so their stores are the
+// same bits: a read gets the row its workgroup prepared, whichever of the
+// stores it observes and in whatever order they land. (Scoring the new key
+// from the shared copy instead, rounded to fp16 in the shader, which would
+// spare the cache round trip, measured 9e-5 off the interpreter on the
+// H200, whose compiler appears to drop the fp16 rounding;
+// docs/performance.md, run 14.)
 //
-// Defines: H, HKV, D, GQ, WG, LPK (lanes per key, a power of two dividing
-// D / 8), UNROLL (keys per group a trip), RP (q rows per merge pass),
-// SPLIT, MIN_CHUNK, SCALE, QNORM, QROPE, KHEAD, KNORM, KROPE, QEPS, KEPS,
-// B_* (bindings), rope_lib's defines when a rope is in.
+// Defines: H, HKV, D, GQ, QSPLIT (workgroups per kv head's q heads,
+// dividing GQ; 1 when undefined), WG, LPK (lanes per key, a power of two
+// dividing D / 8), UNROLL (keys per group a trip), RP (q rows per merge
+// pass, dividing GQW), SPLIT, MIN_CHUNK, SCALE, QNORM, QROPE, KHEAD, KNORM,
+// KROPE, QEPS, KEPS, B_* (bindings), rope_lib's defines when a rope is in.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 layout(local_size_x = WG) in;
+
+#ifndef QSPLIT
+#define QSPLIT 1u
+#endif
+#define GQW (GQ / QSPLIT) // the q heads of a workgroup
 
 layout(std430, set = 0, binding = B_Q) readonly buffer Q { ACT_T q[]; };
 #if QNORM
@@ -83,8 +108,8 @@ layout(std430, set = 0, binding = B_O) writeonly buffer O { ACT_T o[]; };
 layout(std430, set = 0, binding = B_PART) coherent buffer Part { float part[]; };
 layout(std430, set = 0, binding = B_CNT) coherent buffer Cnt { uint cnt[]; };
 shared bool s_last;
-shared float cmw[GQ * SPLIT]; // the combine: each chunk's m, then its weight
-shared float cml[GQ * SPLIT]; // each chunk's l; a row's first slot then holds the row's sum
+shared float cmw[GQW * SPLIT]; // the combine: each chunk's m, then its weight
+shared float cml[GQW * SPLIT]; // each chunk's l; a row's first slot then holds the row's sum
 #endif
 
 #define NEG (-1.0e30) // "no key": finite, so exp(NEG - NEG) is 1, never NaN
@@ -92,7 +117,7 @@ const uint C8 = D / 8u;             // 8-element slices of a row
 const uint NS = C8 / LPK;           // slices per lane
 const uint SW = 8u * NS;            // a lane's floats of a row
 const uint NG = WG / LPK;           // lane groups of the workgroup
-const uint NROW = GQ + 1u;          // prologue rows: the q heads, then the new key
+const uint NROW = GQW + 1u;         // prologue rows: the q heads, then the new key
 const uint OC = (D + WG - 1u) / WG; // output columns per invocation and row
 const uint MW = D + 2u;             // a merge entry's row: m, l, acc[D]
 
@@ -148,12 +173,13 @@ void wg_sums(inout float v[NROW], uint n) {
     barrier();
 }
 
-// The GQ query rows (and the new key's row when own_k) into srow, prepared.
+// The workgroup's GQW query rows (and the new key's row when own_k) into
+// srow, prepared.
 void prologue(uint h0, uint kvh, bool own_k, uint tid) {
     for (uint i = tid; i < NROW * D; i += WG) {
         uint r = i / D, e = i % D;
         float x = 0.0;
-        if (r < GQ) x = float(q[(h0 + r) * D + e]);
+        if (r < GQW) x = float(q[(h0 + r) * D + e]);
 #if KHEAD
         else if (own_k) x = float(kx[kvh * D + e]);
 #endif
@@ -171,10 +197,10 @@ void prologue(uint h0, uint kvh, bool own_k, uint tid) {
     for (uint i = tid; i < NROW * D; i += WG) {
         uint r = i / D, e = i % D;
 #if QNORM
-        if (r < GQ) srow[i] = srow[i] * (1.0 / sqrt(sq[r] / float(D) + QEPS)) * uintBitsToFloat(qnw[e]);
+        if (r < GQW) srow[i] = srow[i] * (1.0 / sqrt(sq[r] / float(D) + QEPS)) * uintBitsToFloat(qnw[e]);
 #endif
 #if KNORM
-        if (r == GQ) srow[i] = srow[i] * (1.0 / sqrt(sq[r] / float(D) + KEPS)) * uintBitsToFloat(knw[e]);
+        if (r == GQW) srow[i] = srow[i] * (1.0 / sqrt(sq[r] / float(D) + KEPS)) * uintBitsToFloat(knw[e]);
 #endif
     }
 #endif
@@ -183,7 +209,7 @@ void prologue(uint h0, uint kvh, bool own_k, uint tid) {
     // A pair belongs to one invocation, so it turns in place.
     for (uint i = tid; i < NROW * NPAIR; i += WG) {
         uint r = i / NPAIR, j = i % NPAIR;
-        bool on = r < GQ ? QROPE != 0 : (KROPE != 0 && own_k);
+        bool on = r < GQW ? QROPE != 0 : (KROPE != 0 && own_k);
         if (!on) continue;
         uint i0 = NEOX != 0 ? j : 2u * j, i1 = NEOX != 0 ? j + NPAIR : 2u * j + 1u;
         float cs, sn;
@@ -195,8 +221,10 @@ void prologue(uint h0, uint kvh, bool own_k, uint tid) {
 #endif
     barrier();
 #if KHEAD
+    // Every q part's workgroup of the last chunk stores the row: the same
+    // bits, so another's store landing after this one changes nothing.
     if (own_k && step.pos < step.ctx)
-        for (uint c = tid; c < C8; c += WG) kstore8((step.pos * HKV + kvh) * C8 + c, GQ * D + 8u * c);
+        for (uint c = tid; c < C8; c += WG) kstore8((step.pos * HKV + kvh) * C8 + c, GQW * D + 8u * c);
     memoryBarrierBuffer(); // the new key is visible to the workgroup's reads below
     barrier();
 #endif
@@ -204,7 +232,7 @@ void prologue(uint h0, uint kvh, bool own_k, uint tid) {
 
 // The running state of a lane: softmax and accumulator slices per q row.
 struct lane_state {
-    float m[GQ], l[GQ], acc[GQ][SW];
+    float m[GQW], l[GQW], acc[GQW][SW];
 };
 
 // Folds (m2, l2, acc2) into s's row r: the online-softmax merge.
@@ -217,7 +245,11 @@ void fold(inout lane_state s, uint r, float m2, float l2, float a2[SW]) {
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
-    uint kvh = gl_WorkGroupID.x / SPLIT, s = gl_WorkGroupID.x % SPLIT, h0 = kvh * GQ;
+    // Workgroup (kv head kvh, q part qp, chunk s), the chunk fastest. kq =
+    // kvh * QSPLIT + qp numbers the (kv head, q part) pairs: pair kq owns
+    // the GQW q heads from kq * GQW = kvh * GQ + qp * GQW.
+    uint kq = gl_WorkGroupID.x / SPLIT, s = gl_WorkGroupID.x % SPLIT;
+    uint kvh = kq / QSPLIT, h0 = kq * GQW;
     uint kend = step.pos + 1u; // keys 0 ..= pos
     uint nsplit = min(uint(SPLIT), (kend + MIN_CHUNK - 1u) / MIN_CHUNK);
     uint chunk = (kend + nsplit - 1u) / nsplit;
@@ -225,6 +257,8 @@ void main() {
     if (s >= nsplit) return;              // uniform across the workgroup
     uint kbeg = s * chunk, kstop = min(kend, kbeg + chunk);
 
+    // The last chunk's workgroups, one per q part, each prepare and store
+    // the new key (the file's header says why that is safe).
     bool own_k = KHEAD != 0 && s == nsplit - 1u;
     prologue(h0, kvh, own_k, tid);
 
@@ -234,9 +268,9 @@ void main() {
     uint g = fast ? gl_SubgroupID * (gl_SubgroupSize / LPK) + gl_SubgroupInvocationID / LPK : tid / LPK;
     uint j = fast ? gl_SubgroupInvocationID % LPK : tid % LPK;
 
-    float qs[GQ][SW];
+    float qs[GQW][SW];
     lane_state st;
-    [[unroll]] for (uint r = 0u; r < GQ; r++) {
+    [[unroll]] for (uint r = 0u; r < GQW; r++) {
         [[unroll]] for (uint c = 0u; c < NS; c++)
             [[unroll]] for (uint x = 0u; x < 8u; x++) qs[r][8u * c + x] = srow[r * D + 8u * (c * LPK + j) + x];
         st.m[r] = NEG;
@@ -256,30 +290,30 @@ void main() {
             [[unroll]] for (uint c = 0u; c < NS; c++) kw[u][c] = kload(base + c * LPK);
             [[unroll]] for (uint c = 0u; c < NS; c++) vw[u][c] = vload(base + c * LPK);
         }
-        float sc[UNROLL][GQ];
+        float sc[UNROLL][GQW];
         [[unroll]] for (uint u = 0u; u < UNROLL; u++)
-            [[unroll]] for (uint r = 0u; r < GQ; r++) sc[u][r] = 0.0;
+            [[unroll]] for (uint r = 0u; r < GQW; r++) sc[u][r] = 0.0;
         if (fast) { // the lane's slices, then the group's sum: the same bits in all its lanes
             [[unroll]] for (uint u = 0u; u < UNROLL; u++)
                 [[unroll]] for (uint c = 0u; c < NS; c++) {
                     float kv[8] = unslice(kw[u][c]);
-                    [[unroll]] for (uint r = 0u; r < GQ; r++)
+                    [[unroll]] for (uint r = 0u; r < GQW; r++)
                         [[unroll]] for (uint x = 0u; x < 8u; x++) sc[u][r] += qs[r][8u * c + x] * kv[x];
                 }
             [[unroll]] for (uint b = 1u; b < LPK; b <<= 1u)
                 [[unroll]] for (uint u = 0u; u < UNROLL; u++)
-                    [[unroll]] for (uint r = 0u; r < GQ; r++) sc[u][r] += subgroupShuffleXor(sc[u][r], b);
+                    [[unroll]] for (uint r = 0u; r < GQW; r++) sc[u][r] += subgroupShuffleXor(sc[u][r], b);
         } else { // every lane the whole row, against srow: no barrier in the loop
             [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
                 uint row = (min(kb + u * NG, kstop - 1u) * HKV + kvh) * C8;
                 for (uint c = 0u; c < C8; c++) {
                     float kv[8] = unslice(kload(row + c));
-                    [[unroll]] for (uint r = 0u; r < GQ; r++)
+                    [[unroll]] for (uint r = 0u; r < GQW; r++)
                         [[unroll]] for (uint x = 0u; x < 8u; x++) sc[u][r] += srow[r * D + 8u * c + x] * kv[x];
                 }
             }
         }
-        [[unroll]] for (uint r = 0u; r < GQ; r++) {
+        [[unroll]] for (uint r = 0u; r < GQW; r++) {
             float mn = st.m[r];
             [[unroll]] for (uint u = 0u; u < UNROLL; u++) mn = ok[u] ? max(mn, sc[u][r] * SCALE) : mn;
             float alpha = exp(st.m[r] - mn), p[UNROLL];
@@ -303,7 +337,7 @@ void main() {
     // group holds the same columns.
     if (fast)
         for (uint b = LPK; b < gl_SubgroupSize; b <<= 1u)
-            [[unroll]] for (uint r = 0u; r < GQ; r++) {
+            [[unroll]] for (uint r = 0u; r < GQW; r++) {
                 float a2[SW];
                 [[unroll]] for (uint x = 0u; x < SW; x++) a2[x] = subgroupShuffleXor(st.acc[r][x], b);
                 fold(st, r, subgroupShuffleXor(st.m[r], b), subgroupShuffleXor(st.l[r], b), a2);
@@ -313,8 +347,8 @@ void main() {
     // in fin[r][c], and the row's m and l.
     uint ne = fast ? gl_NumSubgroups : NG, e = fast ? gl_SubgroupID : g;
     bool writer = !fast || gl_SubgroupInvocationID < LPK;
-    float fin[GQ][OC], fm[GQ], fl[GQ];
-    [[unroll]] for (uint r0 = 0u; r0 < GQ; r0 += RP) {
+    float fin[GQW][OC], fm[GQW], fl[GQW];
+    [[unroll]] for (uint r0 = 0u; r0 < GQW; r0 += RP) {
         if (writer)
             [[unroll]] for (uint rr = 0u; rr < RP; rr++) {
                 uint b = (e * RP + rr) * MW, r = r0 + rr;
@@ -350,7 +384,7 @@ void main() {
     }
 
     if (nsplit == 1u) {
-        [[unroll]] for (uint r = 0u; r < GQ; r++)
+        [[unroll]] for (uint r = 0u; r < GQW; r++)
             [[unroll]] for (uint c = 0u; c < OC; c++) {
                 uint i = tid + c * WG;
                 if (i < D) o[(h0 + r) * D + i] = ACT_T(fin[r][c] / fl[r]);
@@ -358,21 +392,21 @@ void main() {
         return;
     }
 #if SPLIT > 1
-    const uint PSTRIDE = GQ * (D + 2u);
-    uint pb = (kvh * SPLIT + s) * PSTRIDE;
-    [[unroll]] for (uint r = 0u; r < GQ; r++) {
+    const uint PSTRIDE = GQW * (D + 2u);
+    uint pb = (kq * SPLIT + s) * PSTRIDE; // partials per (kv head, q part), then chunk
+    [[unroll]] for (uint r = 0u; r < GQW; r++) {
         [[unroll]] for (uint c = 0u; c < OC; c++) {
             uint i = tid + c * WG;
-            if (i < D) part[pb + 2u * GQ + r * D + i] = fin[r][c];
+            if (i < D) part[pb + 2u * GQW + r * D + i] = fin[r][c];
         }
         if (tid == 0u) {
             part[pb + r] = fm[r];
-            part[pb + GQ + r] = fl[r];
+            part[pb + GQW + r] = fl[r];
         }
     }
     memoryBarrierBuffer(); // partials are visible before the ticket is taken
     barrier();
-    if (tid == 0u) s_last = atomicAdd(cnt[kvh], 1u) == nsplit - 1u;
+    if (tid == 0u) s_last = atomicAdd(cnt[kq], 1u) == nsplit - 1u;
     barrier();
     if (!s_last) return;
     memoryBarrierBuffer();
@@ -383,14 +417,14 @@ void main() {
     // weights exp(m - max) and the weighted sum of l by one invocation; the
     // weighted sums of the outputs, four chunks a trip. Sums in chunk order,
     // as before.
-    uint p0 = kvh * SPLIT * PSTRIDE;
-    for (uint i = tid; i < GQ * nsplit; i += WG) {
+    uint p0 = kq * SPLIT * PSTRIDE;
+    for (uint i = tid; i < GQW * nsplit; i += WG) {
         uint r = i / nsplit, u = i % nsplit, pu = p0 + u * PSTRIDE;
         cmw[r * SPLIT + u] = part[pu + r];
-        cml[r * SPLIT + u] = part[pu + GQ + r];
+        cml[r * SPLIT + u] = part[pu + GQW + r];
     }
     barrier();
-    if (tid < GQ) {
+    if (tid < GQW) {
         float mm = NEG, ll = 0.0;
         for (uint u = 0u; u < nsplit; u++) mm = max(mm, cmw[tid * SPLIT + u]);
         for (uint u = 0u; u < nsplit; u++) {
@@ -401,31 +435,31 @@ void main() {
         cml[tid * SPLIT] = ll;
     }
     barrier();
-    float aa[GQ][OC];
-    [[unroll]] for (uint r = 0u; r < GQ; r++)
+    float aa[GQW][OC];
+    [[unroll]] for (uint r = 0u; r < GQW; r++)
         [[unroll]] for (uint c = 0u; c < OC; c++) aa[r][c] = 0.0;
     uint col[OC]; // a lane past D reads column D-1 and writes nothing
-    [[unroll]] for (uint c = 0u; c < OC; c++) col[c] = p0 + 2u * GQ + min(tid + c * WG, D - 1u);
+    [[unroll]] for (uint c = 0u; c < OC; c++) col[c] = p0 + 2u * GQW + min(tid + c * WG, D - 1u);
     uint u = 0u;
     for (; u + 4u <= nsplit; u += 4u) {
-        float x[4][GQ][OC];
+        float x[4][GQW][OC];
         [[unroll]] for (uint v = 0u; v < 4u; v++)
-            [[unroll]] for (uint r = 0u; r < GQ; r++)
+            [[unroll]] for (uint r = 0u; r < GQW; r++)
                 [[unroll]] for (uint c = 0u; c < OC; c++)
                     x[v][r][c] = part[col[c] + (u + v) * PSTRIDE + r * D];
         [[unroll]] for (uint v = 0u; v < 4u; v++)
-            [[unroll]] for (uint r = 0u; r < GQ; r++)
+            [[unroll]] for (uint r = 0u; r < GQW; r++)
                 [[unroll]] for (uint c = 0u; c < OC; c++) aa[r][c] += x[v][r][c] * cmw[r * SPLIT + u + v];
     }
     for (; u < nsplit; u++)
-        [[unroll]] for (uint r = 0u; r < GQ; r++)
+        [[unroll]] for (uint r = 0u; r < GQW; r++)
             [[unroll]] for (uint c = 0u; c < OC; c++)
                 aa[r][c] += part[col[c] + u * PSTRIDE + r * D] * cmw[r * SPLIT + u];
-    [[unroll]] for (uint r = 0u; r < GQ; r++)
+    [[unroll]] for (uint r = 0u; r < GQW; r++)
         [[unroll]] for (uint c = 0u; c < OC; c++) {
             uint i = tid + c * WG;
             if (i < D) o[(h0 + r) * D + i] = ACT_T(aa[r][c] / cml[r * SPLIT]);
         }
-    if (tid == 0u) cnt[kvh] = 0u; // ready for the next replay
+    if (tid == 0u) cnt[kq] = 0u; // ready for the next replay
 #endif
 }

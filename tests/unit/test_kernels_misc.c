@@ -7,10 +7,11 @@
  * NeoX RoPE; qwen2: QKV biases; llama: normal RoPE), unfused and after the
  * default pipeline for llvmpipe and h200 in both phases; and hand-built
  * graphs for what mkmodel cannot make (head_dim 128 with n_rot 64, RoPE
- * frequency factors and scaling, GQA 4:1, chosen attention tilings, RoPE at
- * positions in the thousands). Steps of T = 1, 7, 17 at position 0 and again
- * at position T. Kernels tuned for h200 run here too, with shared memory
- * clamped to what the device offers. */
+ * frequency factors and scaling, GQA 4:1 and 8:1 (the decode kernel's
+ * query split), chosen attention tilings, RoPE at positions in the
+ * thousands). Steps of T = 1, 7, 17 at position 0 and again at position T.
+ * Kernels tuned for h200 run here too, with shared memory clamped to what
+ * the device offers. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -75,6 +76,7 @@ static double kernel_tol(const char *kernel, int kk, bool f16) {
 typedef struct tally {
     double err[KK_N];
     long checks[KK_N];
+    char attn[96]; /* the name of the last attention kernel checked */
 } tally;
 
 static int kind_of(const zir_node *n) {
@@ -157,6 +159,7 @@ static void check_nodes(const zir_graph *g, const zir_interp *it, zir_step st, v
                   c->what, r.kernel, n->out->name, (long long)st.T, (long long)st.pos, r.max_err, tol);
         if (r.max_err > c->ty->err[kk]) c->ty->err[kk] = r.max_err;
         c->ty->checks[kk]++;
+        if (kk >= KK_ATTN) snprintf(c->ty->attn, sizeof c->ty->attn, "%s", r.kernel);
     }
 }
 
@@ -272,6 +275,7 @@ typedef struct hand_opts {
     bool factors;
     int vocab;
     float q_gain; /* q's norm weights scaled by this (0: 1): larger scores */
+    bool k_norm;  /* a per-head RMSNorm on k before its RoPE (Qwen3's) */
 } hand_opts;
 
 static zir_value *hand_weight(zir_graph *g, const char *name, int rank, int64_t d0, int64_t d1, tu_rng *r,
@@ -359,6 +363,8 @@ static zir_graph *hand_attention(const hand_opts *h) {
                 &na);
     q = hand_op(g, ZOP_ROPE, "q_rope", q, ff, &ra);
     zir_value *k = hand_reshape(g, "k", hand_rows(g, "k_flat", tok, KD, &r), 3, h->Hkv, h->D);
+    if (h->k_norm)
+        k = hand_op(g, ZOP_RMS_NORM, "k_norm", k, hand_weight(g, "kn", 1, h->D, 0, &r, 0.5f, 1.5f), &na);
     k = hand_op(g, ZOP_ROPE, "k_rope", k, ff, &ra);
     zir_value *v = hand_reshape(g, "v", hand_rows(g, "v_flat", tok, KD, &r), 3, h->Hkv, h->D);
     zdim cs[3] = {ZDIM_C, h->Hkv, h->D};
@@ -478,14 +484,14 @@ Test(kernels_misc, hand_fused_tilings) {
 
 /* Decode deep in the context, the way a plan runs it: the passes fold the
  * q and k head preparation into the decode attention kernel
- * (fuse-attn-head), the cost model splits the context. A prefill of `pos`
- * tokens in the interpreter, then three one-token steps, each checked:
- * several rounds of keys per chunk, several chunks, the new key written by
- * the kernel and read back. */
-static void decode_deep_sg(int subgroup, const hand_opts *h, int64_t pos, bool f16, const char *what) {
+ * (fuse-attn-head), the cost model splits the context (on target t: split
+ * says whether it must). A prefill of `pos` tokens in the interpreter, then
+ * three one-token steps, each checked: several rounds of keys per chunk,
+ * several chunks, the new key written by the kernel and read back. qsplit:
+ * the query split the kernel's name must show (1: none; 0: unchecked). */
+static void decode_deep_on(ztarget t, bool split, int qsplit, const hand_opts *h, int64_t pos, bool f16,
+                           const char *what) {
     zir_graph *g = hand_attention(h);
-    ztarget t = fit_target("h200");
-    if (subgroup) t.subgroup = subgroup;
     zpass_opts po = kh_pass_opts(&t, ZPH_DECODE);
     po.kv_type = f16 ? ZKV_F16 : ZKV_F32;
     zdiag d = {0};
@@ -494,8 +500,8 @@ static void decode_deep_sg(int subgroup, const hand_opts *h, int64_t pos, bool f
     const zir_node *a = NULL;
     for (uint32_t i = 0; i < g->n_nodes; i++)
         if (g->nodes[i]->op == ZOP_KERNEL && g->nodes[i]->kp.tmpl == ZKT_ATTENTION) a = g->nodes[i];
-    cr_assert(a && a->n_body > 3 && a->kp.split > 1, "%s: expected a split attention with the heads inside",
-              what);
+    cr_assert(a && a->n_body > 3 && (a->kp.split > 1) == split,
+              "%s: expected a%s attention with the heads inside", what, split ? " split" : "n unsplit");
     zcg_opts o = {.target = &t, .phase = ZPH_DECODE, .max_tokens = 1, .act_f16 = f16};
     zir_interp *it;
     cr_assert_eq(zir_interp_new(g, pos + 3, &it, &d), ZOK, "%s", d.msg);
@@ -512,11 +518,21 @@ static void decode_deep_sg(int subgroup, const hand_opts *h, int64_t pos, bool f
         check_nodes(g, it, st, &c);
     }
     tally_log(&ty, what);
-    cr_expect(ty.checks[KK_ATTN_SPLIT] == 3, "%s: the attention was checked %ld times", what,
-              ty.checks[KK_ATTN_SPLIT]);
+    int kk = split ? KK_ATTN_SPLIT : KK_ATTN;
+    cr_expect(ty.checks[kk] == 3, "%s: the attention was checked %ld times", what, ty.checks[kk]);
+    char tag[16];
+    snprintf(tag, sizeof tag, "_q%d", qsplit);
+    cr_expect(!qsplit || (qsplit > 1 ? strstr(ty.attn, tag) != NULL : strstr(ty.attn, "_q") == NULL),
+              "%s: kernel %s, expected a query split of %d", what, ty.attn, qsplit);
     free(toks);
     zir_interp_free(it);
     zir_graph_free(g);
+}
+
+static void decode_deep_sg(int subgroup, const hand_opts *h, int64_t pos, bool f16, const char *what) {
+    ztarget t = fit_target("h200");
+    if (subgroup) t.subgroup = subgroup;
+    decode_deep_on(t, true, 0, h, pos, f16, what);
 }
 
 static void decode_deep(const hand_opts *h, int64_t pos, bool f16, const char *what) {
@@ -560,7 +576,7 @@ static const hand_opts hand64g1 = {.H = 2,
  * LPK 4; D 128, LPK 4), GQ 1 to 8, unrolls 2 and 3. (D 256 with four
  * slices a lane: hand_fused_tilings, llvmpipe split 4.) */
 Test(kernels_misc, decode_lane_layouts) {
-    decode_deep(&hand64g8, 400, false, "decode d64 gq8 at 400");
+    decode_deep_on(fit_target("h200"), true, 2, &hand64g8, 400, false, "decode d64 gq8 (2 q parts) at 400");
     decode_deep(&hand64g1, 260, true, "decode d64 gq1 fp16 at 260");
     decode_deep_sg(8, &hand128, 300, true, "decode sg8 d128 fp16 at 300");
     decode_deep_sg(8, &hand96, 200, false, "decode sg8 d96 at 200");
@@ -569,6 +585,39 @@ Test(kernels_misc, decode_lane_layouts) {
     decode_deep(&hand128, 350, false, "decode d128 LPK 4 unroll 3 at 350");
     unsetenv("ZINC_ATTN_LPK");
     unsetenv("ZINC_ATTN_UNROLL");
+}
+
+/* Qwen3-30B-A3B's head layout (GQ 8, D 128, NeoX RoPE over the whole head,
+ * q and k norms), on two kv heads. */
+static const hand_opts hand128g8 = {.H = 16,
+                                    .Hkv = 2,
+                                    .D = 128,
+                                    .n_rot = 128,
+                                    .mode = ZROPE_NEOX,
+                                    .theta = 1000000.0f,
+                                    .freq_scale = 1.0f,
+                                    .vocab = 61,
+                                    .k_norm = true};
+
+/* The query split (attn_decode.glsl's QSPLIT; 2 by default from GQ 8):
+ * workgroups of a kv head's last chunk, one per q part, all store the new
+ * key and read it back; partials and tickets per (kv head, q part). With
+ * the context split on h200's lanes (llvmpipe's 8-wide subgroups: the slow
+ * path) and without it on a target of one compute unit (subgroups of 8:
+ * the fast path, two slices a lane); four parts of two q heads (fast path,
+ * D 64); and one part of eight heads, the kernel before the split. */
+Test(kernels_misc, decode_query_split) {
+    decode_deep_on(fit_target("h200"), true, 2, &hand128g8, 300, true,
+                   "decode d128 gq8 (2 q parts) fp16 at 300");
+    ztarget one = fit_target("h200");
+    one.n_cu = 1;
+    one.subgroup = 8;
+    decode_deep_on(one, false, 2, &hand128g8, 150, false, "decode sg8 d128 gq8 (2 q parts) unsplit at 150");
+    setenv("ZINC_ATTN_QSPLIT", "4", 1);
+    decode_deep_on(fit_target("h200"), true, 4, &hand64g8, 300, false, "decode d64 gq8 (4 q parts) at 300");
+    setenv("ZINC_ATTN_QSPLIT", "1", 1);
+    decode_deep_on(fit_target("h200"), true, 1, &hand128g8, 200, false, "decode d128 gq8 (1 q part) at 200");
+    unsetenv("ZINC_ATTN_QSPLIT");
 }
 
 /* The staged kernels at head sizes 96 and 256. */
