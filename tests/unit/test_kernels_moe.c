@@ -321,6 +321,17 @@ Test(kernels_moe, q8_0_all_tokens_to_four_experts, .timeout = 300) {
     expect_all_kinds(checks, m.file);
 }
 
+/* More experts than a grouped tile's workgroup has threads (320 against
+ * 256), most of them with no pair or one: the tiles' prologue scans the
+ * experts' tile counts in two passes and fills the starts of the empty
+ * experts between the ranks where the sorted experts step up. */
+Test(kernels_moe, f32_320_experts_4_used_mostly_empty, .timeout = 300) {
+    model m = {"kmoe_many.gguf", ZMK_F32, 64, 32, 320, 4, false};
+    long checks[KM_N] = {0};
+    check_model(&m, checks);
+    expect_all_kinds(checks, m.file);
+}
+
 /* The grouped GEMMs on the matrix units (ZINC_MOE_CM=1: matmul_cm.glsl with
  * MOE) cannot run on llvmpipe, which has none. What can be checked here
  * is checked: generated for the full h200 profile, the gate+up and down
