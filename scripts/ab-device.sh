@@ -7,9 +7,10 @@
 #   bash scripts/ab-device.sh [-p 512] [-n 128] [-t TEST]... MODEL SETTING...
 #
 # MODEL is one of scripts/device-lib.sh's shapes (q8b, q06, s2, q9, a3b12).
-# A SETTING is "-" (the defaults) or space-separated NAME=VALUE knobs set for
-# zincc and for each -t test binary (run once a setting, KHR and NV), e.g.
-#   bash scripts/ab-device.sh -t test_kernels_moe a3b12 ZINC_MOE_CM=0 ZINC_MOE_CM=1
+# A SETTING is "-" (the defaults) or space-separated words: NAME=VALUE knobs
+# set for zincc and for each -t test binary (run once a setting, KHR and NV),
+# and zincc flags (words starting with -, e.g. --tune), e.g.
+#   bash scripts/ab-device.sh -t test_kernels_moe a3b12 - ZINC_MOE_CM=1 "ZINC_MOE_CM=1 --tune"
 # Carry .gl, .anchor and .dev (bench-device.sh's header says how to pack
 # them). Everything goes to $OUT/ab-MODEL.txt; stdout gets the step and
 # pp/tg lines.
@@ -29,7 +30,8 @@ shift
 settings=("$@")
 DEVICE_OUT=ab-$m.txt
 . scripts/device-lib.sh
-knobs() { [ "$1" = "-" ] && echo "" || echo "$1"; }
+knobs() { for w in $1; do case $w in -*) ;; *) echo "$w" ;; esac; done; }
+flags() { for w in $1; do case $w in -?*) echo "$w" ;; esac; done; }
 gen "$m" &
 for t in "${tests[@]}"; do
   for s in "${settings[@]}"; do
@@ -41,7 +43,9 @@ for t in "${tests[@]}"; do
 done
 wait
 for i in "${!settings[@]}"; do
-  env $(knobs "${settings[$i]}") timeout 300 "$B/zincc" "/tmp/$m.gguf" -o "/tmp/$m-$i.zplan" --ctx 8192 2>&1 |
+  rm -f "/tmp/$m-$i.zplan" # a setting that does not compile must not bench an older plan
+  env $(knobs "${settings[$i]}") timeout 400 "$B/zincc" "/tmp/$m.gguf" -o "/tmp/$m-$i.zplan" --ctx 8192 \
+    $(flags "${settings[$i]}") 2>&1 |
     tail -1 | sed "s/^/[${settings[$i]}] /" | tee -a "$O"
 done
 "$B/zinc" bench "/tmp/$m-0.zplan" -p "$p" -n "$n" -r 10 >/dev/null 2>&1 # the clocks up
