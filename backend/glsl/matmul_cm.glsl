@@ -173,7 +173,16 @@ shared float sc_s[BM];
 #define QV (WCH / 16)                          /* 16-byte quant vectors of a raw Q4_K chunk */
 #define NWV (QV + 2 > WCH / 8 ? QV + 2 : WCH / 8) /* a chunk's registers: raw, or decoded halves */
 
+// x as it is fetched: fp32 (converted to halves as it is staged), or, when
+// the activations are fp16 and no norm is applied on the way (X_RAW), the
+// halves themselves, copied bit for bit: no conversion and half the bytes.
+#if defined(ACT_F16) && !HAS_NORM
+#define X_RAW 1
+uvec4 xr[XPT];
+#else
+#define X_RAW 0
 vec4 xr[XPT][2];
+#endif
 uvec4 wr[WPT][NWV];
 
 // A chunk of a Q4_K sub-block as it is stored: the block's header (d, dmin,
@@ -233,6 +242,15 @@ void fetch(uint m0, uint n0, uint k0, uint T) {
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
         uint i = tid + r * uint(PT);
         uint t = m0 + i / uint(BK / 8), kk = k0 + (i % uint(BK / 8)) * 8u;
+#if X_RAW
+        uvec4 v = uvec4(0u);
+        if (i < uint(XV) && t < T) {
+            uint o = (XROW(t) * uint(K) + kk) >> 2u;
+            f16vec4 a = xin4[o], b = xin4[o + 1u];
+            v = uvec4(packFloat2x16(a.xy), packFloat2x16(a.zw), packFloat2x16(b.xy), packFloat2x16(b.zw));
+        }
+        xr[r] = v;
+#else
         [[unroll]] for (uint h = 0u; h < 2u; h++) {
             vec4 v = vec4(0.0);
             // raw: nothing here waits for the load (the norm is applied as
@@ -240,6 +258,7 @@ void fetch(uint m0, uint n0, uint k0, uint T) {
             if (i < uint(XV) && t < T) v = vec4(xin4[(XROW(t) * uint(K) + kk + 4u * h) >> 2u]);
             xr[r][h] = v;
         }
+#endif
     }
     [[unroll]] for (uint r = 0u; r < uint(WPT); r++) {
         uint i = tid + r * uint(PT);
@@ -288,6 +307,9 @@ void stage(uint buf, uint k0) {
         uint i = tid + r * uint(PT);
         if (i >= uint(XV)) continue;
         uint m = i / uint(BK / 8);
+#if X_RAW
+        xs8[buf * uint(XS_LEN) + m * uint(BKP8) + i % uint(BK / 8)] = xr[r];
+#else
         vec4 v0 = xr[r][0], v1 = xr[r][1];
 #if HAS_NORM
         uint k8 = k0 + (i % uint(BK / 8)) * 8u;
@@ -298,6 +320,7 @@ void stage(uint buf, uint k0) {
                             DQ1(WQ_NW, NW_TYPE, k8 + 6u), DQ1(WQ_NW, NW_TYPE, k8 + 7u));
 #endif
         xs8[buf * uint(XS_LEN) + m * uint(BKP8) + i % uint(BK / 8)] = uvec4(pack4(v0), pack4(v1));
+#endif
     }
     [[unroll]] for (uint r = 0u; r < uint(WPT); r++) {
         uint i = tid + r * uint(PT);

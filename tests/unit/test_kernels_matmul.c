@@ -18,11 +18,14 @@
  * with ZE_UNSUPPORTED, which a test below checks on purpose. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <spirv-tools/libspirv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/codegen.h"
+#include "backend/shaderc.h"
+#include "backend/spv_coopmat.h"
 #include "frontend/arch.h"
 #include "frontend/gguf.h"
 #include "frontend/mkmodel.h"
@@ -895,4 +898,61 @@ Test(kernels_matmul, rows_type_mixes, .timeout = 300) {
         gguf_close(f);
     }
     kh_close(k);
+}
+
+/* ---- the tensor-core GEMM where the device has no matrix units ------------ */
+
+/* llvmpipe cannot run matmul_cm.glsl (no cooperative matrix), so the tests
+ * above run its matmuls on the scalar GEMM there and on the matrix units
+ * only on the H200. What is checked here runs everywhere: every prefill
+ * matmul kernel that the full h200 profile puts on the matrix units, for
+ * weights staged raw (q4_K), decoded on fetch (q6_K, q5_0, q8_0) and copied
+ * (f16), with fp32 and fp16 activations (fp16 x with no norm is staged as
+ * bit copies), compiles with shaderc, passes the validator, and takes the
+ * NV to KHR rewrite with no NV left. */
+static int compile_cm_kernels(const mspec *m, bool act_f16) {
+    gguf_file *f = open_model(m);
+    zir_graph *g = compile(f, ztarget_find("h200"), ZPH_PREFILL);
+    zcg_opts o = {.target = ztarget_find("h200"), .phase = ZPH_PREFILL, .max_tokens = 512, .act_f16 = act_f16};
+    int built = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *n = g->nodes[i];
+        if (!in_family(n)) continue;
+        zarena *a = zarena_new();
+        zcg_kernel kn;
+        zdiag d = {0};
+        cr_assert_eq(zcg_node(g, n, &o, a, &kn, &d), ZOK, "%s: '%s': %s", m->label, n->out->name, d.msg);
+        if (strstr(kn.name, "_cm")) {
+            zvk_glsl_opts go = {.name = kn.name, .optimize = true};
+            zvk_spirv spv;
+            cr_assert_eq(zvk_glsl_compile(a, kn.glsl, strlen(kn.glsl), &go, &spv, &d), ZOK, "%s%s: %s",
+                         kn.name, act_f16 ? " (fp16 x)" : "", d.msg);
+            spv_context ctx = spvContextCreate(SPV_ENV_VULKAN_1_2);
+            spv_const_binary_t bin = {spv.words, spv.n_words};
+            spv_diagnostic diag = NULL;
+            cr_expect_eq(spvValidate(ctx, &bin, &diag), SPV_SUCCESS, "%s: %s", kn.name,
+                         diag && diag->error ? diag->error : "invalid");
+            spvDiagnosticDestroy(diag);
+            spvContextDestroy(ctx);
+            uint32_t *khr;
+            size_t nk;
+            cr_assert_eq(zspv_coopmat_nv_to_khr(spv.words, spv.n_words, a, &khr, &nk, &d), ZOK, "%s: %s",
+                         kn.name, d.msg);
+            cr_expect(zspv_uses_coopmat_nv(spv.words, spv.n_words) && !zspv_uses_coopmat_nv(khr, nk),
+                      "%s: not rewritten", kn.name);
+            built++;
+        }
+        zarena_free(a);
+    }
+    zir_graph_free(g);
+    gguf_close(f);
+    return built;
+}
+
+Test(kernels_matmul, tensor_core_kernels_compile_and_rewrite, .timeout = 300) {
+    const int models[] = {1 /* f16 */, 3 /* q8_0 */, M_Q4_K_M};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        for (int f16 = 0; f16 < 2; f16++)
+            cr_expect_gt(compile_cm_kernels(&MODELS[models[i]], f16), 2, "%s: too few tensor-core kernels",
+                         MODELS[models[i]].label);
 }
