@@ -53,6 +53,7 @@ typedef struct zcg_cm {
     int ablate; /* ZINC_CM_ABLATE (matmul_cm.glsl): 0, or a measurement with wrong results */
     int mfirst; /* token tiles on the grid's first axis (ZINC_CM_MFIRST) */
     int wg;     /* workgroup-scope matrices in a workgroup of this many invocations (0: subgroup scope) */
+    int pad;    /* ZINC_CM_PAD: unused shared bytes, fewer workgroups a compute unit (a measurement) */
 } zcg_cm;
 
 /* The default layout for a GEMM over K (gate+up with glu; the logits of a

@@ -639,7 +639,7 @@ static uint32_t cm_smem(const zcg_cm *c, bool glu) {
     uint32_t epi = c->wg ? 4u * (uint32_t)(c->bm * (glu ? c->bn / 2 : c->bn))
                          : (glu ? 2048u : 1024u) * (uint32_t)(c->sgm * c->sgn);
     uint32_t w = nbuf * 2u * (uint32_t)(c->bn * (c->bk + 8));
-    return tiles + 4u * (uint32_t)c->bm + (epi > w ? epi - w : 0u);
+    return tiles + 4u * (uint32_t)c->bm + (epi > w ? epi - w : 0u) + (uint32_t)c->pad;
 }
 
 /* 64 tokens x 64 rows (128 with gate+up) in 8 subgroups, 64 of K a step
@@ -684,8 +684,9 @@ zcg_cm zcg_cm_default(const zcg_builder *b, bool glu, int64_t K, bool logits, ui
     c.sgp = c.pipe == 3 ? (int)zcg_knob("ZINC_CM_SGP", 1, 16, 4) : 0;
     c.ablate = c.pipe == 0 ? (int)zcg_knob("ZINC_CM_ABLATE", 0, 3, 0) : 0;
     c.mfirst = (int)zcg_knob("ZINC_CM_MFIRST", 0, 1, 0);
+    c.pad = (int)zcg_knob("ZINC_CM_PAD", 0, 49152, 0) & ~3;
     const char *e = logits ? NULL : getenv(glu ? "ZINC_CM_GLU_LAYOUT" : "ZINC_CM_LAYOUT");
-    zcg_cm w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch, .ablate = c.ablate, .mfirst = c.mfirst};
+    zcg_cm w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch, .ablate = c.ablate, .mfirst = c.mfirst, .pad = c.pad};
     bool knob = e && cm_parse(e, &w);
     if (knob) c = w;
     if (!knob && glu) c.bk = 32;
@@ -717,18 +718,19 @@ static bool use_coopmat(const zcg_builder *b, const mm_match *m, const zcg_cm *c
 
 void zcg_def_cm(zcg_builder *b, const zcg_cm *c) {
     const int64_t v[] = {c->bm,   c->bn,  c->bk,  c->sgm,    c->sgn,    ZCG_CM_SG, c->wg ? c->wg : (c->sgm * c->sgn + c->sgp) * ZCG_CM_SG,
-                         c->pipe, c->sgp, c->wch, c->ablate, c->mfirst, c->wg != 0};
+                         c->pipe, c->sgp, c->wch, c->ablate, c->mfirst, c->wg != 0, c->pad};
     const char *const names[] = {"BM",      "BN",  "BK",  "SGM",       "SGN",       "SG",   "WG",
-                                 "CM_PIPE", "SGP", "WCH", "CM_ABLATE", "CM_MFIRST", "CM_WG"};
+                                 "CM_PIPE", "SGP", "WCH", "CM_ABLATE", "CM_MFIRST", "CM_WG", "CM_PAD"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
 }
 
 const char *zcg_cm_suffix(zcg_builder *b, const zcg_cm *c) {
     static const char *const pipes[] = {"", "d", "b", "p"};
-    return zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe], c->wch == 16 ? "h" : "",
-                         c->mfirst ? "m" : "", c->wg ? zarena_printf(b->a, "w%d", c->wg) : "",
-                         c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate) : "");
+    return zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe],
+                         c->wch == 16 ? "h" : "", c->mfirst ? "m" : "", c->wg ? zarena_printf(b->a, "w%d", c->wg) : "",
+                         c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate) : "",
+                         c->pad ? zarena_printf(b->a, "_pad%d", c->pad) : "");
 }
 
 static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const zcg_cm *c, zcg_builder *b,

@@ -49,6 +49,10 @@
 // (what the fragment loads and products cost alone), 3 also the fragment
 // loads (the products alone, on fragments loaded once).
 //
+// CM_PAD (ZINC_CM_PAD, a measurement): CM_PAD more bytes of shared memory,
+// unused, so that fewer workgroups fit a compute unit: whether the
+// workgroups that share one overlap each other's staging and products.
+//
 // CM_WG (VK_NV_cooperative_matrix2, where the device has it): the products
 // are workgroup-scope matrices, the whole BM x BK x tile at once (gate and
 // up as two accumulators of BM x ON), loaded from the same staged tiles; the
@@ -120,6 +124,12 @@ uint wbase = 0u; // the first weight row of the tile's expert (MOE)
 #endif
 #ifndef CM_ABLATE
 #define CM_ABLATE 0
+#endif
+#ifndef CM_PAD
+#define CM_PAD 0
+#endif
+#if CM_PAD
+shared uint pad_s[CM_PAD / 4]; // kept by a store no invocation makes (main)
 #endif
 #ifndef CM_MFIRST
 #define CM_MFIRST 0
@@ -434,6 +444,9 @@ void epilogue_wg(WM_C acc, uint m0, uint n0, uint T) {
 #endif
 
 void main() {
+#if CM_PAD
+    if (gl_WorkGroupID.z > 65535u) pad_s[gl_LocalInvocationIndex % uint(CM_PAD / 4)] = 0u;
+#endif
 #if MOE
     // the tile's expert and its pairs; T is the count of them
     uint e, T, n0 = gl_WorkGroupID.x * uint(ON), m0 = 0u;
