@@ -74,24 +74,37 @@ static zstatus check_tokens(const zir_node *n, const zcg_opts *o, zdiag *d) {
     return ZOK;
 }
 
+/* An rms_norm node, or a ZKT_NORM_GATE kernel (fuse-norm-gate: rms_norm,
+ * then swiglu(gate, normed): the norm's output times SiLU of the gate). */
 static zstatus gen_rms_norm(const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *k, zdiag *d) {
-    const zir_value *x = n->in[0], *w = n->in[1];
-    int64_t per, len = x->rank ? x->shape[x->rank - 1] : 0;
+    const zir_node *nn = n->op == ZOP_KERNEL ? n->body[0] : n;
+    const zir_value *x = nn->in[0], *w = nn->in[1], *gate = NULL;
+    int64_t per, per_g, len = x->rank ? x->shape[x->rank - 1] : 0;
+    if (n->op == ZOP_KERNEL) {
+        const zir_node *u = n->n_body == 2 ? n->body[1] : NULL;
+        if (nn->op != ZOP_RMS_NORM || !u || u->op != ZOP_SWIGLU || u->in[1] != nn->out)
+            return unsupported(d, n, "expected a kernel of rms_norm and swiglu(gate, normed)");
+        gate = u->in[0];
+    }
     if (!per_token(x, &per) || len <= 0) return unsupported(d, n, "expected an input of shape [T, ...]");
+    if (gate && (!per_token(gate, &per_g) || per_g != per))
+        return unsupported(d, n, "expected a gate of the input's shape");
     if (!f32_weight(w, len) || w->rank != 1 || w->shape[0] != len)
         return unsupported(d, n, "expected an f32 weight as long as the last dimension");
     /* Wide rows (a 4096 hidden state) get more threads than per-head rows. */
     int64_t wg = len >= 1024 ? 256 : 64;
-    snprintf(k->name, sizeof k->name, "rms_norm_n%lld_x%lld", (long long)len, (long long)(per / len));
+    snprintf(k->name, sizeof k->name, "rms_norm_n%lld_x%lld%s", (long long)len, (long long)(per / len),
+             gate ? "+gate" : "");
     bind(k, x, false);
     bind(k, w, false);
     bind(k, n->out, true);
+    if (gate) bind(k, gate, false); /* binding 4 */
     k->groups[0] = (zcg_affine){0, per / len, 1};
     k->groups[1] = (zcg_affine){1, 0, 1};
     k->groups[2] = (zcg_affine){0, 1, 1};
-    const char *defs[] = {"N",  zcg_i64(a, len), "ROWS_PER_T", zcg_i64(a, per / len),
-                          "WG", zcg_i64(a, wg),  "EPS",        zarena_printf(a, "float(%.9g)", n->attr.eps),
-                          NULL};
+    const char *eps = zarena_printf(a, "float(%.9g)", nn->attr.eps);
+    const char *defs[] = {"N",   zcg_i64(a, len), "ROWS_PER_T", zcg_i64(a, per / len), "WG", zcg_i64(a, wg),
+                          "EPS", eps,             gate ? "GATE" : NULL, "1",           NULL};
     static const char *const files[] = {"attn_reduce", "rms_norm", NULL};
     return finish_files(k, a, defs, files, o, d);
 }
@@ -334,6 +347,7 @@ zstatus zcg_misc(const zir_graph *g, const zir_node *n, const zcg_opts *o, zaren
     zstatus s = check_tokens(n, o, d);
     if (s) return s;
     if (n->op == ZOP_KERNEL && n->kp.tmpl == ZKT_HEAD) return gen_head(n, o, a, out, d);
+    if (n->op == ZOP_KERNEL && n->kp.tmpl == ZKT_NORM_GATE) return gen_rms_norm(n, o, a, out, d);
     switch (n->op) {
     case ZOP_RMS_NORM: return gen_rms_norm(n, o, a, out, d);
     case ZOP_ADD:

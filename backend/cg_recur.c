@@ -148,8 +148,13 @@ static bool state_shape(const zir_value *s, int rank, int64_t d0, int64_t d1, in
     return true;
 }
 
+/* An ssm_conv node, or a ZKT_CONV kernel (fuse-conv: ssm_conv silu). */
 static zstatus gen_ssm_conv(const zir_node *n, zcg_builder *b, zdiag *d) {
-    const zir_value *x = n->in[0], *w = n->in[1], *st = n->in[2];
+    const zir_node *cn = n->op == ZOP_KERNEL ? n->body[0] : n;
+    bool silu = n->op == ZOP_KERNEL;
+    if (cn->op != ZOP_SSM_CONV || (silu && (n->n_body != 2 || n->body[1]->op != ZOP_SILU)))
+        return refuse(n, "expected ssm_conv, or a kernel of ssm_conv and silu", d);
+    const zir_value *x = cn->in[0], *w = cn->in[1], *st = cn->in[2];
     int64_t per, C = x->rank == 2 ? x->shape[1] : 0, K = w->rank == 2 ? w->shape[1] : 0;
     if (!per_token(x, &per) || x->rank != 2 || w->rank != 2 || w->shape[0] != C)
         return refuse(n, "expected x [T, C] and taps [C, K]", d);
@@ -166,10 +171,12 @@ static zstatus gen_ssm_conv(const zir_node *n, zcg_builder *b, zdiag *d) {
     zcg_def_i(b, "K", K);
     zcg_def_i(b, "WG", CONV_WG);
     zcg_def_i(b, "TT", CONV_TT);
+    if (silu) zcg_def_i(b, "SILU_OUT", 1);
     b->k->groups[0] = (zcg_affine){0, C, CONV_WG};
     b->k->groups[1] = (zcg_affine){1, 0, CONV_TT};
     b->k->groups[2] = (zcg_affine){0, 1, 1};
-    snprintf(b->k->name, sizeof b->k->name, "ssm_conv_c%lld_k%lld", (long long)C, (long long)K);
+    snprintf(b->k->name, sizeof b->k->name, "ssm_conv_c%lld_k%lld%s", (long long)C, (long long)K,
+             silu ? "+silu" : "");
     static const char *const files[] = {"ssm_conv", NULL};
     return zcg_build(b, files, n, d);
 }
@@ -177,7 +184,7 @@ static zstatus gen_ssm_conv(const zir_node *n, zcg_builder *b, zdiag *d) {
 /* Shared memory of delta_net_chunk.glsl: keys, queries and u of C tokens,
  * the C x C products A and B, and the gates, their sums and the betas. */
 static int64_t delta_chunk_smem(int64_t C, int64_t D) {
-    return 4 * (3 * C * D + 2 * C * C + 3 * C);
+    return 4 * (3 * C * D + 2 * C * C + 5 * C); /* + 2 C: fuse-delta's norms (counted always) */
 }
 
 /* The chunked scan's lanes a state row: the most of 4, 2 and 1 that leave
@@ -204,9 +211,53 @@ int64_t zcg_delta_chunk(const zcg_opts *o, int64_t D) {
     return C >= DELTA_MIN_C ? C : 0;
 }
 
+/* Where one of the delta rule's q, k and v comes from: the value bound,
+ * its row stride and first column (elements), and the eps of an L2 norm
+ * the kernel applies (fuse-delta: [slice] [reshape] [l2_norm] inside the
+ * kernel node kn, in that order from the source). */
+typedef struct delta_operand {
+    const zir_value *src;
+    int64_t rs, off;
+    float eps; /* > 0: the kernel L2-normalizes the operand's head rows */
+} delta_operand;
+
+static bool delta_operand_of(const zir_node *kn, const zir_value *v, delta_operand *op) {
+    int64_t per, len = v->rank == 3 ? v->shape[1] * v->shape[2] : 0;
+    *op = (delta_operand){.src = v, .rs = len};
+    const zir_node *p = v->producer;
+    if (kn && p && p->parent == kn && p->op == ZOP_L2_NORM) {
+        op->eps = p->attr.eps > 0 ? p->attr.eps : 1e-30f;
+        v = p->in[0], p = v->producer;
+    }
+    if (kn && p && p->parent == kn && p->op == ZOP_RESHAPE) v = p->in[0], p = v->producer;
+    if (kn && p && p->parent == kn && p->op == ZOP_SLICE) {
+        const zir_value *x = p->in[0];
+        if (x->rank != 2 || p->attr.slice.len != len || p->attr.slice.off < 0 ||
+            p->attr.slice.off + len > x->shape[1])
+            return false;
+        op->off = p->attr.slice.off;
+        op->rs = x->shape[1];
+        v = x, p = v->producer;
+    }
+    if (kn && p && p->parent == kn) return false; /* a body node this does not read through */
+    op->src = v;
+    return per_token(v, &per) && per == op->rs && len > 0;
+}
+
+static void delta_bind(zcg_builder *b, const char *which, const delta_operand *op) {
+    zcg_bind(b, zarena_printf(b->a, "B_%s", which), op->src, false, 0);
+    zcg_def_i(b, zarena_printf(b->a, "%s_RS", which), op->rs);
+    zcg_def_i(b, zarena_printf(b->a, "%s_OFF", which), op->off);
+    if (op->eps > 0)
+        zcg_def_s(b, zarena_printf(b->a, "L2%s_EPS", which), zarena_printf(b->a, "float(%.9g)", op->eps));
+}
+
+/* A delta_net node, or a ZKT_DELTA kernel (fuse-delta) ending in one. */
 static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
-    const zir_value *q = n->in[0], *k = n->in[1], *v = n->in[2], *g = n->in[3], *beta = n->in[4];
-    const zir_value *st = n->in[5];
+    const zir_node *kn = n->op == ZOP_KERNEL ? n : NULL, *dn = kn ? n->body[n->n_body - 1] : n;
+    if (dn->op != ZOP_DELTA_NET) return refuse(n, "expected a kernel ending in delta_net", d);
+    const zir_value *q = dn->in[0], *k = dn->in[1], *v = dn->in[2], *g = dn->in[3], *beta = dn->in[4];
+    const zir_value *st = dn->in[5];
     int64_t per;
     bool ok = q->rank == 3 && per_token(q, &per) && v->rank == 3 && per_token(v, &per);
     int64_t Hk = ok ? q->shape[1] : 0, D = ok ? q->shape[2] : 0, Hv = ok ? v->shape[1] : 0;
@@ -217,9 +268,13 @@ static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
     if (!ok) return refuse(n, "expected q, k [T, Hk, D], v [T, Hv, D] and gates [T, Hv]", d);
     if (D < 1 || D > DELTA_MAX_D) return refuse(n, "expected a head dimension of at most 256", d);
     if (!state_shape(st, 3, Hv, D, D)) return refuse(n, "expected an f32 state [Hv, D, D]", d);
-    zcg_bind(b, "B_Q", q, false, 0);
-    zcg_bind(b, "B_K", k, false, 0);
-    zcg_bind(b, "B_V", v, false, 0);
+    delta_operand oq, ok_, ov;
+    if (!delta_operand_of(kn, q, &oq) || !delta_operand_of(kn, k, &ok_) || !delta_operand_of(kn, v, &ov) ||
+        ov.eps > 0)
+        return refuse(n, "expected q, k and v as [slice] [reshape] [l2_norm] of [T, ...] rows (q, k normed)", d);
+    delta_bind(b, "Q", &oq);
+    delta_bind(b, "K", &ok_);
+    delta_bind(b, "V", &ov);
     zcg_bind(b, "B_G", g, false, 0);
     zcg_bind(b, "B_BETA", beta, false, 0);
     zcg_bind(b, "B_S", st, true, 0);
@@ -227,15 +282,20 @@ static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
     zcg_def_i(b, "D", D);
     zcg_def_i(b, "HK", Hk);
     zcg_def_i(b, "HV", Hv);
-    zcg_def_s(b, "SCALE", zarena_printf(b->a, "float(%.9g)", n->attr.scale));
+    zcg_def_s(b, "SCALE", zarena_printf(b->a, "float(%.9g)", dn->attr.scale));
+    /* fuse-delta's share in the name: q/k/v read in place, norms in the prologue */
+    const char *fused = !kn                                                      ? ""
+                        : (oq.src == ok_.src && ok_.src == ov.src) && oq.eps > 0 ? "+qkv+l2"
+                        : oq.eps > 0 || ok_.eps > 0                              ? "+l2"
+                                                                                 : "+qkv";
     int64_t C = zcg_delta_chunk(b->o, D);
     if (C) {
         int64_t l = delta_chunk_lanes(b->o, D);
         fixed_grid(b->k, Hv * l);
         zcg_def_i(b, "C", C);
         zcg_def_i(b, "L", l);
-        snprintf(b->k->name, sizeof b->k->name, "delta_net_chunk_hk%lld_hv%lld_d%lld_c%lld_l%lld", (long long)Hk,
-                 (long long)Hv, (long long)D, (long long)C, (long long)l);
+        snprintf(b->k->name, sizeof b->k->name, "delta_net_chunk_hk%lld_hv%lld_d%lld_c%lld_l%lld%s",
+                 (long long)Hk, (long long)Hv, (long long)D, (long long)C, (long long)l, fused);
     } else {
         /* The token kernel: LPK threads a row (the largest of 16, 8, 4, 2
          * and 1 dividing D), RW rows a workgroup (up to 128 threads, RW
@@ -249,8 +309,8 @@ static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
         zcg_def_i(b, "RW", rw);
         zcg_def_i(b, "WG", rw * lpk);
         fixed_grid(b->k, Hv * (D / rw));
-        snprintf(b->k->name, sizeof b->k->name, "delta_net_hk%lld_hv%lld_d%lld", (long long)Hk, (long long)Hv,
-                 (long long)D);
+        snprintf(b->k->name, sizeof b->k->name, "delta_net_hk%lld_hv%lld_d%lld%s", (long long)Hk, (long long)Hv,
+                 (long long)D, fused);
     }
     static const char *const token[] = {"delta_net_io", "delta_net", NULL};
     static const char *const chunked[] = {"delta_net_io", "delta_net_chunk", NULL};
@@ -261,6 +321,11 @@ zstatus zcg_recurrent(const zir_graph *g, const zir_node *n, const zcg_opts *o, 
                       zdiag *d) {
     memset(out, 0, sizeof *out);
     zcg_builder b = {.g = g, .a = a, .o = o, .k = out};
+    if (n->op == ZOP_KERNEL) switch (n->kp.tmpl) {
+        case ZKT_CONV: return gen_ssm_conv(n, &b, d);
+        case ZKT_DELTA: return gen_delta_net(n, &b, d);
+        default: return refuse(n, "not a delta-net kernel", d);
+        }
     switch (n->op) {
     case ZOP_SILU:
     case ZOP_SIGMOID:

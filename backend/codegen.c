@@ -116,7 +116,10 @@ static zstatus node_kernel(const zir_graph *g, const zir_node *n, const zcg_opts
         case ZKT_GATE_UP_SWIGLU:
         case ZKT_MLP:
         case ZKT_MATMUL_ROWS: return zcg_matmul_family(g, n, o, a, out, d);
-        case ZKT_HEAD: return zcg_misc(g, n, o, a, out, d);
+        case ZKT_HEAD:
+        case ZKT_NORM_GATE: return zcg_misc(g, n, o, a, out, d);
+        case ZKT_CONV:
+        case ZKT_DELTA: return zcg_recurrent(g, n, o, a, out, d);
         case ZKT_MOE_GATE_UP:
         case ZKT_MOE_DOWN:
         case ZKT_MOE_SUM: return zcg_moe(g, n, o, a, out, d);

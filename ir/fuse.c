@@ -6,7 +6,8 @@
 
 static const char *const ktemplate_names[ZKT_COUNT] = {"none",        "matmul", "gate_up_swiglu", "mlp",
                                                        "attention",   "head",   "moe_gate_up",    "moe_down",
-                                                       "matmul_rows", "moe_sum"};
+                                                       "matmul_rows", "moe_sum",        "conv",
+                                                       "delta",       "norm_gate"};
 _Static_assert(sizeof ktemplate_names / sizeof ktemplate_names[0] == ZKT_COUNT,
                "ktemplate_names out of date");
 

@@ -164,6 +164,10 @@ typedef enum zir_ktemplate {
                          * input as one GEMV over their concatenated rows, each output its own: the
                          * last the kernel's, the others exported (fuse-qkv); at most ZIR_MAX_SEGMENTS */
     ZKT_MOE_SUM,        /* moe_sum add: the grouped GEMMs' products weighed and summed, and the residual */
+    ZKT_CONV,           /* ssm_conv silu: the delta-net's causal conv with SiLU on its output (fuse-conv) */
+    ZKT_DELTA,          /* [slice] [reshape] [l2_norm] ... delta_net: the delta rule reading q, k and v as
+                         * column ranges of one row, q and k L2-normed in its prologue (fuse-delta) */
+    ZKT_NORM_GATE,      /* rms_norm swiglu: a per-head RMSNorm times SiLU of a gate (fuse-norm-gate) */
     ZKT_COUNT
 } zir_ktemplate;
 const char *zir_ktemplate_name(zir_ktemplate t);

@@ -113,3 +113,12 @@ zir_node *zpass_norm_copy_into(zir_graph *g, const zpass_opts *o, zir_node *n, z
     zir_node *body[2] = {copy, c};
     return zir_fuse(g, body, 2, &kp, d);
 }
+
+zir_node *zpass_fuse_pair(zir_graph *g, const zpass_opts *o, zir_node *p, zir_node *u, zir_ktemplate t,
+                          const char *reason, zdiag *d) {
+    zpass_decision *x = zpass_record_kept(o, u, p->out, t);
+    if (x) snprintf(x->reason, sizeof x->reason, "%s", reason);
+    zir_node *body[2] = {p, u};
+    zir_kparams kp = {t, zcost_token_tile(o), 1};
+    return zir_fuse(g, body, 2, &kp, d);
+}

@@ -68,6 +68,12 @@ double zpass_elems_per_token(const zir_value *v, int64_t ctx);
 zpass_decision *zpass_record_kept(const zpass_opts *o, const zir_node *at, const zir_value *v,
                                   zir_ktemplate chosen);
 
+/* A kernel of template t of p and its only reader u (the caller checked
+ * that), recorded as keeping p's output on chip with the reason given;
+ * NULL (d set) when the surgery fails. */
+zir_node *zpass_fuse_pair(zir_graph *g, const zpass_opts *o, zir_node *p, zir_node *u, zir_ktemplate t,
+                          const char *reason, zdiag *d);
+
 /* Bytes of a weight as stored. */
 static inline double zpass_weight_bytes(const zir_value *w) {
     return (double)w->nbytes;

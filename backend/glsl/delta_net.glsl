@@ -19,12 +19,18 @@
 //
 // Decode's kernel: prefill runs the chunked scan of delta_net_chunk.glsl
 // (cg_recur.c chooses), which takes the state's serial step once a chunk.
+// With L2K_EPS / L2Q_EPS (fuse-delta) each token's k and q are normed
+// here: the row's threads' partial sums of squares through shared memory,
+// one barrier more a token.
 // Defines: D, HK, HV, SCALE, LPK (threads a row, dividing D), RW (rows a
 // workgroup, dividing D), WG = RW * LPK; after delta_net_io.glsl.
 layout(local_size_x = WG) in;
 
 const uint E = D / LPK;
 shared float red_k[WG], red_q[WG];
+#if defined(L2K_EPS) || defined(L2Q_EPS)
+shared vec2 red_n[WG]; // the partial sums of squares of k and q
+#endif
 
 void main() {
     uint tid = gl_LocalInvocationID.x, r = tid / LPK, c = tid % LPK;
@@ -34,12 +40,31 @@ void main() {
     float m[E];
     [[unroll]] for (uint e = 0u; e < E; e++) m[e] = fresh ? 0.0 : st[row + e];
     for (uint t = 0u; t < step.T; t++) {
-        uint kb = (t * HK + hk) * D + c * E;
+        uint kb = K_IDX(t, hk, c * E), qb = Q_IDX(t, hk, c * E);
         float kk[E], qq[E];
         [[unroll]] for (uint e = 0u; e < E; e++) {
-            kk[e] = float(k[kb + e]);
-            qq[e] = float(q[kb + e]);
+            kk[e] = float(K_AT(kb + e));
+            qq[e] = float(Q_AT(qb + e));
         }
+#if defined(L2K_EPS) || defined(L2Q_EPS)
+        // the head rows' L2 norms: the row's LPK threads hold all of k and q
+        // (every row of the workgroup the same); red_n is free, its last
+        // reads came before the last token's first barrier
+        vec2 pn = vec2(0.0);
+        [[unroll]] for (uint e = 0u; e < E; e++) pn += vec2(kk[e] * kk[e], qq[e] * qq[e]);
+        red_n[tid] = pn;
+        barrier();
+        pn = vec2(0.0);
+        for (uint i = 0u; i < LPK; i++) pn += red_n[r * LPK + i];
+#ifdef L2K_EPS
+        float sk = l2_scale(pn.x, L2K_EPS);
+        [[unroll]] for (uint e = 0u; e < E; e++) kk[e] *= sk;
+#endif
+#ifdef L2Q_EPS
+        float sq = l2_scale(pn.y, L2Q_EPS);
+        [[unroll]] for (uint e = 0u; e < E; e++) qq[e] *= sq;
+#endif
+#endif
         float decay = exp(float(g[t * HV + h])), b = float(beta[t * HV + h]);
         float mk = 0.0;
         [[unroll]] for (uint e = 0u; e < E; e++) {
@@ -52,7 +77,7 @@ void main() {
         barrier();
         mk = 0.0;
         for (uint i = 0u; i < LPK; i++) mk += red_k[r * LPK + i];
-        float dj = (float(v[(t * HV + h) * D + j]) - mk) * b;
+        float dj = (float(V_AT(V_IDX(t, h, j))) - mk) * b;
         float o = 0.0;
         [[unroll]] for (uint e = 0u; e < E; e++) {
             m[e] += kk[e] * dj;

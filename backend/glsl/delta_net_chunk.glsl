@@ -35,7 +35,9 @@
 //
 // At position 0 the state reads as zeros; it is stored once at the end of
 // the step. The lanes of a row are consecutive invocations of one subgroup
-// (L <= 4, and every subgroup holds 4).
+// (L <= 4, and every subgroup holds 4). With L2K_EPS / L2Q_EPS (fuse-delta)
+// the staged keys and queries are L2-normed per row in shared memory, one
+// barrier more a chunk.
 // Defines: D, HK, HV, C, L, SCALE; after delta_net_io.glsl.
 #extension GL_KHR_shader_subgroup_shuffle : require
 layout(local_size_x = D) in;
@@ -50,33 +52,69 @@ shared vec4 sk4[C * D4], sq4[C * D4]; // the chunk's keys and queries, row t at 
 shared float su[C * D];               // v_t, then u_t, of invocation x's row at t * D + x: its own
 shared float sa[C * C], sb[C * C];    // A and B above, [t][s] at t * C + s
 shared float sgr[C], sg[C], sbeta[C]; // the gates, their running sums G_t, beta_t
+#if defined(L2K_EPS) || defined(L2Q_EPS)
+#define L2 1
+shared float snorm[2 * C]; // fuse-delta: 1 / |k_t| at t, 1 / |q_t| at C + t
+#endif
+
+float hsum(vec4 a) { return (a.x + a.y) + (a.z + a.w); }
 
 // Stages the chunk's n tokens from c0: keys, queries, the gates and beta,
 // and v of this invocation's row into its own column of su.
 void stage(uint c0, uint n, uint hk, uint h, uint j, uint x) {
     for (uint e = x; e < n * D4; e += D) {
-        uint t = e / D4, b = ((c0 + t) * HK + hk) * D + 4u * (e % D4);
-        sk4[e] = vec4(float(k[b]), float(k[b + 1u]), float(k[b + 2u]), float(k[b + 3u]));
-        sq4[e] = vec4(float(q[b]), float(q[b + 1u]), float(q[b + 2u]), float(q[b + 3u]));
+        uint t = e / D4, b = K_IDX(c0 + t, hk, 4u * (e % D4)), a = Q_IDX(c0 + t, hk, 4u * (e % D4));
+        sk4[e] = vec4(float(K_AT(b)), float(K_AT(b + 1u)), float(K_AT(b + 2u)), float(K_AT(b + 3u)));
+        sq4[e] = vec4(float(Q_AT(a)), float(Q_AT(a + 1u)), float(Q_AT(a + 2u)), float(Q_AT(a + 3u)));
     }
     [[unroll]] for (uint t = 0u; t < C; t++)
-        if (t < n) su[t * D + x] = float(v[((c0 + t) * HV + h) * D + j]);
+        if (t < n) su[t * D + x] = float(V_AT(V_IDX(c0 + t, h, j)));
     for (uint t = x; t < n; t += D) { // C may exceed D
         sgr[t] = float(g[(c0 + t) * HV + h]);
         sbeta[t] = float(beta[(c0 + t) * HV + h]);
     }
 }
 
-// G_t, summed in token order (the rule's order of the decays).
+// G_t, summed in token order (the rule's order of the decays); with
+// fuse-delta's norms also each staged key's and query's 1 / |row| (their
+// 2n rows spread over the workgroup).
 void gate_sums(uint n, uint x) {
     for (uint t = x; t < n; t += D) {
         float cg = 0.0;
         for (uint s = 0u; s <= t; s++) cg += sgr[s];
         sg[t] = cg;
     }
+#ifdef L2
+    for (uint r = x; r < 2u * n; r += D) {
+        uint t = r < n ? r : r - n;
+        vec4 ss = vec4(0.0);
+        if (r < n)
+            for (uint i = 0u; i < D4; i++) ss += sk4[t * D4 + i] * sk4[t * D4 + i];
+        else
+            for (uint i = 0u; i < D4; i++) ss += sq4[t * D4 + i] * sq4[t * D4 + i];
+#ifdef L2K_EPS
+        if (r < n) snorm[r] = l2_scale(hsum(ss), L2K_EPS);
+#endif
+#ifdef L2Q_EPS
+        if (r >= n) snorm[C + t] = l2_scale(hsum(ss), L2Q_EPS);
+#endif
+    }
+#endif
 }
 
-float hsum(vec4 a) { return (a.x + a.y) + (a.z + a.w); }
+#ifdef L2
+// The staged keys and queries times their scales (after gate_sums' barrier).
+void apply_norms(uint n, uint x) {
+    for (uint e = x; e < n * D4; e += D) {
+#ifdef L2K_EPS
+        sk4[e] *= snorm[e / D4];
+#endif
+#ifdef L2Q_EPS
+        sq4[e] *= snorm[C + e / D4];
+#endif
+    }
+}
+#endif
 
 // A and B of the staged chunk: n x n dot products of D, spread over the
 // workgroup (entries above the diagonal are never read).
@@ -116,6 +154,10 @@ void main() {
         barrier();
         gate_sums(n, x);
         barrier();
+#ifdef L2
+        apply_norms(n, x);
+        barrier();
+#endif
         products(n, x);
         barrier();
         for (uint t0 = 0u; t0 < n; t0 += TB) {

@@ -3,12 +3,17 @@
 // One workgroup per row: gl_WorkGroupID.x is the row within its token,
 // gl_WorkGroupID.y the token (so a long prefill stays under the 65535 limit
 // of one grid axis). The sum of squares is attn_reduce.glsl's wg_sum.
+// GATE (fuse-norm-gate): y = silu(gate) * that, gate of x's shape at
+// binding 4 (Qwen3.5's gated norm of the delta-net output).
 // Defines: N (row length), ROWS_PER_T (rows per token), WG (threads), EPS.
 
 layout(local_size_x = WG) in;
 layout(std430, set = 0, binding = 1) readonly buffer X { ACT_T x[]; };
 layout(std430, set = 0, binding = 2) readonly buffer W { uint w[]; }; // f32 weight as raw words
 layout(std430, set = 0, binding = 3) writeonly buffer Y { ACT_T y[]; };
+#ifdef GATE
+layout(std430, set = 0, binding = 4) readonly buffer Gt { ACT_T gate[]; };
+#endif
 
 
 void main() {
@@ -23,5 +28,11 @@ void main() {
     float tot = wg_sum(ss);
     float scale = 1.0 / sqrt(tot / float(N) + EPS);
     // (x * scale) * w, in the interpreter's order.
-    for (uint i = tid; i < N; i += WG) y[base + i] = ACT_T(float(x[base + i]) * scale * uintBitsToFloat(w[i]));
+    for (uint i = tid; i < N; i += WG) {
+        float o = float(x[base + i]) * scale * uintBitsToFloat(w[i]);
+#ifdef GATE
+        o = silu(float(gate[base + i])) * o; // swiglu(gate, normed), the interpreter's order
+#endif
+        y[base + i] = ACT_T(o);
+    }
 }

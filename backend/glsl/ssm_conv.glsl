@@ -11,7 +11,8 @@
 // workgroups for the whole device, 512 round trips a prefill step. Only
 // chunk 0 reads the old state (TT >= K - 1), and the same invocation then
 // writes the new one, so no invocation reads a row another overwrites.
-// Defines: C (channels), K (taps), TT (tokens a chunk, >= K - 1), WG;
+// Defines: C (channels), K (taps), TT (tokens a chunk, >= K - 1), WG,
+// SILU_OUT (fuse-conv: y = silu(sum));
 // bindings B_X, B_W (f32 taps as raw words), B_S (the state, f32), B_Y.
 layout(local_size_x = WG) in;
 layout(std430, set = 0, binding = B_X) readonly buffer X { ACT_T x[]; };
@@ -41,6 +42,9 @@ void main() {
         if (j >= n) break;
         float sum = 0.0;
         [[unroll]] for (uint k = 0u; k < K; k++) sum += win[j + k] * tap[k];
+#ifdef SILU_OUT
+        sum = silu(sum); // fuse-conv: the layer's SiLU on the conv's output
+#endif
         y[(t0 + j) * C + c] = ACT_T(sum);
     }
     if (gl_WorkGroupID.y != 0u) return;
