@@ -111,7 +111,7 @@ Test(cli, run_matches_ref_qwen35_chunked) {
     cr_assert_eq(tu_run(&out, ZINC " info %s", plan), 0, "%s", out);
     const char *pre = strstr(out, "  prefill: "), *dec = strstr(out, "  decode: ");
     cr_assert(pre && dec && pre < dec, "%s", out);
-    const char *chunked = strstr(pre, "delta_net_chunk_hk2_hv4_d32_c3_l4 "),
+    const char *chunked = strstr(pre, "delta_net_chunk_hk2_hv4_d32_c3_l4+qkv+l2 "),
                *token = strstr(dec, "delta_net_hk");
     cr_expect(chunked && chunked < dec, "prefill: the chunked scan, chunks of 3: %s", pre);
     cr_expect(token && !strstr(dec, "delta_net_chunk"), "decode: the token kernel: %s", dec);

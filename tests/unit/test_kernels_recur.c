@@ -25,11 +25,13 @@ enum { V = 512, CTX = 256 };
 typedef struct shape {
     int hk, hv, d;
     const char *target;
+    bool fused; /* fuse-delta: q and k l2-normed and q, k, v sliced in the kernel */
 } shape;
 
 typedef struct rig {
     zir_graph *g;
-    zir_node *net;
+    zir_node *net; /* delta_net, or fuse-delta's kernel ending in it */
+    zir_value *st; /* the state */
     float *table;
     int x; /* floats per table row */
 } rig;
@@ -59,12 +61,13 @@ static void fill_table(rig *r, const shape *s, uint64_t seed) {
         float *row = r->table + (size_t)t * r->x;
         for (int i = 0; i < r->x; i++)
             row[i] = tu_uniform(&g, -1, 1);
-        for (int h = 0; h < 2 * s->hk; h++) { /* q and k: unit vectors */
+        for (int h = 0; h < 2 * s->hk; h++) { /* q and k: unit vectors; fused, of length 0.3 to 3 */
             double ss = 0;
             for (int i = 0; i < D; i++)
                 ss += (double)row[h * D + i] * row[h * D + i];
+            float len = s->fused ? tu_uniform(&g, 0.3f, 3.0f) : 1.0f;
             for (int i = 0; i < D; i++)
-                row[h * D + i] /= (float)sqrt(ss);
+                row[h * D + i] *= len / (float)sqrt(ss);
         }
         float *gates = row + (2 * s->hk + s->hv) * D;
         for (int h = 0; h < 2 * s->hv; h++) /* gates in [-1, 0], then beta in [0, 1] */
@@ -74,7 +77,7 @@ static void fill_table(rig *r, const shape *s, uint64_t seed) {
 
 static rig rig_new(const shape *s, uint64_t seed) {
     int D = s->d;
-    rig r = {zir_graph_new(), NULL, NULL, (2 * s->hk + s->hv) * D + 2 * s->hv};
+    rig r = {.g = zir_graph_new(), .x = (2 * s->hk + s->hv) * D + 2 * s->hv};
     r.table = malloc(sizeof(float) * (size_t)V * r.x);
     fill_table(&r, s, seed);
     zdiag d = {0};
@@ -91,12 +94,24 @@ static rig rig_new(const shape *s, uint64_t seed) {
     in[2] = cut(&r, x, "v", 2 * s->hk * D, s->hv * D, s->hv);
     in[3] = cut(&r, x, "g", (2 * s->hk + s->hv) * D, s->hv, 0);
     in[4] = cut(&r, x, "beta", (2 * s->hk + s->hv) * D + s->hv, s->hv, 0);
-    in[5] = zir_value_new(r.g, "ssm_state", ZR_KV, ZT_F32, 3, ss, &d);
+    if (s->fused) {
+        zir_attrs l2 = {.eps = 1e-6f};
+        in[0] = op(&r, ZOP_L2_NORM, "q_l2", in[0], &l2);
+        in[1] = op(&r, ZOP_L2_NORM, "k_l2", in[1], &l2);
+    }
+    in[5] = r.st = zir_value_new(r.g, "ssm_state", ZR_KV, ZT_F32, 3, ss, &d);
     zir_attrs a = {.scale = 1.0f / sqrtf((float)D)};
     r.net = zir_node_add(r.g, ZOP_DELTA_NET, "o", in, 6, &a, 0, ZG_ATTN, &d);
     cr_assert(r.net, "%s", d.msg);
     r.g->logits = r.net->out;
     cr_assert_eq(zir_verify(r.g, &d), ZOK, "%s", d.msg);
+    if (s->fused) { /* the pass makes the kernel node: three slices, three views, two norms and the rule */
+        ztarget t = *ztarget_find(s->target);
+        zpass_opts po = kh_pass_opts(&t, ZPH_PREFILL);
+        cr_assert_eq(zpass_run_pipeline(r.g, "shape,fuse-delta", NULL, &po, &d), ZOK, "%s", d.msg);
+        r.net = r.net->parent;
+        cr_assert(r.net && r.net->kp.tmpl == ZKT_DELTA && r.net->n_body == 9, "fuse-delta made no 9-node kernel");
+    }
     return r;
 }
 
@@ -121,7 +136,7 @@ static void rig_free(rig *r) {
  * delta_net for o (max_tokens: which kernel) against it. */
 static void check_step(kh_ctx *k, rig *r, zir_interp *it, const zcg_opts *o, int T, tu_rng *g,
                        const char *want_kernel, double tol) {
-    const zir_value *st = r->net->in[5];
+    const zir_value *st = r->st;
     int64_t n = 0;
     const float *before = zir_interp_value(it, st, &n);
     float *in = NULL;
@@ -174,6 +189,15 @@ static void check_shape(const shape *s, int64_t want_c) {
             for (int rep = 0; rep < 2; rep++) /* at position 0, then at T with the state carried */
                 check_step(&k, &r, it, kind ? &dec : &pre, steps[i], &g,
                            kind ? "delta_net_hk" : "delta_net_chunk", kind ? TOL_TOKEN : TOL_CHUNK);
+    if (s->fused) { /* the names say it: q, k and v read in place, the norms in the prologue */
+        zarena *a = zarena_new();
+        zcg_kernel kn;
+        for (int kind = 0; kind < 2; kind++) {
+            cr_assert_eq(zcg_node(r.g, r.net, kind ? &dec : &pre, a, &kn, &d), ZOK, "%s", d.msg);
+            cr_expect(strstr(kn.name, "+qkv+l2") != NULL, "kernel %s", kn.name);
+        }
+        zarena_free(a);
+    }
         }
     zir_interp_free(it);
     rig_free(&r);
@@ -210,6 +234,19 @@ Test(delta_net, chunk_two_lanes_and_one_a_row) {
     unsetenv("ZINC_DELTA_LANES");
 }
 
+/* fuse-delta's kernels: q and k of lengths 0.3 to 3 normed in the
+ * kernels' prologues (a missing or doubled norm is off by that factor), q,
+ * k and v read as column ranges of the one [T, (2 Hk + Hv) D + 2 Hv] row;
+ * the token kernel and the chunked scan, at mkmodel's shape and at the 9B's
+ * head on the H200's budget, then 2 lanes a row. */
+Test(delta_net, fused_slices_and_norms) {
+    check_shape(&(shape){2, 4, 32, "llvmpipe", true}, 32);
+    check_shape(&(shape){2, 4, 128, "h200", true}, 16);
+    setenv("ZINC_DELTA_LANES", "2", 1);
+    check_shape(&(shape){1, 2, 16, "llvmpipe", true}, 32);
+    unsetenv("ZINC_DELTA_LANES");
+}
+
 /* ---- the causal conv (ssm_conv.glsl) ------------------------------------- */
 
 /* x [T, C] (rows of a random table) through ssm_conv with K taps and its
@@ -218,7 +255,7 @@ Test(delta_net, chunk_two_lanes_and_one_a_row) {
  * position 0 (the state poisoned) and again with the state carried in, every
  * output and state element against the interpreter. The sums are the
  * interpreter's, in the same k order: equal but for fused multiply-adds. */
-static void check_conv(int C, int K) {
+static void check_conv(int C, int K, bool silu) {
     kh_ctx k;
     char err[256];
     cr_assert(kh_open(&k, err, sizeof err), "%s", err);
@@ -244,6 +281,16 @@ static void check_conv(int C, int K) {
     zir_node *conv = zir_node_add(g, ZOP_SSM_CONV, "y", in, 3, NULL, 0, ZG_ATTN, &d);
     cr_assert(conv, "%s", d.msg);
     g->logits = conv->out;
+    if (silu) { /* fuse-conv's kernel: SiLU on the conv's outputs */
+        zir_value *y = conv->out;
+        zir_node *u = zir_node_add(g, ZOP_SILU, "y_silu", &y, 1, NULL, 0, ZG_ATTN, &d);
+        cr_assert(u, "%s", d.msg);
+        g->logits = u->out;
+        zpass_opts po = kh_pass_opts(ztarget_find("llvmpipe"), ZPH_PREFILL);
+        cr_assert_eq(zpass_run_pipeline(g, "shape,fuse-conv", NULL, &po, &d), ZOK, "%s", d.msg);
+        conv = u->parent;
+        cr_assert(conv && conv->kp.tmpl == ZKT_CONV, "fuse-conv made no kernel");
+    }
     cr_assert_eq(zir_verify(g, &d), ZOK, "%s", d.msg);
     zcg_opts o = {.target = ztarget_find("llvmpipe"), .phase = ZPH_PREFILL, .max_tokens = CTX / 2};
     zir_interp *it;
@@ -272,6 +319,7 @@ static void check_conv(int C, int K) {
                          T, (long long)res.checked);
             cr_expect_leq(res.max_err, 1e-6, "%s, T %d at %lld: %.3g of the RMS", res.kernel, T,
                           (long long)st.pos, res.max_err);
+            cr_expect_eq(strstr(res.kernel, "+silu") != NULL, silu, "kernel %s", res.kernel);
             free(carried);
         }
     }
@@ -284,6 +332,80 @@ static void check_conv(int C, int K) {
 /* Qwen3.5's 4 taps over a channel count no workgroup divides, and the
  * most taps the kernel takes (16: the window of 15 rows is a whole chunk). */
 Test(ssm_conv, chunks_and_the_carried_state) {
-    check_conv(200, 4);
-    check_conv(72, 16);
+    check_conv(200, 4, false);
+    check_conv(72, 16, false);
+}
+
+/* fuse-conv: the same steps with SiLU in the conv kernel's epilogue. */
+Test(ssm_conv, silu_in_the_epilogue) {
+    check_conv(200, 4, true);
+}
+
+/* ---- the gated norm (rms_norm.glsl with GATE) ---------------------------- */
+
+/* fuse-norm-gate's kernel, Qwen3.5's norm of the delta rule's output per
+ * value head times SiLU(z): x and z [T, H, D] (two column ranges of a
+ * random table's rows, as views of heads), an f32 weight [D], steps of 1, 7
+ * and 33 tokens, every element against the interpreter's rms_norm then
+ * swiglu. */
+Test(norm_gate, per_head_norm_times_silu_of_the_gate) {
+    enum { H = 4, D = 32, X = 2 * H * D };
+    kh_ctx k;
+    char err[256];
+    cr_assert(kh_open(&k, err, sizeof err), "%s", err);
+    rig r = {.g = zir_graph_new(), .x = X};
+    zdiag d = {0};
+    zdim ts[1] = {ZDIM_T}, es[2] = {V, X}, wsh[1] = {D};
+    r.table = malloc(sizeof(float) * V * X);
+    float *w = malloc(sizeof(float) * D);
+    tu_rng g = tu_rng_seed(5);
+    for (int i = 0; i < V * X; i++)
+        r.table[i] = tu_uniform(&g, -2, 2);
+    for (int i = 0; i < D; i++)
+        w[i] = tu_uniform(&g, 0.5f, 1.5f);
+    r.g->hp.n_vocab = V;
+    r.g->tokens = zir_value_new(r.g, "tokens", ZR_INPUT, ZT_I32, 1, ts, &d);
+    zir_value *e = zir_value_new(r.g, "table", ZR_WEIGHT, ZT_F32, 2, es, &d);
+    zir_value *wv = zir_value_new(r.g, "norm_w", ZR_WEIGHT, ZT_F32, 1, wsh, &d);
+    e->data = r.table, e->nbytes = sizeof(float) * V * X;
+    wv->data = w, wv->nbytes = sizeof(float) * D;
+    zir_value *in[2] = {e, r.g->tokens};
+    zir_value *x = zir_node_add(r.g, ZOP_EMBED, "x", in, 2, NULL, -1, ZG_EMBED, &d)->out;
+    zir_value *o = cut(&r, x, "o", 0, H * D, H), *z = cut(&r, x, "z", H * D, H * D, H);
+    zir_attrs eps = {.eps = 1e-6f};
+    in[0] = o, in[1] = wv;
+    zir_node *nn = zir_node_add(r.g, ZOP_RMS_NORM, "normed", in, 2, &eps, 0, ZG_ATTN, &d);
+    cr_assert(nn, "%s", d.msg);
+    in[0] = z, in[1] = nn->out;
+    zir_node *u = zir_node_add(r.g, ZOP_SWIGLU, "gated", in, 2, NULL, 0, ZG_ATTN, &d);
+    cr_assert(u, "%s", d.msg);
+    r.g->logits = u->out;
+    cr_assert_eq(zir_verify(r.g, &d), ZOK, "%s", d.msg);
+    zpass_opts po = kh_pass_opts(ztarget_find("llvmpipe"), ZPH_PREFILL);
+    cr_assert_eq(zpass_run_pipeline(r.g, "shape,fuse-norm-gate", NULL, &po, &d), ZOK, "%s", d.msg);
+    zir_node *kn = u->parent;
+    cr_assert(kn && kn->kp.tmpl == ZKT_NORM_GATE, "fuse-norm-gate made no kernel");
+    zcg_opts co = {.target = ztarget_find("llvmpipe"), .phase = ZPH_PREFILL, .max_tokens = CTX / 2};
+    zir_interp *it;
+    cr_assert_eq(zir_interp_new(r.g, CTX, &it, &d), ZOK, "%s", d.msg);
+    const int steps[] = {1, 7, 33};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        int T = steps[i];
+        int32_t tok[CTX];
+        for (int j = 0; j < T; j++)
+            tok[j] = (int32_t)(tu_next(&g) % V);
+        zir_interp_reset(it);
+        zir_step st = {T, 0, CTX};
+        cr_assert_eq(zir_interp_step(it, tok, T, NULL, &d), ZOK, "%s", d.msg);
+        k.tokens = tok, k.state = NULL, k.state_in = NULL;
+        kh_result res;
+        cr_assert_eq(kh_check_node(&k, r.g, kn, &co, it, st, &res, &d), ZOK, "T %d: %s", T, d.msg);
+        cr_assert_eq(res.checked, (int64_t)T * H * D, "%s, T %d: checked %lld", res.kernel, T, (long long)res.checked);
+        cr_expect(strstr(res.kernel, "+gate") != NULL, "kernel %s", res.kernel);
+        cr_expect_leq(res.max_err, 1e-6, "%s, T %d: %.3g of the RMS", res.kernel, T, res.max_err);
+    }
+    zir_interp_free(it);
+    free(w);
+    rig_free(&r);
+    kh_close(&k);
 }

@@ -53,7 +53,8 @@ static gguf_file *make_model(zmk_arch arch, zmk_quant q, shape s, const char *na
     o.head_dim = 64;
     o.vocab = 512;
     o.seed = 1;
-    if (arch == ZMK_QWEN35) o.full_attn = (int)s.layers; /* delta-net layers, then one of gated attention */
+    if (arch == ZMK_QWEN35 || arch == ZMK_QWEN35MOE) /* delta-net layers, then one of gated attention */
+        o.full_attn = (int)s.layers;
     zdiag d = {0};
     const char *path = tu_tmp(name);
     cr_assert_eq(zmk_write(&o, path, NULL, &d), ZOK, "%s", d.msg);
@@ -189,6 +190,9 @@ static bool body_fits(zir_ktemplate t, const char *b) {
                              "moe_topk rms_norm matmul_id matmul_id swiglu"},
         [ZKT_MOE_DOWN] = {"matmul_id moe_sum", "matmul_id moe_sum add", "matmul_id" /* grouped */},
         [ZKT_MOE_SUM] = {"moe_sum add"},
+        [ZKT_CONV] = {"ssm_conv silu"},
+        [ZKT_DELTA] = {"slice reshape slice reshape slice reshape l2_norm l2_norm delta_net"},
+        [ZKT_NORM_GATE] = {"rms_norm swiglu"},
         [ZKT_MATMUL_ROWS] = {"rms_norm matmul matmul", "rms_norm matmul matmul matmul",
                              "rms_norm matmul matmul reshape kv_store",
                              "rms_norm matmul matmul matmul reshape kv_store"},
@@ -568,6 +572,62 @@ Test(equivalence, qwen35_fuse_epilogue, .timeout = 600) {
         }
     free_modes(want);
     gguf_close(f);
+}
+
+/* fuse-conv, fuse-delta and fuse-norm-gate on qwen35 and qwen35moe
+ * (EQ_SHAPE: a delta-net layer, then a gated attention layer), every target
+ * and phase, the whole default pipeline: each delta-net layer is three
+ * kernels where it was nine (conv + SiLU; the three slices, two views, two
+ * L2 norms and the delta rule; the norm times SiLU(z)), no ssm_conv, slice,
+ * l2_norm, delta_net or the gated norm's swiglu is left outside them,
+ * the report says each fusion, and the logits are the unfused graph's
+ * exactly. */
+static void check_delta_layer_fusions(zmk_arch arch, const char *file) {
+    gguf_file *f = make_model(arch, ZMK_Q4_K_M, EQ_SHAPE, file);
+    int32_t tok[N_TOK] = {7, 300, 12, 511, 64, 3};
+    float *want[N_MODES];
+    unfused_logits(f, tok, want);
+    int L = (int)EQ_SHAPE.layers - 1; /* the delta-net layers */
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++)
+        for (int ph = 0; ph < ZPH_COUNT; ph++) {
+            zpass_report rep = {.arena = zarena_new()};
+            zpass_opts o = opts_for(targets[t], (zpass_phase)ph, &rep);
+            zir_graph *g = compile_without(f, NULL, "mm-f16,kv-type", &o); /* those two round */
+            int loose = 0, conv = 0, delta = 0, gate = 0, said = 0;
+            for (uint32_t i = 0; i < g->n_nodes; i++) {
+                const zir_node *k = g->nodes[i];
+                loose += k->op == ZOP_SSM_CONV || k->op == ZOP_L2_NORM || k->op == ZOP_DELTA_NET ||
+                         (k->op == ZOP_SLICE && k->layer < L) || (k->op == ZOP_SWIGLU && k->layer < L);
+                if (k->op != ZOP_KERNEL) continue;
+                char b[256];
+                body_string(k, b, sizeof b);
+                conv += k->kp.tmpl == ZKT_CONV && !strcmp(b, "ssm_conv silu");
+                delta += k->kp.tmpl == ZKT_DELTA &&
+                         !strcmp(b, "slice reshape slice reshape slice reshape l2_norm l2_norm delta_net");
+                gate += k->kp.tmpl == ZKT_NORM_GATE && !strcmp(b, "rms_norm swiglu");
+            }
+            for (int i = 0; i < rep.n; i++)
+                said += rep.items[i].chosen == ZKT_CONV || rep.items[i].chosen == ZKT_DELTA ||
+                        rep.items[i].chosen == ZKT_NORM_GATE;
+            const char *ph_name = zpass_phase_name((zpass_phase)ph);
+            cr_expect_eq(loose, 0, "%s %s: %d delta-net ops outside a kernel", targets[t], ph_name, loose);
+            cr_expect_eq(conv, L, "%s %s: conv + silu kernels", targets[t], ph_name);
+            cr_expect_eq(delta, L, "%s %s: delta kernels with the slices and norms", targets[t], ph_name);
+            cr_expect_eq(gate, L, "%s %s: norm + gate kernels", targets[t], ph_name);
+            cr_expect_eq(said, 3 * L, "%s %s: decisions: %d", targets[t], ph_name, said);
+            expect_graph_same(g, tok, want);
+            zarena_free(rep.arena);
+        }
+    free_modes(want);
+    gguf_close(f);
+}
+
+Test(equivalence, qwen35_delta_layer_fusions, .timeout = 600) {
+    check_delta_layer_fusions(ZMK_QWEN35, "eqq35d.gguf");
+}
+
+Test(equivalence, qwen35moe_delta_layer_fusions, .timeout = 600) {
+    check_delta_layer_fusions(ZMK_QWEN35MOE, "eqq35md.gguf");
 }
 
 /* The analyses alone change nothing: a baseline for the counts above. */
