@@ -195,7 +195,7 @@ static int64_t delta_chunk_smem(int64_t C, int64_t D) {
  * ZINC_DELTA_LANES=n forces it, to measure. */
 static int64_t delta_chunk_lanes(const zcg_opts *o, int64_t D) {
     int64_t sg = o->target && o->target->subgroup > 0 ? o->target->subgroup : 32;
-    int64_t l = zcg_knob("ZINC_DELTA_LANES", 1, DELTA_CHUNK_MAX_L, DELTA_CHUNK_MAX_L);
+    int64_t l = zcg_knob("ZINC_DELTA_LANES", 1, 2 * DELTA_CHUNK_MAX_L, DELTA_CHUNK_MAX_L);
     while (l > 1 && (D % (4 * l) || l > sg || (l & (l - 1))))
         l--;
     return l;
@@ -252,6 +252,55 @@ static void delta_bind(zcg_builder *b, const char *which, const delta_operand *o
         zcg_def_s(b, zarena_printf(b->a, "L2%s_EPS", which), zarena_printf(b->a, "float(%.9g)", op->eps));
 }
 
+/* Prefill's chunked rule as two dispatches (the default): the chunks'
+ * state-free part, all at once (delta_net_prep.glsl, a workgroup per value
+ * head and chunk, as the node's pre pass), then the serial scan over the
+ * chunks with the state (delta_net_scan.glsl), through a transient scratch
+ * of the step's chunk-padded rows: the normed keys and queries [TP, Hk, D],
+ * W and U [TP, Hv, D], B [chunks, Hv, C, C] and G [TP, Hv]. The one-kernel
+ * form (delta_net_chunk.glsl, ZINC_DELTA_PREP=0) keeps all of it in the
+ * chain of each chunk: run 51 measured it at 836 us a 9B layer of a
+ * 512-token step, 20 % of the step. */
+static zstatus delta_prep_scan(zcg_builder *b, const zir_node *n, int64_t Hk, int64_t Hv, int64_t D, int64_t C,
+                               int64_t l, const char *fused, zdiag *d) {
+    int64_t nc = (b->o->max_tokens + C - 1) / C, tp = nc * C;
+    int64_t xq = tp * Hk * D / 4, xw = 2 * xq, xu = xw + tp * Hv * D / 4, xb = 4 * (xu + tp * Hv * D / 4);
+    int64_t xg = xb + nc * Hv * C * C, floats = xg + tp * Hv;
+    if (floats >= (int64_t)1 << 32)
+        return refuse(n, "the chunked scan's scratch needs more than 2^32 floats (a shorter prefill chunk)", d);
+    int xi = zcg_bind(b, "B_X", NULL, true, 4 * (uint64_t)floats);
+    b->k->bind[xi - 1].transient = true;
+    zcg_def_i(b, "XK", 0);
+    zcg_def_i(b, "XQ", xq);
+    zcg_def_i(b, "XW", xw);
+    zcg_def_i(b, "XU", xu);
+    zcg_def_i(b, "XB", xb);
+    zcg_def_i(b, "XG", xg);
+    zcg_kernel *pre = zarena_alloc(b->a, sizeof *pre);
+    if (!pre) return zdiag_set(d, ZE_NOMEM, "codegen: out of memory for '%s'", n->out->name);
+    *pre = *b->k;
+    for (int i = 0; i < pre->n_bind; i++)
+        pre->bind[i].written = i == xi - 1;
+    pre->pre = NULL;
+    pre->groups[0] = (zcg_affine){0, Hv, 1};
+    pre->groups[1] = (zcg_affine){1, 0, C};
+    pre->groups[2] = (zcg_affine){0, 1, 1};
+    snprintf(pre->name, sizeof pre->name, "delta_net_prep_hk%lld_hv%lld_d%lld_c%lld%s", (long long)Hk,
+             (long long)Hv, (long long)D, (long long)C, fused);
+    zcg_kernel *scan = b->k;
+    b->k = pre;
+    static const char *const prep[] = {"delta_net_io", "delta_net_prep", NULL};
+    zstatus s = zcg_build(b, prep, n, d);
+    b->k = scan;
+    if (s) return s;
+    scan->pre = pre;
+    scan->bind[xi - 1].written = false;
+    snprintf(scan->name, sizeof scan->name, "delta_net_chunk_hk%lld_hv%lld_d%lld_c%lld_l%lld%s", (long long)Hk,
+             (long long)Hv, (long long)D, (long long)C, (long long)l, fused);
+    static const char *const files[] = {"delta_net_io", "delta_net_scan", NULL};
+    return zcg_build(b, files, n, d);
+}
+
 /* A delta_net node, or a ZKT_DELTA kernel (fuse-delta) ending in one. */
 static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
     const zir_node *kn = n->op == ZOP_KERNEL ? n : NULL, *dn = kn ? n->body[n->n_body - 1] : n;
@@ -294,7 +343,8 @@ static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
         fixed_grid(b->k, Hv * l);
         zcg_def_i(b, "C", C);
         zcg_def_i(b, "L", l);
-        snprintf(b->k->name, sizeof b->k->name, "delta_net_chunk_hk%lld_hv%lld_d%lld_c%lld_l%lld%s",
+        if (zcg_knob("ZINC_DELTA_PREP", 0, 1, 1)) return delta_prep_scan(b, n, Hk, Hv, D, C, l, fused, d);
+        snprintf(b->k->name, sizeof b->k->name, "delta_net_chunk_hk%lld_hv%lld_d%lld_c%lld_l%lld_one%s",
                  (long long)Hk, (long long)Hv, (long long)D, (long long)C, (long long)l, fused);
     } else {
         /* The token kernel: LPK threads a row (the largest of 16, 8, 4, 2

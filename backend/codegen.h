@@ -42,6 +42,10 @@ typedef struct zcg_binding {
     uint64_t scratch_bytes; /* for scratch: bytes, zero-filled once at load */
     bool written;           /* the kernel writes this binding */
     int special;            /* ZCG_BIND_*, with value NULL (last: positional initializers stay valid) */
+    /* Scratch a node's pre pass writes whole before the node's kernel reads it,
+     * and nothing reads after: the lowering gives every such binding of the
+     * plan one buffer (its hazards order the dispatches), not one each. */
+    bool transient;
 } zcg_binding;
 
 /* How a decode GEMV is laid out (matmul_gemv.glsl): rows per subgroup,

@@ -41,6 +41,7 @@ typedef struct lw {
     uint64_t act_size;
     /* Per phase: each value's activation offset (or UINT64_MAX) and size. */
     uint64_t *off, *size;
+    uint32_t transient; /* the buffer of every transient scratch binding (zcg_binding), or UINT32_MAX */
     bool oom;
 } lw;
 
@@ -62,6 +63,10 @@ static uint32_t add_buffer(lw *w, zplan_buf_kind kind, const char *name, uint64_
     if (!GROW(w, p->buffers, p->n_buffers, w->cap_buf)) return UINT32_MAX;
     p->buffers[p->n_buffers] = (zplan_buffer){kind, add_string(w, name), size ? size : 4, src};
     return p->n_buffers++;
+}
+
+static zplan_buffer *p_buf(lw *w, uint32_t i) {
+    return &w->p->buffers[i];
 }
 
 static uint32_t find_buffer(const lw *w, zplan_buf_kind kind, const char *name) {
@@ -314,6 +319,14 @@ static zstatus locate(lw *w, const zir_graph *g, const zcg_binding *b, zplan_bin
     uint64_t off = 0, range = 0;
     if (!v && b->special == ZCG_BIND_TOPK) {
         buf = w->p->topk_buffer;
+    } else if (!v && b->transient) {
+        uint64_t size = round_up(b->scratch_bytes, 4);
+        if (w->transient == UINT32_MAX)
+            buf = w->transient = add_buffer(w, ZPB_SCRATCH, "transient scratch", size, 0);
+        else if (p_buf(w, w->transient)->size < size)
+            p_buf(w, buf = w->transient)->size = size;
+        else
+            buf = w->transient;
     } else if (!v) {
         buf = add_buffer(w, ZPB_SCRATCH, "scratch", round_up(b->scratch_bytes, 4), 0);
     } else if (v->role == ZR_WEIGHT)
@@ -474,7 +487,7 @@ zstatus zlower(zir_graph *const g[ZPLAN_PHASES], const zlower_opts *o, zplan **o
         return zdiag_set(d, ZE_NOMEM, "out of memory");
     }
     p->arena = a;
-    lw w = {.p = p, .o = o, .d = d, .tmp = tmp};
+    lw w = {.p = p, .o = o, .d = d, .tmp = tmp, .transient = UINT32_MAX};
     zstatus s = header(&w, g[0]);
     for (int ph = 0; ph < ZPLAN_PHASES && !s; ph++)
         s = declare_storage(&w, g[ph]);

@@ -37,7 +37,7 @@ for t in "${tests[@]}"; do
   for s in "${settings[@]}"; do
     for cm in khr nv; do
       echo "== $t [$s] $cm: $(cd /tmp && env $(knobs "$s") ZINC_COOPMAT=$cm LD_LIBRARY_PATH="$B/lib" \
-        timeout 150 "$B/$t" 2>&1 | grep -E 'Synthesis|FAIL|CRASH|rror' | head -8 | tr '\n' ' ')" | tee -a "$O"
+        timeout 150 "$B/$t" 2>&1 | grep -E 'Synthesis|FAIL|CRASH|rror|of the RMS' | head -12 | tr '\n' ' ')" | tee -a "$O"
     done
   done
 done

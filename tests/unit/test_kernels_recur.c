@@ -317,8 +317,13 @@ static void check_conv(int C, int K, bool silu) {
             cr_assert_eq(kh_check_node(&k, g, conv, &o, it, st, &res, &d), ZOK, "T %d: %s", T, d.msg);
             cr_assert_eq(res.checked, (int64_t)T * C + (int64_t)(K - 1) * C, "%s, T %d: checked %lld", res.kernel,
                          T, (long long)res.checked);
-            cr_expect_leq(res.max_err, 1e-6, "%s, T %d at %lld: %.3g of the RMS", res.kernel, T,
+            /* SiLU's exp is not correctly rounded on GPUs (Vulkan allows 3 + 2|x| ulp), so the fused
+             * form gets test_kernels_misc's swiglu bound; the conv alone is multiply-adds in the
+             * interpreter's order. */
+            double tol = silu ? 5e-6 : 1e-6;
+            cr_expect_leq(res.max_err, tol, "%s, T %d at %lld: %.3g of the RMS", res.kernel, T,
                           (long long)st.pos, res.max_err);
+            cr_log_info("%s: T %d at %lld: %.2g of the RMS", res.kernel, T, (long long)st.pos, res.max_err);
             cr_expect_eq(strstr(res.kernel, "+silu") != NULL, silu, "kernel %s", res.kernel);
             free(carried);
         }
