@@ -738,10 +738,15 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const zcg_cm *c
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
     zcg_def_cm(b, c);
+    /* ZINC_CM_DIRECT=1, a measurement (matmul_cm.glsl): fp16 weights and
+     * fp16 x with no norm, fragments loaded straight from VRAM */
+    bool direct = zcg_knob("ZINC_CM_DIRECT", 0, 1, 0) && b->o->act_f16 && !m->norm && !c->wg && c->pipe == 0 &&
+                  m->first->in[1]->dtype == ZT_F16 && (!m->glu || m->up->in[1]->dtype == ZT_F16);
+    if (direct) zcg_def_i(b, "CM_DIRECT", 1);
     b->k->groups[c->mfirst] = konst(m->N, m->glu ? c->bn / 2 : c->bn);
     b->k->groups[!c->mfirst] = per_token(1, c->bm);
     b->k->groups[2] = konst(1, 1);
-    mm_name(b, "gemm", m, zcg_cm_suffix(b, c));
+    mm_name(b, "gemm", m, direct ? zarena_printf(b->a, "%s_direct", zcg_cm_suffix(b, c)) : zcg_cm_suffix(b, c));
     static const char *const files[] = {"dequant", "matmul_io", "matmul_cm", NULL};
     return zcg_build(b, files, n, d);
 }

@@ -137,6 +137,9 @@ shared uint pad_s[CM_PAD / 4]; // kept by a store no invocation makes (main)
 #ifndef CM_WG
 #define CM_WG 0
 #endif
+#ifndef CM_DIRECT
+#define CM_DIRECT 0
+#endif
 #if CM_WG
 #define WM_A fcoopmatNV<16, gl_ScopeWorkgroup, BM, BK>
 #define WM_B fcoopmatNV<16, gl_ScopeWorkgroup, BK, ON>
@@ -390,6 +393,33 @@ void mma_step(inout CM_C acc[FM][FW], uint buf, uint sm, uint sn) {
     }
 }
 
+#if CM_DIRECT
+// CM_DIRECT (ZINC_CM_DIRECT, a measurement): fp16 weights and fp16 x with
+// no norm on the way, loaded as fragments straight from VRAM (through L1),
+// with no staging and no barrier: whether the staging through shared
+// memory, and not the loads, is what a step waits on. Needs the step's
+// tokens a multiple of BM (the rows past T are read, not guarded).
+layout(std430, binding = B_X) readonly buffer XDq { uvec4 xq8[]; };
+void mma_direct(inout CM_C acc[FM][FW], uint m0, uint n0, uint k0, uint sm, uint sn) {
+    uint ks = uint(K) / 8u; // a row, in 8-half vectors
+    [[unroll]] for (uint kk = 0u; kk < uint(BK / 8); kk += 2u) {
+        CM_AB a[FM];
+        [[unroll]] for (uint i = 0u; i < uint(FM); i++)
+            coopMatLoadNV(a[i], xq8, (m0 + sm * uint(FM * 16) + i * 16u) * ks + k0 / 8u + kk, ks, false);
+        [[unroll]] for (uint j = 0u; j < uint(FW); j++) {
+            CM_AB b;
+#if GLU
+            if (j >= uint(FO))
+                coopMatLoadNV(b, w1_4, (n0 + wrow(sn, j) - uint(ON)) * ks + k0 / 8u + kk, ks, true);
+            else
+#endif
+                coopMatLoadNV(b, w0_4, (n0 + wrow(sn, j)) * ks + k0 / 8u + kk, ks, true);
+            [[unroll]] for (uint i = 0u; i < uint(FM); i++) acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
+        }
+    }
+}
+#endif
+
 #if CM_WG
 // One K step of the workgroup's products: x (BM x BK, rows of the staged
 // tile) by the weight tile's rows as columns (gate, then up at row ON).
@@ -519,6 +549,8 @@ void main() {
         }
         barrier();
     }
+#elif CM_DIRECT
+    for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) mma_direct(acc, m0, n0, k0, sm, sn);
 #else
     fetch(m0, n0, 0u, T);
 #if CM_PIPE == 2
