@@ -674,3 +674,64 @@ Test(batch, own_graph_takes_decode_gemv_decisions) {
         cr_expect_neq(g->nodes[i]->op, ZOP_KERNEL, "a batch of GEMMs made a kernel");
     zir_graph_free(g);
 }
+
+/* ---- prefill's matmuls of few rows ---------------------------------------- */
+
+/* The brief's arithmetic on h200 (docs/cost-model.md): a 512-token step of
+ * Qwen3.5-9B's beta projection (N 32, K 4096) is 8 GEMM tiles, one wave
+ * of 64 K steps at 1 us = 64 us, against 2 x 512 x 32 x 4096 flop at 11.5
+ * TFLOP/s = 11.7 us: the GEMV. Its k projection (N 1024): 128 tiles, still
+ * one wave, 64 us against 373.5: the GEMMs. A MoE router (N 128, K 2048):
+ * 32 us against 23.3: the GEMV. A 64-token step of N 1024 is one tile row,
+ * 64 us against 46.7: the GEMV. */
+Test(prefill_gemv, h200_prices_the_gemm_floor) {
+    unsetenv("ZINC_PREFILL_GEMV");
+    const ztarget *t = target("h200");
+    char why[240];
+    cr_expect_eq(zcost_prefill_gemv(t, 32, 4096, 512, why, sizeof why), ZCOST_GEMVN_ROWS, "%s", why);
+    cr_expect(strstr(why, "= 11.7 us <") &&
+                  strstr(why, "8 tiles of 64x64 on 132 units: 1 wave x 64 K steps") &&
+                  strstr(why, "= 64.0 us"),
+              "%s", why);
+    cr_expect_eq(zcost_prefill_gemv(t, 1024, 4096, 512, why, sizeof why), 0, "%s", why);
+    cr_expect(!strncmp(why, "GEMM tiles: 128 tiles", 21) && strstr(why, "373.5 us"), "%s", why);
+    cr_expect_eq(zcost_prefill_gemv(t, 128, 2048, 512, why, sizeof why), ZCOST_GEMVN_ROWS, "%s", why);
+    cr_expect(strstr(why, "23.3 us") && strstr(why, "32.0 us"), "%s", why);
+    cr_expect_eq(zcost_prefill_gemv(t, 1024, 4096, 64, why, sizeof why), ZCOST_GEMVN_ROWS, "%s", why);
+    /* two waves: 2 x 64 steps */
+    cr_expect_eq(zcost_prefill_gemv(t, 4096, 4096, 512, why, sizeof why), 0, "%s", why);
+    cr_expect(strstr(why, "512 tiles") && strstr(why, "4 waves"), "%s", why);
+    cr_expect_eq(zcost_prefill_gemv(t, 32, 4096, 512, NULL, 0), ZCOST_GEMVN_ROWS);
+}
+
+/* Targets without the two measurements keep the GEMMs; the knob forces
+ * either side on any target, to measure. */
+Test(prefill_gemv, unmeasured_targets_and_the_knob) {
+    unsetenv("ZINC_PREFILL_GEMV");
+    char why[240];
+    static const char *const names[] = {"llvmpipe", "rdna4", "generic"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        cr_expect_eq(zcost_prefill_gemv(target(names[i]), 32, 4096, 512, why, sizeof why), 0, "%s: %s",
+                     names[i], why);
+        cr_expect(strstr(why, "no measured"), "%s: %s", names[i], why);
+    }
+    setenv("ZINC_PREFILL_GEMV", "0", 1);
+    cr_expect_eq(zcost_prefill_gemv(target("h200"), 32, 4096, 512, why, sizeof why), 0, "%s", why);
+    cr_expect(strstr(why, "ZINC_PREFILL_GEMV=0"), "%s", why);
+    setenv("ZINC_PREFILL_GEMV", "1", 1);
+    cr_expect_eq(zcost_prefill_gemv(target("llvmpipe"), 4096, 4096, 512, why, sizeof why), ZCOST_GEMVN_ROWS,
+                 "%s", why);
+    cr_expect(strstr(why, "ZINC_PREFILL_GEMV=1"), "%s", why);
+    unsetenv("ZINC_PREFILL_GEMV");
+}
+
+/* The step it prices: the batch step's rows, else the prefill chunk
+ * (zincc --chunk), else 512. */
+Test(prefill_gemv, step_tokens) {
+    zpass_opts o = opts(target("h200"), ZPH_PREFILL);
+    cr_expect_eq(zcost_prefill_tokens(&o), 512);
+    o.step_tokens = 96;
+    cr_expect_eq(zcost_prefill_tokens(&o), 96);
+    o.batch_rows = 24;
+    cr_expect_eq(zcost_prefill_tokens(&o), 24);
+}
