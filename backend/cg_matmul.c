@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../passes/cost.h"
 #include "cg_build.h"
 
 enum {
@@ -547,8 +548,10 @@ static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_matc
     return s;
 }
 
-/* A batch step's rows (o->gemv_rows, the cost model's choice): NTOK token
- * rows a workgroup, each weight group dequantized once for all of them.
+/* A batch step's rows (o->gemv_rows, the cost model's choice), or a
+ * prefill matmul of few output rows (attr.mm_gemv, the mm-f16 pass: the
+ * cost model priced it under the GEMM's tiles): NTOK = rows token rows a
+ * workgroup, each weight group dequantized once for all of them.
  * Each lane holds its rows' groups and NTOK sums per row: RS = 2 rows a
  * subgroup (gate+up too: run 33 measured its 8-row step 31 % faster than
  * with one; at 16 rows, runs 34 and 35: 697.9 against 653.5 tok/s), four
@@ -560,15 +563,13 @@ static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_matc
  * With int8 x (attr.gemv_q8) the kernel's quantizing pass (kernel.pre)
  * writes the step's rows of x once into a scratch that every workgroup
  * reads (where each used to quantize them all itself). */
-static zstatus gen_gemvn(const zir_node *n, const mm_match *m, zcg_builder *b, zdiag *d) {
-    int rows = b->o->gemv_rows;
+static zstatus gen_gemvn(const zir_node *n, const mm_match *m, int rows, zcg_builder *b, zdiag *d) {
     int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32, rs = 2, nsg = 4, er, en;
     const char *e = getenv("ZINC_GEMVN_LAYOUT");
     if (e && sscanf(e, "%d,%d", &er, &en) == 2 && er >= 1 && er <= 8 && en >= 1 && en * sg <= 1024)
         rs = er, nsg = en;
-    if (rows > 16)
-        return zdiag_set(d, ZE_INVALID,
-                         "codegen: '%s': a multi-row GEMV of %d token rows: expected at most 16",
+    if (rows < 1 || rows > 16)
+        return zdiag_set(d, ZE_INVALID, "codegen: '%s': a multi-row GEMV of %d token rows: expected 1 to 16",
                          n->out->name, rows);
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
@@ -844,7 +845,9 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     if (s) return s;
     if (m.down) return gen_mlp(n, &m, &b, d);
     if (o->phase == ZPH_DECODE) return gen_gemv(n, &m, &b, d);
-    if (o->gemv_rows > 0) return gen_gemvn(n, &m, &b, d);
+    if (o->gemv_rows > 0) return gen_gemvn(n, &m, o->gemv_rows, &b, d);
+    /* prefill: a matmul of few rows that the cost model sent to the GEMV */
+    if (m.first->attr.mm_gemv) return gen_gemvn(n, &m, ZCOST_GEMVN_ROWS, &b, d);
     if (m.n_seg) return bad(n, "a horizontal GEMV runs in decode or as a batch step's multi-row GEMV", d);
     zcg_cm c = zcg_cm_default(&b, m.glu != NULL, m.K, prefill_logits(&b, n), 0);
     return use_coopmat(&b, &m, &c) ? gen_gemm_cm(n, &m, &c, &b, d) : gen_gemm(n, &m, &b, d);

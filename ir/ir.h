@@ -134,6 +134,10 @@ typedef struct zir_attrs {
      * products (the mm-f16 pass: the target's choice or zincc --gemv-x;
      * the interpreter quantizes the same way). */
     bool gemv_q8;
+    /* prefill matmul: a multi-row GEMV of token rows, not GEMM tiles (the
+     * mm-f16 pass, where the cost model prices it cheaper:
+     * zcost_prefill_gemv); its operands stay fp32, never mm_f16. */
+    bool mm_gemv;
     int topk; /* moe_topk: experts used per token */
 } zir_attrs;
 

@@ -52,6 +52,7 @@ static void print_attrs(const zir_node *n, FILE *out) {
     case ZOP_MATMUL:
         if (a->mm_f16) fprintf(out, " {f16 operands}");
         if (a->gemv_q8) fprintf(out, " {q8 x}");
+        if (a->mm_gemv) fprintf(out, " {gemv}");
         break;
     default: break;
     }

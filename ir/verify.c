@@ -71,6 +71,13 @@ static zstatus verify_op(const zir_graph *g, const zir_node *n, const zir_node *
     if (!n->out || n->out->role != ZR_ACTIVATION)
         return zdiag_set(d, ZE_INTERNAL, "node %u: output is not an activation", n->id);
     if (n->parent != k) return zdiag_set(d, ZE_INTERNAL, "node '%s': wrong parent kernel", n->out->name);
+    /* the multi-row GEMV sums fp32 operands: a matmul computed there and
+     * rounded to fp16 by the interpreter would be checked against the
+     * wrong values */
+    if (n->attr.mm_gemv && (n->op != ZOP_MATMUL || n->attr.mm_f16))
+        return zdiag_set(d, ZE_INTERNAL,
+                         "node '%s': a multi-row GEMV (mm_gemv) needs a matmul of fp32 operands",
+                         n->out->name);
     zstatus s = verify_operands(g, n, k, at, d);
     return s ? s : zir_check_shape(n, ZE_INTERNAL, d);
 }

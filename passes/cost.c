@@ -292,6 +292,56 @@ int zcost_batch_gemv(const ztarget *t, int64_t rows, char *why, size_t whysz) {
     return pick;
 }
 
+/* Prefill's matmuls of few rows (docs/performance.md, run 51): the
+ * tensor-core GEMM gives a workgroup 64 tokens x 64 rows and walks K in
+ * steps of 64 (zcg_cm_default's layout), so at N 32 a 512-token step is 8
+ * workgroups on the H200's 132 SMs and its time the latency of the K walk:
+ * Qwen3.5-9B's beta and alpha projections (N 32, K 4096, 134 MFLOP) took
+ * ~64 us a call, 3.1 ms of a 98.8 ms step. Priced as that floor, waves of
+ * tiles x K steps x the measured step (ztarget.cm_step_us), against the
+ * multi-row GEMV's measured throughput (ztarget.gemvn_tflops): N 32 goes to
+ * the GEMV (~12 us), N 1024 (128 tiles, still one wave, 64 us against
+ * ~370) stays on the GEMMs. Both are one dispatch. The GEMV reads the
+ * weights again for each workgroup row of 16 tokens (the GEMM for each
+ * tile of 64), but at few rows they are small (N 32 x K 4096 in q4_K:
+ * 74 KB) and come from L2. */
+enum { CM_TILE_T = 64, CM_TILE_N = 64, CM_STEP_K = 64 };
+
+int zcost_prefill_gemv(const ztarget *t, int64_t N, int64_t K, int64_t T, char *why, size_t whysz) {
+    const char *e = getenv("ZINC_PREFILL_GEMV");
+    int knob = e && (!strcmp(e, "0") || !strcmp(e, "1")) ? e[0] - '0' : -1;
+    int64_t tiles = (N + CM_TILE_N - 1) / CM_TILE_N * ((T + CM_TILE_T - 1) / CM_TILE_T);
+    int64_t cu = t->n_cu > 0 ? t->n_cu : 1, waves = (tiles + cu - 1) / cu,
+            steps = (K + CM_STEP_K - 1) / CM_STEP_K;
+    double gemm_us = (double)waves * (double)steps * t->cm_step_us;
+    double flop = 2.0 * (double)T * (double)N * (double)K;
+    double gemv_us = t->gemvn_tflops > 0 ? flop / (t->gemvn_tflops * 1e6) : 0;
+    bool measured = t->cm_step_us > 0 && t->gemvn_tflops > 0;
+    int pick = knob == 1 || (knob < 0 && measured && gemv_us < gemm_us) ? ZCOST_GEMVN_ROWS : 0;
+    if (!why) return pick;
+    char gemv[80], gemm[120], flops[120];
+    snprintf(gemv, sizeof gemv, "multi-row GEMV, %d token rows a workgroup, fp32 operands", ZCOST_GEMVN_ROWS);
+    snprintf(gemm, sizeof gemm,
+             "%lld tiles of %dx%d on %lld units: %lld wave%s x %lld K steps x %.2f us = %.1f us",
+             (long long)tiles, CM_TILE_T, CM_TILE_N, (long long)cu, (long long)waves, waves > 1 ? "s" : "",
+             (long long)steps, t->cm_step_us, gemm_us);
+    snprintf(flops, sizeof flops, "2 x %lld x %lld x %lld flop at %.1f TFLOP/s = %.1f us", (long long)T,
+             (long long)N, (long long)K, t->gemvn_tflops, gemv_us);
+    if (knob >= 0)
+        snprintf(why, whysz, "%s (ZINC_PREFILL_GEMV=%d)", pick ? gemv : "GEMM tiles", knob);
+    else if (!measured)
+        snprintf(why, whysz, "GEMM tiles: the target has no measured GEMM step or multi-row GEMV throughput");
+    else if (pick)
+        snprintf(why, whysz, "%s: %s < the GEMM's floor, %s", gemv, flops, gemm);
+    else
+        snprintf(why, whysz, "GEMM tiles: %s <= the multi-row GEMV's %s", gemm, flops);
+    return pick;
+}
+
+int64_t zcost_prefill_tokens(const zpass_opts *o) {
+    return o->batch_rows > 0 ? o->batch_rows : o->step_tokens > 0 ? o->step_tokens : PREFILL_STEP;
+}
+
 bool zcost_gemv_batch(const zpass_opts *o) {
     return o->phase == ZPH_PREFILL && o->batch_rows > 0 &&
            zcost_batch_gemv(o->target, o->batch_rows, NULL, 0) > 0;

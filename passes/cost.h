@@ -93,6 +93,17 @@ int zcost_batch_gemv(const ztarget *t, int64_t rows, char *why, size_t whysz);
  * decisions (fuse-qkv, the norm prologue, int8 x). */
 bool zcost_gemv_batch(const zpass_opts *o);
 
+/* A prefill matmul of N rows over K, in steps of T tokens: the token rows
+ * of a multi-row GEMV workgroup (ZCOST_GEMVN_ROWS) where the target's
+ * measurements (ztarget.cm_step_us, gemvn_tflops) price it under the
+ * tensor-core GEMM's latency floor, else 0 (the GEMM's tiles). Fills why
+ * (if not NULL) with the arithmetic. ZINC_PREFILL_GEMV=0 keeps the GEMMs,
+ * =1 takes the GEMV on any target, to measure the difference. */
+int zcost_prefill_gemv(const ztarget *t, int64_t N, int64_t K, int64_t T, char *why, size_t whysz);
+/* The T that decision prices: the batch step's rows, or the prefill
+ * chunk (zpass_opts.step_tokens; 512 where not given). */
+int64_t zcost_prefill_tokens(const zpass_opts *o);
+
 /* Index of the option to take: the cheapest feasible one, unless it saves
  * less than the threshold over opt[0]. Fills why with the arithmetic. */
 int zcost_choose(const zpass_opts *o, const zcost_option *opt, int n, char *why, size_t whysz);

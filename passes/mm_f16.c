@@ -24,7 +24,20 @@
  *
  * A batch step whose matmuls are multi-row GEMVs (zpass_opts.batch_rows,
  * zcost_batch_gemv) decides as decode does: int8 x where the target wants
- * it, fp32 operands otherwise (no matrix units run them). */
+ * it, fp32 operands otherwise (no matrix units run them).
+ *
+ * Prefill's matmuls of few output rows: a 512-token step of N 32 is 8
+ * tensor-core tiles on the H200's 132 SMs, and its time the latency of
+ * their K walk (run 51: Qwen3.5-9B's beta and alpha projections, ~64 us a
+ * call, 3.1 ms of a 98.8 ms step). Where the cost model prices the
+ * batch schedule's multi-row GEMV cheaper (zcost_prefill_gemv, from the
+ * target's measurements), the matmul is marked attr.mm_gemv instead of
+ * mm_f16: the GEMV sums fp32 operands, and the interpreter then computes
+ * them too. Only a plain matmul or a matmul kernel ([norm] matmul, then
+ * its add, epilogue or KV store) is priced: gate+up, the whole MLP, the
+ * experts and the rows GEMVs have no such form; nor the step's logits,
+ * whose GEMM computes only the rows the step reads. One report line per
+ * priced matmul. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +116,43 @@ static int mark(zir_node *n) {
     return k;
 }
 
+/* The matmul of a prefill node the multi-row GEMV could compute (see the
+ * file comment), or NULL. */
+static zir_node *gemv_candidate(const zir_graph *g, zir_node *n) {
+    if (n->out == g->logits) return NULL;
+    if (n->op == ZOP_MATMUL) return n;
+    if (n->op != ZOP_KERNEL || n->kp.tmpl != ZKT_MATMUL) return NULL;
+    for (int i = 0; i < n->n_body; i++)
+        if (n->body[i]->op == ZOP_MATMUL) return n->body[i];
+    return NULL;
+}
+
+/* Marks prefill's matmuls: the multi-row GEMV where the cost model prices
+ * it cheaper, else fp16 operands when f16 says so. */
+static void mark_prefill(zir_graph *g, const zpass_opts *o, bool f16) {
+    const char *f16_why = o->mm_type != ZMM_TARGET
+                              ? "matmul operands in fp16, sums in fp32 (--matmul)"
+                              : "matmul operands in fp16, sums in fp32 (the target's matrix units)";
+    int64_t T = zcost_prefill_tokens(o);
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        zir_node *n = g->nodes[i], *m = gemv_candidate(g, n);
+        char why[240] = "";
+        const zir_value *w = m ? m->in[1] : NULL;
+        if (w && w->rank == 2 &&
+            zcost_prefill_gemv(o->target, w->shape[0], w->shape[1], T, why, sizeof why)) {
+            m->attr.mm_gemv = true;
+            record(o, n, why);
+            continue;
+        }
+        /* the GEMMs' side of a priced decision goes on the fp16 line */
+        bool priced =
+            w && ((o->target->cm_step_us > 0 && o->target->gemvn_tflops > 0) || getenv("ZINC_PREFILL_GEMV"));
+        char line[320];
+        snprintf(line, sizeof line, "%s%s%s", f16_why, priced ? "; " : "", priced ? why : "");
+        if (f16 && mark(n)) record(o, n, line);
+    }
+}
+
 zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
     if (o->mm_type != ZMM_TARGET && o->mm_type != ZMM_F32 && o->mm_type != ZMM_F16)
         return zdiag_set(d, ZE_INVALID, "mm-f16: matmul type %d: expected f32 or f16", (int)o->mm_type);
@@ -130,11 +180,6 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
         }
     }
     bool f16 = o->mm_type == ZMM_TARGET ? o->target->coopmat : o->mm_type == ZMM_F16;
-    if (!f16 || o->phase != ZPH_PREFILL || gemvs) return ZOK;
-    for (uint32_t i = 0; i < g->n_nodes; i++)
-        if (mark(g->nodes[i]))
-            record(o, g->nodes[i],
-                   o->mm_type != ZMM_TARGET ? "matmul operands in fp16, sums in fp32 (--matmul)"
-                                            : "matmul operands in fp16, sums in fp32 (the target's matrix units)");
+    if (o->phase == ZPH_PREFILL && !gemvs) mark_prefill(g, o, f16);
     return ZOK;
 }

@@ -62,6 +62,19 @@ typedef struct ztarget {
      * head a workgroup holds (microseconds), and its K and V rows at this
      * fraction of bandwidth_gbs (0 reads as 1). Measured; 0 where not. */
     double attn_chain_us, attn_q_us, attn_eff;
+    /* Prefill's tensor-core GEMM (matmul_cm.glsl: 64 tokens x 64 rows a
+     * workgroup, K in steps of 64) as a latency floor: the time of one K
+     * step of a wave of tiles, microseconds. A matmul of few rows leaves
+     * the device idle and takes waves x K steps x this (run 51: the 9B's
+     * N 32 projections, 8 tiles, 64 steps in ~64 us; its N 1024 ones, 128
+     * tiles in one wave, 68 us). 0: not measured. */
+    double cm_step_us;
+    /* The multi-row GEMV (matmul_gemvn.glsl, 16 token rows a workgroup) as
+     * measured throughput, TFLOP/s (run 34: the 8B's batch step at 16 rows,
+     * 697.9 tok/s, 16 rows x 16.4 GFLOP in 22.9 ms). With cm_step_us it
+     * lets the cost model send prefill matmuls of few rows to the GEMV
+     * (zcost_prefill_gemv). 0: not measured. */
+    double gemvn_tflops;
 } ztarget;
 
 /* Returns the named profile (llvmpipe, h200, rdna4, generic) or NULL. */
@@ -123,6 +136,10 @@ typedef struct zpass_opts {
      * q, k and v as one GEMV over their rows (fuse-qkv), the norms in the
      * GEMVs' prologues (fuse-norm), int8 x (mm-f16); beyond, prefill's. */
     int64_t batch_rows;
+    /* Prefill: the most tokens in one step (zincc --chunk, the plan's
+     * prefill max_tokens); 0: 512, zincc's default. The multi-row GEMV's
+     * decision prices a step of this many tokens (zcost_prefill_tokens). */
+    int64_t step_tokens;
 } zpass_opts;
 
 /* Shared memory the integer-dot GEMV stages x in, for K columns and wg

@@ -67,7 +67,16 @@ static const ztarget targets[] = {
       * and V took at depth 4096 are 1.93 TB/s, 0.48 of bandwidth_gbs. */
      .attn_chain_us = 1.3,
      .attn_q_us = 3.1,
-     .attn_eff = 0.48},
+     .attn_eff = 0.48,
+     /* run 51, the Qwen3.5-9B prefill profile (512 tokens): the delta
+      * layers' beta and alpha GEMMs (N 32, K 4096: 8 tiles, 64 K steps)
+      * ~64 us a call, the k and v ones (N 1024: 128 tiles, one wave) 68 */
+     .cm_step_us = 1.0,
+     /* run 34, the 8B at 16 streams: 697.9 tok/s, 16 rows x 16.4 GFLOP a
+      * token in 22.9 ms, ~11.5 TFLOP/s through the multi-row GEMVs (int8
+      * x there; the prefill GEMV takes fp32 x, with which run 32's 8-row
+      * batch step was ~1.6x slower: 312.4 against 510.9 tok/s) */
+     .gemvn_tflops = 11.5},
     /* AMD RDNA4 (RX 9070 XT): 64 CUs, 64 KiB LDS, 640 GB/s, wave32/64. */
     {.name = "rdna4",
      .subgroup = 32,

@@ -329,6 +329,12 @@ static zstatus write_dot(const zincc_opts *z, const phase_out *ph, zdiag *d) {
     return zfile_end(&o, s, d);
 }
 
+/* The prefill chunk: --chunk, or 512, at most the context. */
+static int64_t chunk_of(const zincc_opts *z, int64_t ctx) {
+    int64_t c = z->chunk ? z->chunk : zincc_default_chunk(ctx);
+    return c < ctx ? c : ctx;
+}
+
 static zpass_opts phase_opts(const zincc_opts *z, const ztarget *t, int ph, zpass_report *rep) {
     /* stdout carries the JSON or the drawing alone: IR dumps go to stderr. */
     bool quiet = (z->report && !strcmp(z->report, "json")) || (z->emit && !z->emit_out);
@@ -343,7 +349,8 @@ static zpass_opts phase_opts(const zincc_opts *z, const ztarget *t, int ph, zpas
                         .report = rep,
                         .kv_type = z->kv_type,
                         .mm_type = z->mm_type,
-                        .gemv_idot = z->gemv_x};
+                        .gemv_idot = z->gemv_x,
+                        .step_tokens = chunk_of(z, z->ctx)};
 }
 
 /* The target: a named profile, or the live device (the default with -o). */
@@ -373,13 +380,12 @@ static zstatus emit_plan(const zincc_opts *z, const gguf_file *f, phase_out *ph,
     zincc_plan_opts o = {.target = t,
                          .device = prof,
                          .ctx = ctx,
-                         .chunk = z->chunk ? z->chunk : zincc_default_chunk(ctx),
+                         .chunk = chunk_of(z, ctx),
                          .parallel = z->parallel,
                          .out = z->out,
                          .tuning = tuning,
                          .batch = batch,
                          .progress = cli_stderr_tty()};
-    if (o.chunk > ctx) o.chunk = ctx;
     return zincc_write_plan(f, g, &o, d);
 }
 

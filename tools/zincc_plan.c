@@ -105,7 +105,8 @@ zstatus zincc_compile(const gguf_file *f, const zincc_plan_opts *o, zplan **out,
                              .token_tile = o->target->prefill_tile,
                              .ctx = o->ctx,
                              .fuse_threshold = o->target->fuse_threshold,
-                             .print_to = stderr};
+                             .print_to = stderr,
+                             .step_tokens = o->chunk};
         s = zir_build_from_gguf(f, &g[i], d);
         if (!s) s = zpass_run_pipeline(g[i], NULL, NULL, &po[i], d);
     }

@@ -674,3 +674,133 @@ Test(batch, own_graph_takes_decode_gemv_decisions) {
         cr_expect_neq(g->nodes[i]->op, ZOP_KERNEL, "a batch of GEMMs made a kernel");
     zir_graph_free(g);
 }
+
+/* ---- prefill's matmuls of few rows ---------------------------------------- */
+
+/* The brief's arithmetic on h200 (docs/cost-model.md): a 512-token step of
+ * Qwen3.5-9B's beta projection (N 32, K 4096) is 8 GEMM tiles, one wave
+ * of 64 K steps at 1 us = 64 us, against 2 x 512 x 32 x 4096 flop at 11.5
+ * TFLOP/s = 11.7 us: the GEMV. Its k projection (N 1024): 128 tiles, still
+ * one wave, 64 us against 373.5: the GEMMs. A MoE router (N 128, K 2048):
+ * 32 us against 23.3: the GEMV. A 64-token step of N 1024 is one tile row,
+ * 64 us against 46.7: the GEMV. */
+Test(prefill_gemv, h200_prices_the_gemm_floor) {
+    unsetenv("ZINC_PREFILL_GEMV");
+    const ztarget *t = target("h200");
+    char why[240];
+    cr_expect_eq(zcost_prefill_gemv(t, 32, 4096, 512, why, sizeof why), ZCOST_GEMVN_ROWS, "%s", why);
+    cr_expect(strstr(why, "= 11.7 us <") &&
+                  strstr(why, "8 tiles of 64x64 on 132 units: 1 wave x 64 K steps") &&
+                  strstr(why, "= 64.0 us"),
+              "%s", why);
+    cr_expect_eq(zcost_prefill_gemv(t, 1024, 4096, 512, why, sizeof why), 0, "%s", why);
+    cr_expect(!strncmp(why, "GEMM tiles: 128 tiles", 21) && strstr(why, "373.5 us"), "%s", why);
+    cr_expect_eq(zcost_prefill_gemv(t, 128, 2048, 512, why, sizeof why), ZCOST_GEMVN_ROWS, "%s", why);
+    cr_expect(strstr(why, "23.3 us") && strstr(why, "32.0 us"), "%s", why);
+    cr_expect_eq(zcost_prefill_gemv(t, 1024, 4096, 64, why, sizeof why), ZCOST_GEMVN_ROWS, "%s", why);
+    /* two waves: 2 x 64 steps */
+    cr_expect_eq(zcost_prefill_gemv(t, 4096, 4096, 512, why, sizeof why), 0, "%s", why);
+    cr_expect(strstr(why, "512 tiles") && strstr(why, "4 waves"), "%s", why);
+    cr_expect_eq(zcost_prefill_gemv(t, 32, 4096, 512, NULL, 0), ZCOST_GEMVN_ROWS);
+}
+
+/* Targets without the two measurements keep the GEMMs; the knob forces
+ * either side on any target, to measure. */
+Test(prefill_gemv, unmeasured_targets_and_the_knob) {
+    unsetenv("ZINC_PREFILL_GEMV");
+    char why[240];
+    static const char *const names[] = {"llvmpipe", "rdna4", "generic"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        cr_expect_eq(zcost_prefill_gemv(target(names[i]), 32, 4096, 512, why, sizeof why), 0, "%s: %s",
+                     names[i], why);
+        cr_expect(strstr(why, "no measured"), "%s: %s", names[i], why);
+    }
+    setenv("ZINC_PREFILL_GEMV", "0", 1);
+    cr_expect_eq(zcost_prefill_gemv(target("h200"), 32, 4096, 512, why, sizeof why), 0, "%s", why);
+    cr_expect(strstr(why, "ZINC_PREFILL_GEMV=0"), "%s", why);
+    setenv("ZINC_PREFILL_GEMV", "1", 1);
+    cr_expect_eq(zcost_prefill_gemv(target("llvmpipe"), 4096, 4096, 512, why, sizeof why), ZCOST_GEMVN_ROWS,
+                 "%s", why);
+    cr_expect(strstr(why, "ZINC_PREFILL_GEMV=1"), "%s", why);
+    unsetenv("ZINC_PREFILL_GEMV");
+}
+
+/* The step it prices: the batch step's rows, else the prefill chunk
+ * (zincc --chunk), else 512. */
+Test(prefill_gemv, step_tokens) {
+    zpass_opts o = opts(target("h200"), ZPH_PREFILL);
+    cr_expect_eq(zcost_prefill_tokens(&o), 512);
+    o.step_tokens = 96;
+    cr_expect_eq(zcost_prefill_tokens(&o), 96);
+    o.batch_rows = 24;
+    cr_expect_eq(zcost_prefill_tokens(&o), 24);
+}
+
+/* Qwen3.5-9B's delta-layer gates as the passes see them (hand-built, the
+ * weights never read): x -> beta (32 x 4096) -> sigmoid, and the k
+ * projection (1024 x 4096), then a stand-in output matmul (the logits,
+ * never priced). mm-f16 on h200's prefill sends beta to the multi-row GEMV
+ * (attr.mm_gemv, not mm_f16) with its arithmetic in the report and keeps k
+ * on the GEMMs in fp16, the GEMMs' side of the arithmetic on its line; a
+ * 64-token chunk (zpass_opts.step_tokens) sends k too; rdna4 (matrix
+ * units, no measurements) keeps both in fp16 and says nothing of GEMVs. */
+static zir_graph *gates_graph(void) {
+    zir_graph *g = zir_graph_new();
+    g->hp = (zir_hparams){.arch = "synthetic", .n_layer = 1, .n_embd = 4096, .n_ff = 12288};
+    zdiag d = {0};
+    zdim xs[2] = {ZDIM_T, 4096};
+    zir_value *x = zir_value_new(g, "x", ZR_INPUT, ZT_F32, 2, xs, &d);
+    zir_value *b = node(g, ZOP_MATMUL, "l0.beta_raw", x, weight(g, "wb", 32, 4096), ZG_ATTN);
+    node(g, ZOP_SIGMOID, "l0.beta", b, NULL, ZG_ATTN);
+    zir_value *k = node(g, ZOP_MATMUL, "l0.k", x, weight(g, "wk", 1024, 4096), ZG_ATTN);
+    g->tokens = x;
+    g->logits = node(g, ZOP_MATMUL, "out", k, weight(g, "wo", 4096, 1024), ZG_OUTPUT);
+    cr_assert_eq(zir_verify(g, &d), ZOK, "%s", d.msg);
+    return g;
+}
+
+/* mm-f16 alone on the gates graph for target tn, a chunk of `chunk` tokens
+ * (0: the default); the decisions in rep (the caller frees its arena). */
+static zir_graph *gates_marked(const char *tn, int64_t chunk, zpass_report *rep) {
+    zir_graph *g = gates_graph();
+    *rep = (zpass_report){.arena = zarena_new()};
+    zpass_opts o = opts(target(tn), ZPH_PREFILL);
+    o.step_tokens = chunk;
+    o.report = rep;
+    o.verify_each = true;
+    zdiag d = {0};
+    cr_assert_eq(zpass_run_one(g, zpass_find("mm-f16"), &o, &d), ZOK, "%s", d.msg);
+    return g;
+}
+
+Test(prefill_gemv, mm_f16_marks_the_9b_gates) {
+    unsetenv("ZINC_PREFILL_GEMV");
+    zpass_report rep;
+    zir_graph *g = gates_marked("h200", 0, &rep);
+    const zir_node *beta = top_producer(g, "l0.beta_raw"), *k = top_producer(g, "l0.k");
+    const zir_node *out = top_producer(g, "out");
+    cr_expect(beta->attr.mm_gemv && !beta->attr.mm_f16, "beta: gemv %d, f16 %d", beta->attr.mm_gemv,
+              beta->attr.mm_f16);
+    cr_expect(!k->attr.mm_gemv && k->attr.mm_f16, "k: gemv %d, f16 %d", k->attr.mm_gemv, k->attr.mm_f16);
+    cr_expect(!out->attr.mm_gemv && out->attr.mm_f16);
+    cr_assert_eq(rep.n, 3, "%d decisions", rep.n);
+    cr_expect(!strncmp(rep.items[0].reason, "multi-row GEMV", 14) && strstr(rep.items[0].reason, "11.7 us"),
+              "%s", rep.items[0].reason);
+    cr_expect(strstr(rep.items[1].reason, "fp16") && strstr(rep.items[1].reason, "GEMM tiles: 128 tiles"),
+              "%s", rep.items[1].reason);
+    cr_expect(!strstr(rep.items[2].reason, "GEMM tiles"), "the logits: %s", rep.items[2].reason);
+    zir_graph_free(g);
+    zarena_free(rep.arena);
+    g = gates_marked("h200", 64, &rep);
+    cr_expect(top_producer(g, "l0.beta_raw")->attr.mm_gemv && top_producer(g, "l0.k")->attr.mm_gemv);
+    cr_expect(!top_producer(g, "out")->attr.mm_gemv);
+    zir_graph_free(g);
+    zarena_free(rep.arena);
+    g = gates_marked("rdna4", 0, &rep);
+    cr_expect(!top_producer(g, "l0.beta_raw")->attr.mm_gemv && top_producer(g, "l0.beta_raw")->attr.mm_f16);
+    for (int i = 0; i < rep.n; i++)
+        cr_expect(!strstr(rep.items[i].reason, "GEMM tiles") && !strstr(rep.items[i].reason, "GEMV"),
+                  "rdna4: %s", rep.items[i].reason);
+    zir_graph_free(g);
+    zarena_free(rep.arena);
+}

@@ -318,7 +318,8 @@ static void run_steps(run_ctx *r, const int64_t *T, const bool *check, int n_ste
     tu_rng rng = tu_rng_seed(77);
     int64_t pos = 0;
     for (int s = 0; s < n_steps; s++) {
-        int32_t tok[32];
+        int32_t tok[64];
+        cr_assert_leq(T[s], 64);
         for (int64_t t = 0; t < T[s]; t++)
             tok[t] = (int32_t)(tu_next(&rng) % VOCAB);
         cr_assert_eq(zir_interp_step(it, tok, T[s], NULL, &d), ZOK, "%s", d.msg);
@@ -682,6 +683,121 @@ Test(kernels_matmul, gemvn_q6_K_int8_x, .timeout = 300) {
  * rows of 288 with fp32 x. */
 Test(kernels_matmul, gemvn_q4_k_m_int8_x, .timeout = 300) {
     check_gemvn_q8(&MODELS[M_Q4_K_M], 8);
+}
+
+/* ---- prefill's multi-row GEMV (attr.mm_gemv) -------------------------------- */
+
+/* Qwen3.5 (a delta-net layer, then a gated attention layer) whose beta and
+ * alpha projections have 32 rows, as Qwen3.5-9B's: hidden 512, so that the
+ * h200 profile's cost model (zcost_prefill_gemv, 512-token steps) sends
+ * exactly those two to the multi-row GEMV (about 1.5 us against the GEMM
+ * tiles' floor of 8 K steps, 8 us) and keeps the rest on the GEMMs. */
+static gguf_file *open_q35(void) {
+    zmk_opts o;
+    zmk_defaults(&o);
+    o.arch = ZMK_QWEN35, o.quant = ZMK_Q4_K_M, o.layers = 2, o.full_attn = 2;
+    o.hidden = HIDDEN, o.ff = FF, o.vocab = VOCAB, o.seed = 13;
+    o.heads = 8, o.kv_heads = 4, o.head_dim = 64; /* k and v: 256 rows, GEMMs */
+    o.ssm_heads = 32, o.ssm_groups = 4, o.ssm_state = 32;
+    zdiag d = {0};
+    const char *path = tu_tmp("q35gemv.gguf");
+    cr_assert_eq(zmk_write(&o, path, NULL, &d), ZOK, "%s", d.msg);
+    gguf_file *f = NULL;
+    cr_assert_eq(gguf_open(path, &f, &d), ZOK, "%s", d.msg);
+    return f;
+}
+
+static bool has_mm_gemv(const zir_node *n) {
+    if (n->op == ZOP_MATMUL) return n->attr.mm_gemv;
+    for (int i = 0; n->op == ZOP_KERNEL && i < n->n_body; i++)
+        if (n->body[i]->op == ZOP_MATMUL && n->body[i]->attr.mm_gemv) return true;
+    return false;
+}
+
+/* The kernel codegen gives each matmul node: a multi-row GEMV of 16 token
+ * rows (gemvn_*_t16) exactly where the pass set attr.mm_gemv (zcg_opts
+ * gemv_rows stays 0: no batch schedule). Returns how many; names the
+ * GEMVs' epilogues in epi (as add_suffix writes them). */
+static int gemv_kernels(const zir_graph *g, const zcg_opts *o, const char *what, char *epi, size_t episz) {
+    zarena *a = zarena_new();
+    int n_gemv = 0;
+    epi[0] = '\0';
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *n = g->nodes[i];
+        zcg_kernel kn;
+        zdiag d = {0};
+        if (!in_family(n) || n->op == ZOP_EMBED) continue;
+        cr_assert_eq(zcg_node(g, n, o, a, &kn, &d), ZOK, "%s: '%s': %s", what, n->out->name, d.msg);
+        bool gemvn = !strncmp(kn.name, "gemvn_", 6) && strstr(kn.name, "_t16_");
+        cr_expect_eq(gemvn, has_mm_gemv(n), "%s: '%s' (%s) runs %s", what, n->out->name,
+                     has_mm_gemv(n) ? "mm_gemv" : "no mm_gemv", kn.name);
+        n_gemv += gemvn;
+        const char *plus = strchr(kn.name, '+');
+        if (gemvn && plus && strlen(epi) + strlen(plus) + 2 < episz) strcat(strcat(epi, plus), " ");
+    }
+    zarena_free(a);
+    return n_gemv;
+}
+
+/* Every element of every matmul node against the interpreter at steps of 1,
+ * 17 and 40 fresh random tokens (16-row workgroups: one partial, one whole
+ * and one partial, two whole and a half), outputs poisoned. The GEMVs sum
+ * fp32 operands, as the interpreter does for matmuls without mm_f16. */
+static void run_prefill_gemvs(kh_ctx *k, const zir_graph *g, const char *tn, const char *what) {
+    bool seen[F_COUNT] = {0};
+    worst w[MAX_KINDS] = {0};
+    ztarget t = device_target(k, tn);
+    run_ctx r = {k, g, {&t, ZPH_PREFILL, 64, false}, ztarget_find(tn), what, TOL_F32, seen, w};
+    static const int64_t T[] = {1, 17, 40};
+    static const bool all[] = {true, true, true};
+    run_steps(&r, T, all, 3);
+    bool gemvn = false;
+    for (int i = 0; i < MAX_KINDS && w[i].kind[0]; i++) {
+        gemvn |= !strcmp(w[i].kind, "gemvn");
+        cr_log_info("%s: %-12s max error %.3g of the output RMS over %d checks", what, w[i].kind, w[i].err,
+                    w[i].n);
+    }
+    cr_expect(gemvn, "%s: no multi-row GEMV ran", what);
+}
+
+/* h200's prefill: the cost model's choice, the two 32-row projections with
+ * their epilogues (beta's sigmoid; alpha's bias, softplus and product by
+ * ssm_a), and nothing else. */
+Test(kernels_matmul, prefill_gemv_chosen_for_32_rows, .timeout = 300) {
+    unsetenv("ZINC_PREFILL_GEMV");
+    kh_ctx *k = open_device();
+    gguf_file *f = open_q35();
+    zir_graph *g = compile(f, ztarget_find("h200"), ZPH_PREFILL);
+    zcg_opts o = {.target = ztarget_find("h200"), .phase = ZPH_PREFILL, .max_tokens = 512};
+    char epi[256];
+    cr_expect_eq(gemv_kernels(g, &o, "q35 h200/prefill", epi, sizeof epi), 2, "%s", epi);
+    cr_expect(strstr(epi, "+sigmoid ") && strstr(epi, "+bias+softplus+mul "), "GEMV epilogues: %s", epi);
+    run_prefill_gemvs(k, g, "h200", "q35 h200/prefill");
+    zir_graph_free(g);
+    gguf_close(f);
+    kh_close(k);
+}
+
+/* ZINC_PREFILL_GEMV=1 on the llvmpipe profile, whose prefill keeps the
+ * norms in the matmul kernels' prologues: every matmul but the logits a
+ * multi-row GEMV, with the norm prologue, the residual add and the KV-cache
+ * store besides the gates' epilogues. */
+Test(kernels_matmul, prefill_gemv_forced_with_prologues, .timeout = 300) {
+    setenv("ZINC_PREFILL_GEMV", "1", 1);
+    kh_ctx *k = open_device();
+    gguf_file *f = open_q35();
+    zir_graph *g = compile(f, ztarget_find("llvmpipe"), ZPH_PREFILL);
+    unsetenv("ZINC_PREFILL_GEMV");
+    zcg_opts o = {.target = ztarget_find("llvmpipe"), .phase = ZPH_PREFILL, .max_tokens = 512};
+    char epi[512];
+    cr_expect_gt(gemv_kernels(g, &o, "q35 llvmpipe/prefill", epi, sizeof epi), 4, "%s", epi);
+    static const char *const want[] = {"+norm", "+add", "+store", "+sigmoid", "+softplus"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_expect(strstr(epi, want[i]), "no multi-row GEMV with %s: %s", want[i], epi);
+    run_prefill_gemvs(k, g, "llvmpipe", "q35 llvmpipe/prefill, ZINC_PREFILL_GEMV=1");
+    zir_graph_free(g);
+    gguf_close(f);
+    kh_close(k);
 }
 
 /* ---- the census: every template appears in the graphs checked above ---------- */

@@ -40,27 +40,35 @@ static const shape EQ_SHAPE = {2, 512, 1536, 8, 4};
 /* The golden model: one small layer keeps the files readable. */
 static const shape GOLDEN_SHAPE = {1, 256, 768, 4, 2};
 
-static gguf_file *make_model(zmk_arch arch, zmk_quant q, shape s, const char *name) {
-    zmk_opts o;
-    zmk_defaults(&o);
-    o.arch = arch;
-    o.quant = q;
-    o.layers = s.layers;
-    o.hidden = s.hidden;
-    o.ff = s.ff;
-    o.heads = s.heads;
-    o.kv_heads = s.kv_heads;
-    o.head_dim = 64;
-    o.vocab = 512;
-    o.seed = 1;
+static void model_opts(zmk_arch arch, zmk_quant q, shape s, zmk_opts *o) {
+    zmk_defaults(o);
+    o->arch = arch;
+    o->quant = q;
+    o->layers = s.layers;
+    o->hidden = s.hidden;
+    o->ff = s.ff;
+    o->heads = s.heads;
+    o->kv_heads = s.kv_heads;
+    o->head_dim = 64;
+    o->vocab = 512;
+    o->seed = 1;
     if (arch == ZMK_QWEN35 || arch == ZMK_QWEN35MOE) /* delta-net layers, then one of gated attention */
-        o.full_attn = (int)s.layers;
+        o->full_attn = (int)s.layers;
+}
+
+static gguf_file *write_model(const zmk_opts *o, const char *name) {
     zdiag d = {0};
     const char *path = tu_tmp(name);
-    cr_assert_eq(zmk_write(&o, path, NULL, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(zmk_write(o, path, NULL, &d), ZOK, "%s", d.msg);
     gguf_file *f = NULL;
     cr_assert_eq(gguf_open(path, &f, &d), ZOK, "%s", d.msg);
     return f;
+}
+
+static gguf_file *make_model(zmk_arch arch, zmk_quant q, shape s, const char *name) {
+    zmk_opts o;
+    model_opts(arch, q, s, &o);
+    return write_model(&o, name);
 }
 
 /* What zincc passes for a target and phase (tools/zincc.c's defaults). */
@@ -525,6 +533,116 @@ Test(passes, mm_f16_marks_grouped_expert_matmuls, .timeout = 300) {
             zir_graph_free(g);
             zarena_free(rep.arena);
         }
+    gguf_close(f);
+}
+
+/* A qwen35 model whose delta-net layers' beta and alpha projections have
+ * 32 rows, as Qwen3.5-9B's (EQ_SHAPE: a delta-net layer, then a gated
+ * attention layer). */
+static gguf_file *q35_32_rows(void) {
+    zmk_opts o;
+    model_opts(ZMK_QWEN35, ZMK_Q4_K_M, EQ_SHAPE, &o);
+    o.ssm_heads = 32;
+    return write_model(&o, "q35gemv.gguf");
+}
+
+typedef struct gemv_count {
+    int gemv;     /* matmuls with attr.mm_gemv */
+    int rows32;   /* matmuls of 32 rows */
+    int gemv32;   /* of which mm_gemv, not mm_f16 */
+    int gemm;     /* plain, matmul-kernel and gate+up matmuls of other widths but the logits */
+    int gemm_f16; /* of which mm_f16, not mm_gemv */
+    int said;     /* report lines of a multi-row GEMV decision */
+} gemv_count;
+
+static gemv_count count_gemvs(const zir_graph *g, const zpass_report *rep) {
+    gemv_count c = {0};
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *k = g->nodes[i];
+        bool gemm = k->out != g->logits &&
+                    (k->op == ZOP_MATMUL ||
+                     (k->op == ZOP_KERNEL && (k->kp.tmpl == ZKT_MATMUL || k->kp.tmpl == ZKT_GATE_UP_SWIGLU)));
+        for (int j = 0; j < (k->op == ZOP_KERNEL ? k->n_body : 1); j++) {
+            const zir_node *x = k->op == ZOP_KERNEL ? k->body[j] : k;
+            if (x->op != ZOP_MATMUL) continue;
+            bool r32 = x->in[1]->shape[0] == 32;
+            c.gemv += x->attr.mm_gemv;
+            c.rows32 += r32;
+            c.gemv32 += r32 && x->attr.mm_gemv && !x->attr.mm_f16;
+            c.gemm += gemm && !r32;
+            c.gemm_f16 += gemm && !r32 && x->attr.mm_f16 && !x->attr.mm_gemv;
+        }
+    }
+    for (int i = 0; rep && i < rep->n; i++)
+        c.said += !strncmp(rep->items[i].reason, "multi-row GEMV", 14);
+    return c;
+}
+
+/* mm-f16 and the cost model (zcost_prefill_gemv, 512-token steps): on
+ * h200 in prefill the 32-row projections go to the multi-row GEMV
+ * (attr.mm_gemv, fp32 operands: ~1.5 us against the GEMM tiles' floor, 8
+ * K steps of 1 us), one report line each with the arithmetic, and every
+ * wider matmul keeps the GEMMs and fp16 operands (256 rows: 11.7 us
+ * against 8). llvmpipe and rdna4 (no measured GEMM step or GEMV
+ * throughput) and decode never choose it. */
+Test(passes, mm_f16_sends_32_row_prefill_matmuls_to_the_gemv, .timeout = 300) {
+    unsetenv("ZINC_PREFILL_GEMV");
+    gguf_file *f = q35_32_rows();
+    int L = (int)EQ_SHAPE.layers - 1; /* the delta-net layers */
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++)
+        for (int ph = 0; ph < ZPH_COUNT; ph++) {
+            zpass_report rep = {.arena = zarena_new()};
+            zpass_opts o = opts_for(targets[t], (zpass_phase)ph, &rep);
+            zir_graph *g = compile(f, NULL, &o);
+            gemv_count c = count_gemvs(g, &rep);
+            bool want = ph == ZPH_PREFILL && !strcmp(targets[t], "h200");
+            const char *ph_name = zpass_phase_name((zpass_phase)ph);
+            cr_expect_eq(c.rows32, 2 * L, "%s %s: 32-row matmuls", targets[t], ph_name);
+            cr_expect_eq(c.gemv, want ? 2 * L : 0, "%s %s: multi-row GEMVs", targets[t], ph_name);
+            cr_expect_eq(c.gemv32, want ? 2 * L : 0, "%s %s: 32-row GEMVs, fp32", targets[t], ph_name);
+            cr_expect_eq(c.said, want ? 2 * L : 0, "%s %s: GEMV decisions reported", targets[t], ph_name);
+            if (ph == ZPH_PREFILL && o.target->coopmat)
+                cr_expect(c.gemm > 0 && c.gemm_f16 == c.gemm, "%s: %d of %d wider matmuls in fp16",
+                          targets[t], c.gemm_f16, c.gemm);
+            for (int i = 0; want && i < rep.n; i++)
+                if (!strncmp(rep.items[i].reason, "multi-row GEMV", 14))
+                    cr_expect(strstr(rep.items[i].reason, "2 x 512 x 32 x 512 flop") &&
+                                  strstr(rep.items[i].reason, "8 K steps"),
+                              "%s", rep.items[i].reason);
+            zir_graph_free(g);
+            zarena_free(rep.arena);
+        }
+    gguf_close(f);
+}
+
+/* ZINC_PREFILL_GEMV=0 keeps the GEMMs on h200; =1 sends every prefill
+ * matmul the multi-row GEMV can take to it on any target: plain matmuls
+ * and matmul kernels (norm prologue, epilogues, KV store), not gate+up or
+ * the whole MLP, nor the logits. Decode is never asked. */
+Test(passes, prefill_gemv_knob, .timeout = 300) {
+    gguf_file *f = q35_32_rows();
+    setenv("ZINC_PREFILL_GEMV", "0", 1);
+    zpass_opts o = opts_for("h200", ZPH_PREFILL, NULL);
+    zir_graph *g = compile(f, NULL, &o);
+    cr_expect_eq(count_gemvs(g, NULL).gemv, 0, "h200, ZINC_PREFILL_GEMV=0");
+    zir_graph_free(g);
+    setenv("ZINC_PREFILL_GEMV", "1", 1);
+    for (int ph = 0; ph < ZPH_COUNT; ph++) {
+        o = opts_for("llvmpipe", (zpass_phase)ph, NULL);
+        g = compile(f, NULL, &o);
+        int want = 0;
+        for (uint32_t i = 0; i < g->n_nodes; i++) {
+            const zir_node *k = g->nodes[i];
+            want += k->out != g->logits &&
+                    (k->op == ZOP_MATMUL || (k->op == ZOP_KERNEL && k->kp.tmpl == ZKT_MATMUL));
+        }
+        gemv_count c = count_gemvs(g, NULL);
+        cr_expect(want > 2 * ((int)EQ_SHAPE.layers - 1), "%d matmul nodes", want);
+        cr_expect_eq(c.gemv, ph == ZPH_PREFILL ? want : 0, "llvmpipe %s, ZINC_PREFILL_GEMV=1",
+                     zpass_phase_name((zpass_phase)ph));
+        zir_graph_free(g);
+    }
+    unsetenv("ZINC_PREFILL_GEMV");
     gguf_close(f);
 }
 
