@@ -31,6 +31,10 @@ int zcg_bind(zcg_builder *b, const char *macro, const zir_value *v, bool written
     while (v && i < k->n_bind && k->bind[i].value != v)
         i++;
     if (!v || i == k->n_bind) {
+        if (k->n_bind == ZCG_MAX_BIND) { /* caught in zcg_build() */
+            b->too_many_bindings = true;
+            return 0;
+        }
         i = k->n_bind++;
         k->bind[i] = (zcg_binding){v, v ? 0 : bytes, written};
     }
@@ -43,6 +47,9 @@ zstatus zcg_build(zcg_builder *b, const char *const *files, const zir_node *n, z
     if (b->nd >= ZCG_MAX_DEFS)
         return zdiag_set(d, ZE_INTERNAL, "codegen: '%s' needs more than %d defines", n->out->name,
                          ZCG_MAX_DEFS);
+    if (b->too_many_bindings)
+        return zdiag_set(d, ZE_INTERNAL, "codegen: '%s' needs more than %d bindings", n->out->name,
+                         ZCG_MAX_BIND);
     b->defs[2 * b->nd] = NULL;
     b->k->glsl = zcg_compose(b->a, b->defs, files, b->o);
     if (!b->k->glsl)
@@ -71,9 +78,11 @@ zstatus zcg_weight(zcg_builder *b, const zir_node *n, const char *slot, const zi
                          n->out->name, w->name, ztype_name(w->dtype), types);
     }
     /* The epilogue reads a bias and a product's weight one element at a time
-     * (DQ1): any length will do (qwen35's ssm_dt.bias and ssm_a have one per
-     * delta-net head). */
-    bool by_element = !strcmp(slot, "BIAS") || !strcmp(slot, "EMUL");
+     * (DQ1; a rows kernel's segments S<s>_BIAS, S<s>_EMUL as floats): any
+     * length will do (qwen35's ssm_dt.bias and ssm_a have one per delta-net
+     * head). */
+    size_t sl = strlen(slot);
+    bool by_element = sl >= 4 && (!strcmp(slot + sl - 4, "BIAS") || !strcmp(slot + sl - 4, "EMUL"));
     if (!ok || (k % 8 && !by_element) || w->shape[w->rank - 1] != k)
         return zdiag_set(
             d, ZE_UNSUPPORTED,

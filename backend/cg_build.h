@@ -6,7 +6,8 @@
 
 #include "codegen.h"
 
-enum { ZCG_MAX_DEFS = 48 };
+/* A rows GEMV of four segments with their epilogues and int8 x takes 54. */
+enum { ZCG_MAX_DEFS = 64 };
 
 typedef struct zcg_builder {
     const zir_graph *g;
@@ -15,6 +16,7 @@ typedef struct zcg_builder {
     zcg_kernel *k;
     const char *defs[2 * ZCG_MAX_DEFS + 1];
     int nd;
+    bool too_many_bindings; /* a binding past ZCG_MAX_BIND was asked for */
 } zcg_builder;
 
 /* "#define name val", an integer, and a float literal GLSL reads as float. */

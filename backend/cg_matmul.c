@@ -37,6 +37,14 @@ static zcg_affine per_token(int64_t a, int64_t div) {
 
 /* ---- matching ------------------------------------------------------------ */
 
+/* A segment of a matmul_rows kernel: its matmul and the epilogue fuse-qkv
+ * gave it (fuse-epilogue's chain: a bias add, an activation, a product by
+ * an [N] weight), and the value it writes: the chain's last. */
+typedef struct mm_seg {
+    const zir_node *mm, *bias, *unary, *emul;
+    const zir_value *y;
+} mm_seg;
+
 /* What a node computes, whatever form it came in: a plain matmul, or a
  * kernel node whose body is [rms_norm] matmul(s) [swiglu [matmul]] [add]. */
 typedef struct mm_match {
@@ -49,15 +57,47 @@ typedef struct mm_match {
     const zir_value *other;            /* the add's operand that is not the matmul's */
     int add_mode;                      /* 0 none, 1 residual [T,N], 2 bias [N] */
     int64_t K, N;                      /* of the first matmul */
-    /* matmul_rows: the matmuls in row order; the last is `first`, which
-     * gives the kernel's output, the others write exported values. */
-    const zir_node *seg[ZIR_MAX_SEGMENTS];
+    /* matmul_rows: the segments in row order; the last one's matmul is
+     * `first` and its value the kernel's output, the others are exported. */
+    mm_seg seg[ZIR_MAX_SEGMENTS];
     int n_seg;
 } mm_match;
 
 static zstatus bad(const zir_node *n, const char *why, zdiag *d) {
     return zdiag_set(d, ZE_UNSUPPORTED, "codegen: kernel '%s' (%s): %s", n->out->name,
                      zir_ktemplate_name(n->kp.tmpl), why);
+}
+
+static zstatus no_slot(const zir_node *n, const zir_node *b, zdiag *d) {
+    return zdiag_set(d, ZE_UNSUPPORTED, "codegen: kernel '%s' (%s): body node '%s' (%s) fits no slot",
+                     n->out->name, zir_ktemplate_name(n->kp.tmpl), b->out->name, zir_ops[b->op].name);
+}
+
+static bool is_unary(const zir_node *b) {
+    return b->op == ZOP_SIGMOID || b->op == ZOP_SOFTPLUS || b->op == ZOP_SILU;
+}
+
+/* matmul_rows: the norm, then each segment's matmul and its chain, in the
+ * chain's order (ir/verify.c checks that each node takes the one before). */
+static zstatus split_rows(const zir_node *n, mm_match *m, int end, zdiag *d) {
+    for (int i = 0; i < end; i++) {
+        const zir_node *b = n->body[i];
+        const zir_op_info *oi = &zir_ops[b->op];
+        mm_seg *s = m->n_seg ? &m->seg[m->n_seg - 1] : NULL;
+        if (oi->kind == ZK_NORM && (oi->flags & ZF_W1) && i == 0)
+            m->norm = b;
+        else if (oi->kind == ZK_MATMUL && m->n_seg < ZIR_MAX_SEGMENTS)
+            m->seg[m->n_seg++] = (mm_seg){.mm = b};
+        else if (s && (oi->flags & ZF_SUM) && b->n_in == 2 && !s->bias && !s->unary && !s->emul)
+            s->bias = b;
+        else if (s && is_unary(b) && !s->unary && !s->emul)
+            s->unary = b;
+        else if (s && b->op == ZOP_MUL && s->unary && !s->emul)
+            s->emul = b;
+        else
+            return no_slot(n, b, d);
+    }
+    return ZOK;
 }
 
 /* Sorts the body nodes by role; a node that fits no role is refused. */
@@ -69,6 +109,7 @@ static zstatus split_body(const zir_node *n, mm_match *m, const zir_node **mm, i
         while (end > 0 && n->body[end - 1]->op == ZOP_RESHAPE)
             end--;
     }
+    if (n->kp.tmpl == ZKT_MATMUL_ROWS) return split_rows(n, m, end, d);
     for (int i = 0; i < end; i++) {
         const zir_node *b = n->body[i];
         const zir_op_info *oi = &zir_ops[b->op];
@@ -80,13 +121,12 @@ static zstatus split_body(const zir_node *n, mm_match *m, const zir_node **mm, i
             m->glu = b;
         else if ((oi->flags & ZF_SUM) && b->n_in == 2 && !m->add && !m->unary && !m->emul)
             m->add = b;
-        else if ((b->op == ZOP_SIGMOID || b->op == ZOP_SOFTPLUS || b->op == ZOP_SILU) && !m->unary && !m->emul)
+        else if (is_unary(b) && !m->unary && !m->emul)
             m->unary = b;
         else if (b->op == ZOP_MUL && !m->emul)
             m->emul = b;
         else
-            return zdiag_set(d, ZE_UNSUPPORTED, "codegen: kernel '%s' (%s): body node '%s' (%s) fits no slot",
-                             n->out->name, zir_ktemplate_name(n->kp.tmpl), b->out->name, oi->name);
+            return no_slot(n, b, d);
     }
     return ZOK;
 }
@@ -164,16 +204,41 @@ static zstatus match_store(const zir_node *n, const mm_match *m, const zir_value
     return ZOK;
 }
 
-/* The segments of a matmul_rows kernel other than the last: each reads what
- * the last reads, over the same K, and writes an exported [T, N_s]. */
-static zstatus match_segments(const zir_node *n, const mm_match *m, zdiag *d) {
-    for (int i = 0; i < m->n_seg - 1; i++) {
-        const zir_node *s = m->seg[i];
-        const zir_value *w = s->in[1];
-        if (s->in[0] != m->first->in[0] || w->rank != 2 || w->shape[1] != m->K)
+/* An f32 [N] weight, read by element (gemv_segs.glsl's float buffers). */
+static bool f32_row(const zir_value *w, int64_t N) {
+    return w->role == ZR_WEIGHT && w->rank == 1 && w->shape[0] == N && w->dtype == ZT_F32;
+}
+
+/* Segment s's chain: each node takes the one before, the bias and the
+ * product an f32 [N] weight; s->y becomes the chain's last value. */
+static zstatus match_seg_chain(const zir_node *n, mm_seg *s, zdiag *d) {
+    int64_t N = s->mm->in[1]->shape[0];
+    s->y = s->mm->out;
+    if (s->bias && (s->bias->in[0] != s->y || !f32_row(s->bias->in[1], N)))
+        return bad(n, "a segment's add must take its matmul's output and an f32 [N] bias", d);
+    if (s->bias) s->y = s->bias->out;
+    if (s->unary && s->unary->in[0] != s->y)
+        return bad(n, "a segment's activation must take its matmul's (or its bias add's) output", d);
+    if (s->unary) s->y = s->unary->out;
+    if (s->emul && (s->emul->in[0] != s->y || !f32_row(s->emul->in[1], N)))
+        return bad(n, "a segment's product must take its activation's output and an f32 [N] weight", d);
+    if (s->emul) s->y = s->emul->out;
+    return ZOK;
+}
+
+/* The segments of a matmul_rows kernel: each reads what the last reads,
+ * over the same K, and all but the last write an exported [T, N_s]. */
+static zstatus match_segments(const zir_node *n, mm_match *m, zdiag *d) {
+    for (int i = 0; i < m->n_seg; i++) {
+        mm_seg *s = &m->seg[i];
+        const zir_value *w = s->mm->in[1];
+        if (s->mm->in[0] != m->first->in[0] || w->rank != 2 || w->shape[1] != m->K)
             return bad(n, "every matmul must read the same input over the same K", d);
-        if (!s->exported || s->out->rank != 2 || s->out->dtype != ZT_F32)
-            return bad(n, "a matmul but the last must give an exported f32 [T, N]", d);
+        zstatus st = match_seg_chain(n, s, d);
+        if (st) return st;
+        if (i < m->n_seg - 1 &&
+            (!s->y->producer || !s->y->producer->exported || s->y->rank != 2 || s->y->dtype != ZT_F32))
+            return bad(n, "a segment but the last must give an exported f32 [T, N]", d);
     }
     return ZOK;
 }
@@ -195,11 +260,8 @@ static zstatus match_kernel(const zir_node *n, mm_match *m, zdiag *d) {
         if (n_mm != 3 || !m->glu) return bad(n, "expected [rms_norm] matmul matmul swiglu matmul [add]", d);
         return match_glu(n, m, mm, n_mm, d);
     case ZKT_MATMUL_ROWS:
-        if (n_mm < 2 || m->glu || m->add) return bad(n, "expected [rms_norm] matmul matmul [matmul]", d);
-        for (int i = 0; i < n_mm; i++)
-            m->seg[i] = mm[i];
-        m->n_seg = n_mm;
-        m->first = mm[n_mm - 1];
+        if (m->n_seg < 2) return bad(n, "expected rms_norm, then 2 to 4 matmuls with their epilogues", d);
+        m->first = m->seg[m->n_seg - 1].mm;
         return ZOK;
     default: return bad(n, "not a matmul template", d);
     }
@@ -228,7 +290,7 @@ static zstatus match(const zir_node *n, mm_match *m, zdiag *d) {
     const zir_node *last = m->down ? m->down : m->glu ? m->glu : m->first;
     if (m->add && (s = match_add(n, m, last, d))) return s;
     if (m->n_seg && (s = match_segments(n, m, d))) return s;
-    const zir_value *y = (m->add ? m->add : last)->out;
+    const zir_value *y = m->n_seg ? m->seg[m->n_seg - 1].y : (m->add ? m->add : last)->out;
     if ((m->unary || m->emul) && (s = match_epilogue(n, m, &y, d))) return s;
     if (m->store) return match_store(n, m, y, d);
     if (y != n->out) return bad(n, "the body's last node must give the output", d);
@@ -237,6 +299,12 @@ static zstatus match(const zir_node *n, mm_match *m, zdiag *d) {
 }
 
 /* ---- shared pieces of the matmul kernels ----------------------------------- */
+
+/* The unary's code in matmul_io.glsl's EPI_UNARY and gemv_segs.glsl's
+ * S<s>_UNARY: 1 sigmoid, 2 softplus, 3 silu. */
+static int unary_code(const zir_node *u) {
+    return u->op == ZOP_SIGMOID ? 1 : u->op == ZOP_SOFTPLUS ? 2 : 3;
+}
 
 /* x and the norm: the bindings and defines of matmul_io.glsl's prologue. */
 static zstatus io_in(zcg_builder *b, const zir_node *n, const mm_match *m, zdiag *d) {
@@ -252,7 +320,7 @@ static zstatus io_out(zcg_builder *b, const zir_node *n, const mm_match *m, int6
     zcg_def_i(b, "ADD_MODE", m->add_mode);
     zstatus s = ZOK;
     if (m->add_mode == 2) s = zcg_weight(b, n, "BIAS", m->other, N, d);
-    if (m->unary) zcg_def_i(b, "EPI_UNARY", m->unary->op == ZOP_SIGMOID ? 1 : m->unary->op == ZOP_SOFTPLUS ? 2 : 3);
+    if (m->unary) zcg_def_i(b, "EPI_UNARY", unary_code(m->unary));
     if (!s && m->emul) {
         zcg_def_i(b, "EPI_MUL", 1);
         s = zcg_weight(b, n, "EMUL", m->emul->in[1], N, d);
@@ -274,17 +342,28 @@ static const char *add_suffix(zcg_builder *b, const mm_match *m) {
                          m->emul ? "+mul" : "");
 }
 
+/* Segment i's epilogue (gemv_segs.glsl): S<i>_BIAS, S<i>_UNARY, S<i>_EMUL. */
+static zstatus seg_epilogue(zcg_builder *b, const zir_node *n, const mm_seg *x, int i, zdiag *d) {
+    int64_t N = x->mm->in[1]->shape[0];
+    zstatus s = ZOK;
+    if (x->bias) s = zcg_weight(b, n, zarena_printf(b->a, "S%d_BIAS", i), x->bias->in[1], N, d);
+    if (x->unary) zcg_def_i(b, zarena_printf(b->a, "S%d_UNARY", i), unary_code(x->unary));
+    if (!s && x->emul) s = zcg_weight(b, n, zarena_printf(b->a, "S%d_EMUL", i), x->emul->in[1], N, d);
+    return s;
+}
+
 /* matmul_rows: segment s reads weight W<s> and has N<s> rows; all but the
  * last write their exported value through B_Y<s>, the last the kernel's
- * output (io_out: maybe the KV cache). */
+ * output (io_out: maybe the KV cache); each its own epilogue. */
 static zstatus seg_bindings(zcg_builder *b, const zir_node *n, const mm_match *m, zdiag *d) {
     zstatus s = ZOK;
     zcg_def_i(b, "SEGS", m->n_seg);
     for (int i = 0; i < ZIR_MAX_SEGMENTS && !s; i++) {
-        const zir_node *x = i < m->n_seg ? m->seg[i] : NULL;
-        zcg_def_i(b, zarena_printf(b->a, "N%d", i), x ? x->in[1]->shape[0] : 0);
-        if (x) s = zcg_weight(b, n, zarena_printf(b->a, "W%d", i), x->in[1], m->K, d);
-        if (x && i < m->n_seg - 1) zcg_bind(b, zarena_printf(b->a, "B_Y%d", i), x->out, true, 0);
+        const mm_seg *x = i < m->n_seg ? &m->seg[i] : NULL;
+        zcg_def_i(b, zarena_printf(b->a, "N%d", i), x ? x->mm->in[1]->shape[0] : 0);
+        if (x) s = zcg_weight(b, n, zarena_printf(b->a, "W%d", i), x->mm->in[1], m->K, d);
+        if (!s && x) s = seg_epilogue(b, n, x, i, d);
+        if (x && i < m->n_seg - 1) zcg_bind(b, zarena_printf(b->a, "B_Y%d", i), x->y, true, 0);
     }
     return s;
 }
@@ -314,14 +393,21 @@ static zstatus mm_bindings(zcg_builder *b, const zir_node *n, const mm_match *m,
 static int64_t mm_rows(const mm_match *m) {
     int64_t r = m->n_seg ? 0 : m->N;
     for (int i = 0; i < m->n_seg; i++)
-        r += m->seg[i]->in[1]->shape[0];
+        r += m->seg[i].mm->in[1]->shape[0];
     return r;
 }
 
+/* A segment's type and its epilogue, as add_suffix names a kernel's. */
+static const char *seg_name(zcg_builder *b, const mm_seg *s) {
+    return zarena_printf(b->a, "%s%s%s%s%s", ztype_name(s->mm->in[1]->dtype), s->bias ? "+bias" : "",
+                         s->unary ? "+" : "", s->unary ? zir_ops[s->unary->op].name : "",
+                         s->emul ? "+mul" : "");
+}
+
 static void mm_name(zcg_builder *b, const char *kind, const mm_match *m, const char *extra) {
-    const char *types = ztype_name(m->first->in[1]->dtype);
-    for (int i = m->n_seg - 2; i >= 0; i--) /* matmul_rows: each segment's type, in row order */
-        types = zarena_printf(b->a, "%s.%s", ztype_name(m->seg[i]->in[1]->dtype), types);
+    const char *types = m->n_seg ? seg_name(b, &m->seg[m->n_seg - 1]) : ztype_name(m->first->in[1]->dtype);
+    for (int i = m->n_seg - 2; i >= 0; i--) /* matmul_rows: each segment's, in row order */
+        types = zarena_printf(b->a, "%s.%s", seg_name(b, &m->seg[i]), types);
     snprintf(b->k->name, sizeof b->k->name, "%s%s%s_%s_n%lld_k%lld%s%s%s", kind, m->glu ? "_gateup" : "",
              m->n_seg ? "_rows" : "", types, (long long)mm_rows(m), (long long)m->K, extra,
              m->norm ? "+norm" : "", add_suffix(b, m));
@@ -356,7 +442,7 @@ static int gemv_mode(const mm_match *m) {
     ztype t = m->first->in[1]->dtype;
     if (m->glu && m->up->in[1]->dtype != t) return 0;
     for (int i = 0; i < m->n_seg; i++)
-        if (m->seg[i]->in[1]->dtype != t) return 0;
+        if (m->seg[i].mm->in[1]->dtype != t) return 0;
     return t == ZT_Q4_K ? 12 : t == ZT_Q6_K ? 14 : 0;
 }
 
@@ -414,7 +500,7 @@ static zstatus gemv_idot(const zcg_builder *b, const zir_node *n, const mm_match
     *idot = m->first->attr.gemv_q8;
     bool same = (!m->glu || m->up->attr.gemv_q8 == *idot);
     for (int i = 0; i < m->n_seg; i++)
-        same = same && m->seg[i]->attr.gemv_q8 == *idot;
+        same = same && m->seg[i].mm->attr.gemv_q8 == *idot;
     if (!same)
         return zdiag_set(d, ZE_INTERNAL, "codegen: '%s': some of its matmuls have int8 x, some not",
                          n->out->name);
@@ -442,7 +528,7 @@ static int64_t seg_groups(zcg_builder *b, const mm_match *m, int64_t rows_wg) {
     int64_t at = 0;
     for (int i = 0; i < ZIR_MAX_SEGMENTS; i++) {
         zcg_def_i(b, zarena_printf(b->a, "WG_SEG%d", i), at);
-        if (i < m->n_seg) at += (m->seg[i]->in[1]->shape[0] + rows_wg - 1) / rows_wg;
+        if (i < m->n_seg) at += (m->seg[i].mm->in[1]->shape[0] + rows_wg - 1) / rows_wg;
     }
     return at;
 }

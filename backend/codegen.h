@@ -22,8 +22,12 @@
 
 #include "../ir/ir.h"
 #include "../passes/pass.h"
+#include "plan.h"
 
-#define ZCG_MAX_BIND 12
+/* Bindings a kernel has besides the step buffer: the plan's limit less
+ * that one (a rows GEMV of four segments with their epilogues and int8 x
+ * takes 13). */
+#define ZCG_MAX_BIND (ZPLAN_MAX_BINDINGS - 1)
 
 typedef struct zcg_affine {
     int64_t a, b, div; /* ceil((a*T + b) / div); div >= 1 */
@@ -77,8 +81,8 @@ typedef struct zcg_opts {
 } zcg_opts;
 
 typedef struct zcg_kernel {
-    char name[96];    /* e.g. "matmul_q4_K_n768_k256+norm+add" */
-    char key[96];     /* tunable kernels: the name without the layout; else "" */
+    char name[128];   /* e.g. "matmul_q4_K_n768_k256+norm+add" */
+    char key[128];    /* tunable kernels: the name without the layout; else "" */
     const char *glsl; /* complete source, arena-owned; NULL: the node needs no kernel (a view) */
     int n_bind;
     zcg_binding bind[ZCG_MAX_BIND];

@@ -164,9 +164,11 @@ typedef enum zir_ktemplate {
     ZKT_HEAD,           /* per-head [rms_norm] [rope] [kv_store]: q/k preparation in one pass over a head */
     ZKT_MOE_GATE_UP,    /* matmul_id matmul_id swiglu: the chosen experts' gate, up and SwiGLU */
     ZKT_MOE_DOWN,       /* matmul_id moe_sum [add]: the chosen experts' down rows, weighted sum, residual */
-    ZKT_MATMUL_ROWS,    /* rms_norm matmul matmul [matmul] [reshape kv_store]: matmuls of one normed
-                         * input as one GEMV over their concatenated rows, each output its own: the
-                         * last the kernel's, the others exported (fuse-qkv); at most ZIR_MAX_SEGMENTS */
+    ZKT_MATMUL_ROWS,    /* rms_norm (matmul [epilogue])x2..4 [reshape kv_store]: matmuls of one normed
+                         * input as one GEMV over their concatenated rows, each a segment with its own
+                         * output: the last the kernel's, the others exported (fuse-qkv). A segment's
+                         * epilogue is fuse-epilogue's chain, [add of an [N] bias] sigmoid|softplus|silu
+                         * [mul by an [N] weight]; at most ZIR_MAX_SEGMENTS */
     ZKT_MOE_SUM,        /* moe_sum add: the grouped GEMMs' products weighed and summed, and the residual */
     ZKT_CONV,           /* ssm_conv silu: the delta-net's causal conv with SiLU on its output (fuse-conv) */
     ZKT_DELTA,          /* [slice] [reshape] [l2_norm] ... delta_net: the delta rule reading q, k and v as
@@ -176,8 +178,9 @@ typedef enum zir_ktemplate {
 } zir_ktemplate;
 const char *zir_ktemplate_name(zir_ktemplate t);
 
-/* Matmuls in one matmul_rows kernel: the GEMV binds one weight each (W0..W2). */
-enum { ZIR_MAX_SEGMENTS = 3 };
+/* Matmuls in one matmul_rows kernel: the GEMV binds one weight each (W0..W3).
+ * Four: a Qwen3.5 delta-net layer's qkv, z, beta and alpha. */
+enum { ZIR_MAX_SEGMENTS = 4 };
 
 /* Parameters a fusion pass chose for a kernel node. */
 typedef struct zir_kparams {

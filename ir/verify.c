@@ -91,6 +91,38 @@ static uint32_t body_uses(const zir_node *k, const zir_value *v) {
     return u;
 }
 
+/* A matmul_rows kernel (fuse-qkv): its norm, then segments, each a matmul
+ * and its epilogue chain (every chain node reading the node before it);
+ * each segment's last node exported but the last segment's; then maybe a
+ * store's reshapes and kv_store. The rows GEMV's codegen relies on it. */
+static zstatus verify_rows(const zir_node *k, zdiag *d) {
+    int end = k->n_body, segs = 0;
+    if (end >= 2 && k->body[end - 1]->op == ZOP_KV_STORE)
+        for (end--; end > 0 && k->body[end - 1]->op == ZOP_RESHAPE;)
+            end--;
+    if (zir_ops[k->body[0]->op].kind != ZK_NORM)
+        return zdiag_set(d, ZE_INTERNAL, "kernel '%s' (matmul_rows): the body must start with its norm",
+                         k->out->name);
+    for (int j = 1; j < end; j++) {
+        const zir_node *b = k->body[j];
+        bool starts = zir_ops[b->op].kind == ZK_MATMUL;
+        if (!starts && (j == 1 || b->in[0] != k->body[j - 1]->out))
+            return zdiag_set(d, ZE_INTERNAL,
+                             "kernel '%s' (matmul_rows): '%s' neither starts a segment nor takes the one "
+                             "before it",
+                             k->out->name, b->out->name);
+        segs += starts;
+        bool ends = j + 1 < end && zir_ops[k->body[j + 1]->op].kind == ZK_MATMUL;
+        if (b->exported != ends)
+            return zdiag_set(d, ZE_INTERNAL, "kernel '%s' (matmul_rows): '%s' %s", k->out->name, b->out->name,
+                             ends ? "ends a segment but is not exported" : "is exported but ends no segment");
+    }
+    if (segs < 2 || segs > ZIR_MAX_SEGMENTS)
+        return zdiag_set(d, ZE_INTERNAL, "kernel '%s' (matmul_rows): %d segments, expected 2 to %d",
+                         k->out->name, segs, ZIR_MAX_SEGMENTS);
+    return ZOK;
+}
+
 static zstatus verify_kernel(const zir_graph *g, const zir_node *k, zdiag *d) {
     if (k->n_body < 1 || !k->body || k->body[k->n_body - 1]->out != k->out || k->out->producer != k)
         return zdiag_set(d, ZE_INTERNAL, "kernel %u: output is not its last body node's", k->id);
@@ -130,7 +162,7 @@ static zstatus verify_kernel(const zir_graph *g, const zir_node *k, zdiag *d) {
                 return zdiag_set(d, ZE_INTERNAL, "kernel '%s': input '%s' is not listed", k->out->name,
                                  v->name);
         }
-    return ZOK;
+    return k->kp.tmpl == ZKT_MATMUL_ROWS ? verify_rows(k, d) : ZOK;
 }
 
 static zstatus verify_node(const zir_graph *g, uint32_t i, zdiag *d) {

@@ -6,23 +6,20 @@
  * read and write a few floats, at ~3.6 us apiece on the H200 (run 43).
  * The matmul's output never crosses VRAM before them, and no kernel is
  * added, so the fusion only removes: no cost model choice to make. Plain
- * matmul kernels only (a GEMV, GEMM or batch GEMV of one matmul). */
+ * matmul kernels only (a GEMV, GEMM or batch GEMV of one matmul): in
+ * decode, where fuse-qkv made beta and alpha segments of the layer's rows
+ * GEMV, it took these chains into their segments' epilogues first. */
 #include <stdio.h>
 
 #include "cost.h"
 #include "match.h"
-
-/* The activations an epilogue computes (matmul_io.glsl's EPI_UNARY). */
-static bool is_unary(const zir_node *u) {
-    return u->op == ZOP_SIGMOID || u->op == ZOP_SOFTPLUS || u->op == ZOP_SILU;
-}
 
 /* Where the epilogue chain of a matmul kernel stands: 0 the matmul or its
  * add, 1 after a unary, 2 after the product (nothing more fits). */
 static int chain_stage(const zir_node *p) {
     const zir_node *t = zpass_tail(p);
     if (t->op == ZOP_MUL) return 2;
-    if (is_unary(t)) return 1;
+    if (zpass_epilogue_unary(t)) return 1;
     if (zpass_kind(t) == ZK_MATMUL || zpass_flag(t, ZF_SUM)) return 0;
     return 2;
 }
@@ -48,7 +45,7 @@ static bool weight_product(const zir_node *u) {
 zstatus zpass_fuse_epilogue(zir_graph *g, const zpass_opts *o, zdiag *d) {
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         zir_node *u = g->nodes[i], *p = NULL;
-        if (is_unary(u))
+        if (zpass_epilogue_unary(u))
             p = host(g, u, 0);
         else if (weight_product(u))
             p = host(g, u, 1);

@@ -21,6 +21,9 @@ static zir_node *projection(const zir_graph *g, const zir_node *st, zir_node **r
     if (p->op != ZOP_MATMUL &&
         !(p->op == ZOP_KERNEL && (p->kp.tmpl == ZKT_MATMUL || p->kp.tmpl == ZKT_MATMUL_ROWS)))
         return NULL;
+    /* the cache is one more input: a rows kernel with segment epilogues
+     * (fuse-qkv) may have none left */
+    if (p->op == ZOP_KERNEL && p->n_in >= ZIR_MAX_IN) return NULL;
     *reshape = r;
     return p;
 }

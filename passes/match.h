@@ -43,6 +43,12 @@ static inline bool zpass_flag(const zir_node *n, uint32_t f) {
     return (zir_ops[n->op].flags & f) != 0;
 }
 
+/* The activations a matmul's epilogue computes (matmul_io.glsl's EPI_UNARY,
+ * gemv_segs.glsl's per-segment S<s>_UNARY): fuse-epilogue's and fuse-qkv's. */
+static inline bool zpass_epilogue_unary(const zir_node *u) {
+    return u->op == ZOP_SIGMOID || u->op == ZOP_SOFTPLUS || u->op == ZOP_SILU;
+}
+
 /* Whether a top-level node is run by the GEMV templates (decode's GEMV, the
  * multi-row GEMV): a plain matmul, or a matmul, gate+up or rows kernel. */
 static inline bool zpass_gemv_node(const zir_node *n) {

@@ -1,9 +1,10 @@
 // dequant.glsl: ggml block decoding inside a kernel, for weights bound as
 // raw bytes (uint words). Layouts and formulas are those of ir/dtype.c.
 //
-// A kernel binds up to five weights; codegen defines B_<name> (the binding)
+// A kernel binds up to six weights; codegen defines B_<name> (the binding)
 // for each one it uses:
 //   B_W0, B_W1, B_W2  matrices (gate/up/down, or the one matmul / table)
+//   B_W3              a fourth matrix (the segments of a rows GEMV)
 //   B_NW              the RMSNorm scale [K]
 //   B_BIAS            a bias [N]
 // GLSL cannot pass a buffer to a function, so the helpers take a constant
@@ -27,6 +28,7 @@
 #define WQ_W2 2u
 #define WQ_NW 3u
 #define WQ_BIAS 4u
+#define WQ_W3 5u
 
 // Weights are seen as uint, uvec2 and uvec4 arrays (same binding) for 4-,
 // 8- and 16-byte loads where the layout keeps them aligned: fewer, wider
@@ -73,6 +75,17 @@ layout(std430, binding = B_W2) WQ_QUAL buffer w2b2 { uvec2 w2_2[]; };
 layout(std430, binding = B_W2) WQ_QUAL buffer w2b4 { uvec4 w2_4[]; };
 #endif
 #endif
+#ifdef B_W3
+#if WQ_HAS_WORD(W3_TYPE)
+layout(std430, binding = B_W3) WQ_QUAL buffer w3b { uint w3[]; };
+#endif
+#if WQ_HAS_PAIR(W3_TYPE)
+layout(std430, binding = B_W3) WQ_QUAL buffer w3b2 { uvec2 w3_2[]; };
+#endif
+#if WQ_HAS_QUAD(W3_TYPE)
+layout(std430, binding = B_W3) WQ_QUAL buffer w3b4 { uvec4 w3_4[]; };
+#endif
+#endif
 #ifdef B_NW
 #if WQ_HAS_WORD(NW_TYPE)
 layout(std430, binding = B_NW) WQ_QUAL buffer wnwb { uint wnw[]; };
@@ -113,6 +126,11 @@ uint wword(const uint which, uint i) {
     if (which == WQ_W2) return w2[i];
 #endif
 #endif
+#ifdef B_W3
+#if WQ_HAS_WORD(W3_TYPE)
+    if (which == WQ_W3) return w3[i];
+#endif
+#endif
 #ifdef B_NW
 #if WQ_HAS_WORD(NW_TYPE)
     if (which == WQ_NW) return wnw[i];
@@ -141,6 +159,11 @@ uvec2 wpair(const uint which, uint i) {
     if (which == WQ_W2) return w2_2[i];
 #endif
 #endif
+#ifdef B_W3
+#if WQ_HAS_PAIR(W3_TYPE)
+    if (which == WQ_W3) return w3_2[i];
+#endif
+#endif
 #ifdef B_NW
 #if WQ_HAS_PAIR(NW_TYPE)
     if (which == WQ_NW) return wnw_2[i];
@@ -167,6 +190,11 @@ uvec4 wquad(const uint which, uint i) {
 #ifdef B_W2
 #if WQ_HAS_QUAD(W2_TYPE)
     if (which == WQ_W2) return w2_4[i];
+#endif
+#endif
+#ifdef B_W3
+#if WQ_HAS_QUAD(W3_TYPE)
+    if (which == WQ_W3) return w3_4[i];
 #endif
 #endif
 #ifdef B_NW

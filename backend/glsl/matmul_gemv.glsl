@@ -31,8 +31,9 @@
 // Defines: WG (threads), RS (rows per subgroup), ROWS_WG (rows per workgroup), GMODE, X_SHARED (with
 // SWZ_SHIFT, SWZ_MASK: x staged in shared memory), GLU (W1 is the up
 // projection: y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB;
-// SEGS, N0..N2, WG_SEG0..2, B_Y0, B_Y1 and W2_TYPE/W2_ROWB for the
-// segments of a matmul_rows kernel (below).
+// SEGS, N0..N3, WG_SEG0..3, B_Y0..B_Y2, W2_TYPE/W2_ROWB, W3_TYPE/W3_ROWB
+// and each segment's epilogue for the segments of a matmul_rows kernel
+// (gemv_segs.glsl).
 //
 // MOE (backend/cg_moe.c: the expert GEMVs of a mixture of experts, whose
 // stacked weights are [E, N, K] and whose route names TOPK = U experts a
@@ -392,14 +393,15 @@ void group(uint xo, uint g, inout float ss, const uint seg) {
 #if SEGS
         if (seg == 0u) {
             ROW_DOT(WQ_W0, W0_TYPE, W0_ROWB, rows[r], g, xv, xs, a0[r]);
+        } else if (SEGS == 2 || seg == 1u) {
+            ROW_DOT(WQ_W1, W1_TYPE, W1_ROWB, rows[r], g, xv, xs, a0[r]);
 #if SEGS > 2
-        } else if (seg == 1u) {
-            ROW_DOT(WQ_W1, W1_TYPE, W1_ROWB, rows[r], g, xv, xs, a0[r]);
-        } else {
+        } else if (SEGS == 3 || seg == 2u) {
             ROW_DOT(WQ_W2, W2_TYPE, W2_ROWB, rows[r], g, xv, xs, a0[r]);
-#else
+#endif
+#if SEGS > 3
         } else {
-            ROW_DOT(WQ_W1, W1_TYPE, W1_ROWB, rows[r], g, xv, xs, a0[r]);
+            ROW_DOT(WQ_W3, W3_TYPE, W3_ROWB, rows[r], g, xv, xs, a0[r]);
 #endif
         }
 #else
@@ -520,14 +522,6 @@ void main() {
 #if MOE == 1 && TOPK_IN
     row_base = expert_of(t) * uint(N);
 #endif
-#if SEGS
-    if (wg < uint(WG_SEG1))
-        rows_wg(t, wg, 0u);
-    else if (SEGS == 2 || wg < uint(WG_SEG2))
-        rows_wg(t, wg - uint(WG_SEG1), 1u);
-    else
-        rows_wg(t, wg - uint(WG_SEG2), 2u);
-#else
-    rows_wg(t, wg, 0u);
-#endif
+#define ROWS_OF_WG(w, seg) rows_wg(t, w, seg)
+    SEG_DISPATCH(wg, ROWS_OF_WG)
 }

@@ -32,8 +32,9 @@
 //
 // Defines: WG (threads), NTOK (token rows per workgroup), RS (weight rows per subgroup),
 // ROWS_WG (per workgroup), GMODE, IDOT, GLU (W1 is the up projection:
-// y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB; SEGS, N0..N2,
-// WG_SEG0..2, W2_TYPE/W2_ROWB for the segments.
+// y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB; SEGS, N0..N3,
+// WG_SEG0..3, W2_TYPE/W2_ROWB, W3_TYPE/W3_ROWB and each segment's epilogue
+// for the segments (gemv_segs.glsl).
 
 layout(local_size_x = WG) in;
 
@@ -212,7 +213,18 @@ void norm_group(uint g, out float nw[GE]) {
 
 // Matrix m's group g of row `row`, for segment seg (SEGS) or the kernel's
 // matrices (m: 0 the first, 1 GLU's up).
-#if SEGS > 2
+#if SEGS > 3
+#define W_OF(seg, m, row, g, w)                                                                             \
+    if (seg == 0u) {                                                                                       \
+        W_LOAD(WQ_W0, W0_TYPE, W0_ROWB, row, g, w);                                                        \
+    } else if (seg == 1u) {                                                                                \
+        W_LOAD(WQ_W1, W1_TYPE, W1_ROWB, row, g, w);                                                        \
+    } else if (seg == 2u) {                                                                                \
+        W_LOAD(WQ_W2, W2_TYPE, W2_ROWB, row, g, w);                                                        \
+    } else {                                                                                               \
+        W_LOAD(WQ_W3, W3_TYPE, W3_ROWB, row, g, w);                                                        \
+    }
+#elif SEGS > 2
 #define W_OF(seg, m, row, g, w)                                                                             \
     if (seg == 0u) {                                                                                       \
         W_LOAD(WQ_W0, W0_TYPE, W0_ROWB, row, g, w);                                                        \
@@ -316,14 +328,6 @@ void main() {
     uint t0 = gl_WorkGroupID.y * uint(NTOK), wg = gl_WorkGroupID.x;
     if (t0 >= step.T) return; // uniform across the workgroup
     uint nt = min(uint(NTOK), step.T - t0);
-#if SEGS
-    if (wg < uint(WG_SEG1))
-        rows_wg(t0, nt, wg, 0u);
-    else if (SEGS == 2 || wg < uint(WG_SEG2))
-        rows_wg(t0, nt, wg - uint(WG_SEG1), 1u);
-    else
-        rows_wg(t0, nt, wg - uint(WG_SEG2), 2u);
-#else
-    rows_wg(t0, nt, wg, 0u);
-#endif
+#define ROWS_OF_WG(w, seg) rows_wg(t0, nt, w, seg)
+    SEG_DISPATCH(wg, ROWS_OF_WG)
 }

@@ -45,7 +45,7 @@ typedef struct kh_result {
     double max_err;  /* max |got - want| / (rms(want) + 1e-30) over written elements; a KV
                       * cache's rms is that of the step's rows */
     int64_t checked; /* elements compared */
-    char kernel[96]; /* the kernel's name */
+    char kernel[128]; /* the kernel's name */
 } kh_result;
 
 /* Runs node n (a top-level node of g) for the step the interpreter just ran

@@ -599,6 +599,110 @@ Test(passes, fuse_qkv_keeps_another_type_apart) {
     zir_graph_free(g);
 }
 
+/* An f32 [n] weight (a norm's, a bias, the decay's A). */
+static zir_value *f32_weight(zir_graph *g, const char *name, int64_t n) {
+    zdiag d = {0};
+    zdim s[1] = {n};
+    zir_value *w = zir_value_new(g, name, ZR_WEIGHT, ZT_F32, 1, s, &d);
+    cr_assert_not_null(w, "%s", d.msg);
+    w->data = never_read;
+    w->nbytes = 4 * (uint64_t)n;
+    return w;
+}
+
+/* Qwen3.5-9B's delta-net projections: an RMSNorm (hidden 4096) feeding
+ * beta (32 rows) and its sigmoid, alpha (32) plus dt_bias, softplus, times
+ * A, qkv (8192, in qkv_type: Q6_K on Q4_K_M's use_more_bits layers) read
+ * by a slice (the conv's stand-in: not a view), and z (4096) read through
+ * a reshape to heads. */
+static zir_graph *delta_graph(ztype qkv_type) {
+    zir_graph *g = zir_graph_new();
+    g->hp = (zir_hparams){.arch = "synthetic", .n_layer = 1, .n_embd = 4096, .n_ff = 12288};
+    zdiag d = {0};
+    zdim xs[2] = {ZDIM_T, 4096};
+    zir_value *x = zir_value_new(g, "x", ZR_INPUT, ZT_F32, 2, xs, &d);
+    zir_value *h = node(g, ZOP_RMS_NORM, "l0.attn_in", x, f32_weight(g, "attn_norm", 4096), ZG_ATTN);
+    zir_value *b = node(g, ZOP_MATMUL, "l0.beta_logit", h, weight(g, "ssm_beta", 32, 4096), ZG_ATTN);
+    node(g, ZOP_SIGMOID, "l0.beta", b, NULL, ZG_ATTN);
+    zir_value *a = node(g, ZOP_MATMUL, "l0.alpha", h, weight(g, "ssm_alpha", 32, 4096), ZG_ATTN);
+    a = node(g, ZOP_ADD, "l0.alpha_biased", a, f32_weight(g, "ssm_dt.bias", 32), ZG_ATTN);
+    a = node(g, ZOP_SOFTPLUS, "l0.alpha_softplus", a, NULL, ZG_ATTN);
+    node(g, ZOP_MUL, "l0.decay", a, f32_weight(g, "ssm_a", 32), ZG_ATTN);
+    zir_value *wq = weight(g, "attn_qkv", 8192, 4096);
+    if (qkv_type == ZT_Q6_K) wq->dtype = qkv_type, wq->nbytes = 8192 * 4096 / 256 * 210;
+    zir_value *q = node(g, ZOP_MATMUL, "l0.qkv", h, wq, ZG_ATTN);
+    zir_attrs sa = {.slice = {0, 8192}};
+    cr_assert_not_null(zir_node_add(g, ZOP_SLICE, "l0.qkv_conv", &q, 1, &sa, 0, ZG_ATTN, &d), "%s", d.msg);
+    zir_value *z = node(g, ZOP_MATMUL, "l0.z", h, weight(g, "attn_gate", 4096, 4096), ZG_ATTN);
+    zir_attrs ra = {.reshape = {3, {ZDIM_T, 32, 128}}};
+    zir_node *r = zir_node_add(g, ZOP_RESHAPE, "l0.z_heads", &z, 1, &ra, 0, ZG_ATTN, &d);
+    cr_assert_not_null(r, "%s", d.msg);
+    g->tokens = x;
+    g->logits = r->out;
+    cr_assert_eq(zir_verify(g, &d), ZOK, "%s", d.msg);
+    return g;
+}
+
+/* fuse-qkv on the 9B's delta layer, decode on h200: four GEMVs (run 51:
+ * 20.8 or 14.7 us for qkv, 10.7 for z, 8.7 and 7.9 for the two 32-row
+ * gates, each its own dispatch reading x and the norm weight) become one:
+ * three dispatches (12 MB each), three 8 KiB reads of x and three of the
+ * 16 KiB norm weight saved. The gates' epilogues come along: one kernel
+ * whose body is the norm, each matmul and its chain, beta, the decay and
+ * qkv exported, z its output. */
+Test(passes, fuse_qkv_takes_the_delta_layer_with_its_gates) {
+    zir_graph *g = delta_graph(ZT_Q4_K);
+    zpass_opts o = opts(target("h200"), ZPH_DECODE);
+    zpass_decision x = run_pass(g, zpass_find("fuse-qkv"), &o);
+    cr_expect(x.fused);
+    cr_expect_eq(x.chosen, ZKT_MATMUL_ROWS);
+    cr_expect_eq(x.crossings_before, 4.0);
+    cr_expect_eq(x.crossings_after, 1.0);
+    EXPECT_BYTES(x.bytes_before, 4 * 8192, "x read by each GEMV");
+    EXPECT_BYTES(x.bytes_after, 8192, "x read once");
+    double saved = 3 * 12e6 + 3 * 8192 + 3 * 16384 / target("h200")->gemv_eff;
+    char want[64];
+    snprintf(want, sizeof want, "(saves %.0f >= threshold", saved);
+    cr_expect(strstr(x.reason, "4 of its 4 matmuls (2 with their epilogues) as one GEMV over their rows: "
+                               "matmul_rows: "),
+              "%s", x.reason);
+    cr_expect(strstr(x.reason, want), "%s: %s", want, x.reason);
+    const zir_node *k = top_producer(g, "l0.z");
+    cr_assert_eq(k->kp.tmpl, ZKT_MATMUL_ROWS);
+    static const char *const body[] = {"l0.attn_in", "l0.beta_logit",   "l0.beta",
+                                       "l0.alpha",   "l0.alpha_biased", "l0.alpha_softplus",
+                                       "l0.decay",   "l0.qkv",          "l0.z"};
+    cr_assert_eq(k->n_body, 9);
+    for (int i = 0; i < 9; i++) {
+        cr_expect_str_eq(k->body[i]->out->name, body[i]);
+        bool exported = i == 2 || i == 6 || i == 7;
+        cr_expect_eq(k->body[i]->exported, exported, "%s", body[i]);
+    }
+    cr_expect_eq(k->n_in, 8, "x, the norm's, the four matrices, dt_bias and A");
+    zir_graph_free(g);
+}
+
+/* qkv in Q6_K beside the Q4_K z, beta and alpha (Q4_K_M's use_more_bits
+ * layers, 12 of the 9B's 24 delta layers): those three join, two
+ * dispatches saved, and qkv keeps a GEMV with its own norm. */
+Test(passes, fuse_qkv_keeps_a_q6_K_qkv_apart) {
+    zir_graph *g = delta_graph(ZT_Q6_K);
+    zpass_opts o = opts(target("h200"), ZPH_DECODE);
+    zpass_decision x = run_pass(g, zpass_find("fuse-qkv"), &o);
+    cr_expect(x.fused);
+    double saved = 2 * 12e6 + 2 * 8192 + 2 * 16384 / target("h200")->gemv_eff;
+    char want[64];
+    snprintf(want, sizeof want, "(saves %.0f >= threshold", saved);
+    cr_expect(strstr(x.reason, "3 of its 4 matmuls (2 with their epilogues) as one GEMV"), "%s", x.reason);
+    cr_expect(strstr(x.reason, want), "%s: %s", want, x.reason);
+    const zir_node *k = top_producer(g, "l0.z"), *q = top_producer(g, "l0.qkv");
+    cr_expect_eq(k->kp.tmpl, ZKT_MATMUL_ROWS);
+    cr_expect_eq(k->n_body, 8, "norm, beta and its sigmoid, alpha and its chain, z");
+    cr_expect_eq(q->kp.tmpl, ZKT_MATMUL, "qkv: its own norm and GEMV");
+    cr_expect_eq(q->body[0]->op, ZOP_RMS_NORM);
+    zir_graph_free(g);
+}
+
 /* Prefill keeps the three GEMMs: nothing is fused, nothing recorded. */
 Test(passes, fuse_qkv_is_decode_only) {
     zir_graph *g = qkv_graph(ZT_Q4_K);

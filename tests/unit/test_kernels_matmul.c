@@ -692,19 +692,23 @@ Test(kernels_matmul, gemvn_q4_k_m_int8_x, .timeout = 300) {
  * h200 profile's cost model (zcost_prefill_gemv, 512-token steps) sends
  * exactly those two to the multi-row GEMV (about 1.5 us against the GEMM
  * tiles' floor of 8 K steps, 8 us) and keeps the rest on the GEMMs. */
-static gguf_file *open_q35(void) {
+static gguf_file *open_q35_as(zmk_quant q, uint32_t layers, const char *file) {
     zmk_opts o;
     zmk_defaults(&o);
-    o.arch = ZMK_QWEN35, o.quant = ZMK_Q4_K_M, o.layers = 2, o.full_attn = 2;
+    o.arch = ZMK_QWEN35, o.quant = q, o.layers = layers, o.full_attn = layers;
     o.hidden = HIDDEN, o.ff = FF, o.vocab = VOCAB, o.seed = 13;
     o.heads = 8, o.kv_heads = 4, o.head_dim = 64; /* k and v: 256 rows, GEMMs */
     o.ssm_heads = 32, o.ssm_groups = 4, o.ssm_state = 32;
     zdiag d = {0};
-    const char *path = tu_tmp("q35gemv.gguf");
+    const char *path = tu_tmp(file);
     cr_assert_eq(zmk_write(&o, path, NULL, &d), ZOK, "%s", d.msg);
     gguf_file *f = NULL;
     cr_assert_eq(gguf_open(path, &f, &d), ZOK, "%s", d.msg);
     return f;
+}
+
+static gguf_file *open_q35(void) {
+    return open_q35_as(ZMK_Q4_K_M, 2, "q35gemv.gguf");
 }
 
 static bool has_mm_gemv(const zir_node *n) {
@@ -796,6 +800,163 @@ Test(kernels_matmul, prefill_gemv_forced_with_prologues, .timeout = 300) {
         cr_expect(strstr(epi, want[i]), "no multi-row GEMV with %s: %s", want[i], epi);
     run_prefill_gemvs(k, g, "llvmpipe", "q35 llvmpipe/prefill, ZINC_PREFILL_GEMV=1");
     zir_graph_free(g);
+    gguf_close(f);
+    kh_close(k);
+}
+
+/* ---- a delta-net layer's projections as one rows GEMV (fuse-qkv) ------------- */
+
+/* The rows kernels of g whose segments carry epilogues (a delta-net layer's:
+ * beta's sigmoid, the decay's bias, softplus and product by ssm_a), into
+ * k; returns how many. */
+static int epilogue_rows(const zir_graph *g, const zir_node **k, int cap) {
+    int n = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *x = g->nodes[i];
+        bool epi = false;
+        for (int j = 0; x->op == ZOP_KERNEL && x->kp.tmpl == ZKT_MATMUL_ROWS && j < x->n_body; j++)
+            epi |= x->body[j]->op == ZOP_SIGMOID;
+        if (epi && n < cap) k[n++] = x;
+    }
+    return n;
+}
+
+/* Each such kernel of g, every element of its outputs (beta, the decay,
+ * and qkv and z where they share the gates' type), outputs poisoned,
+ * against the interpreter at steps of T[s] fresh random tokens. Returns
+ * how many kernels ran whose names hold `want` (a layout or type mark). */
+static int check_delta_rows(kh_ctx *k, const zir_graph *g, const zcg_opts *o, const int64_t *T, int n_steps,
+                            const char *want, const char *what) {
+    const zir_node *rows[4];
+    int nr = epilogue_rows(g, rows, 4), named = 0;
+    cr_assert_gt(nr, 0, "%s: no rows GEMV with segment epilogues", what);
+    zir_interp *it;
+    zdiag d = {0};
+    cr_assert_eq(zir_interp_new(g, 64, &it, &d), ZOK, "%s", d.msg);
+    tu_rng rng = tu_rng_seed(4111);
+    int64_t pos = 0;
+    for (int s = 0; s < n_steps; s++) {
+        int32_t tok[16];
+        cr_assert_leq(T[s], 16);
+        for (int64_t t = 0; t < T[s]; t++)
+            tok[t] = (int32_t)(tu_next(&rng) % VOCAB);
+        cr_assert_eq(zir_interp_step(it, tok, T[s], NULL, &d), ZOK, "%s", d.msg);
+        for (int i = 0; i < nr; i++) {
+            kh_result res;
+            zstatus st = kh_check_node(k, g, rows[i], o, it, (zir_step){T[s], pos, 64}, &res, &d);
+            cr_assert_eq(st, ZOK, "%s: '%s' (T=%lld): %s", what, rows[i]->out->name, (long long)T[s], d.msg);
+            cr_expect(res.max_err < TOL_F32, "%s: %s (T=%lld pos=%lld): error %.3g of the output RMS", what,
+                      res.kernel, (long long)T[s], (long long)pos, res.max_err);
+            cr_expect(strstr(res.kernel, "+sigmoid.") && strstr(res.kernel, "+bias+softplus+mul."),
+                      "%s: %s: no segment epilogues in the name", what, res.kernel);
+            /* every row of every output: 32 + 32 gates, qkv 1280 and z 1024 where they joined */
+            int64_t want_rows = 0;
+            for (int j = 0; j < rows[i]->n_body; j++)
+                want_rows += rows[i]->body[j]->op == ZOP_MATMUL ? rows[i]->body[j]->in[1]->shape[0] : 0;
+            cr_expect_eq(res.checked, T[s] * want_rows, "%s: %s checked %lld elements", what, res.kernel,
+                         (long long)res.checked);
+            named += strstr(res.kernel, want) != NULL;
+            if (s == n_steps - 1)
+                cr_log_info("%s: %s max error %.3g of the output RMS", what, res.kernel, res.max_err);
+        }
+        pos += T[s];
+    }
+    zir_interp_free(it);
+    return named;
+}
+
+/* Decode, the default pipeline for llvmpipe and h200 (clamped to the
+ * device), at three one-token steps: with Q4_K_M, layers 0 and 1 put qkv,
+ * z, beta and alpha (all q4_K) in one GEMV of four segments, layer 2 (a
+ * use_more_bits layer: qkv in q6_K) z, beta and alpha in one of three;
+ * with f16 weights the generic 8-element layout (GMODE 0) runs the four.
+ * x in fp32 here, in int8 below. */
+Test(kernels_matmul, delta_rows_fp32_x, .timeout = 300) {
+    kh_ctx *k = open_device();
+    static const struct {
+        zmk_quant q;
+        const char *file, *want;
+        int segs[3]; /* matmuls of each delta layer's rows GEMV */
+    } models[] = {
+        {ZMK_Q4_K_M, "q35rows.gguf", "gemv_rows_q4_K+sigmoid.q4_K+bias+softplus+mul.q4_K", {4, 4, 3}},
+        {ZMK_F16, "q35rows16.gguf", "gemv_rows_f16+sigmoid.f16+bias+softplus+mul.f16.f16_n", {4, 4, 4}}};
+    static const int64_t T[] = {1, 1, 1};
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
+        gguf_file *f = open_q35_as(models[mi].q, 4, models[mi].file);
+        for (int ti = 0; ti < 2; ti++) {
+            ztarget t = device_target(k, TARGETS[ti]);
+            zir_graph *g = compile(f, ztarget_find(TARGETS[ti]), ZPH_DECODE);
+            char what[96];
+            snprintf(what, sizeof what, "q35 %s %s/decode", models[mi].file, TARGETS[ti]);
+            const zir_node *rows[4];
+            cr_assert_eq(epilogue_rows(g, rows, 4), 3, "%s: a rows GEMV a delta layer", what);
+            for (int i = 0; i < 3; i++) {
+                int segs = 0;
+                for (int j = 0; j < rows[i]->n_body; j++)
+                    segs += rows[i]->body[j]->op == ZOP_MATMUL;
+                cr_expect_eq(segs, models[mi].segs[i], "%s: layer %d: %d segments", what, i, segs);
+            }
+            zcg_opts o = {&t, ZPH_DECODE, 1, false};
+            int named = check_delta_rows(k, g, &o, T, 3, models[mi].want, what);
+            cr_expect_eq(named, 3 * 3, "%s: %d kernels named %s", what, named, models[mi].want);
+            zir_graph_free(g);
+        }
+        gguf_close(f);
+    }
+    kh_close(k);
+}
+
+/* The same with int8 x (--gemv-x int8; the H200's default in decode),
+ * against the interpreter quantizing x the same way: q4_K's integer-dot
+ * layout with the segments' epilogues after the sums. */
+Test(kernels_matmul, delta_rows_int8_x, .timeout = 300) {
+    kh_ctx *k = open_device();
+    cr_assert(k->dev.prof.int_dot, "%s: no shaderIntegerDotProduct", k->dev.prof.name);
+    gguf_file *f = open_q35_as(ZMK_Q4_K_M, 4, "q35rows.gguf");
+    static const int64_t T[] = {1, 1, 1};
+    for (int ti = 0; ti < 2; ti++) {
+        ztarget t = device_target(k, TARGETS[ti]);
+        zir_graph *g = compile_idot(f, ztarget_find(TARGETS[ti]), ZPH_DECODE, ZIDOT_ON);
+        const zir_node *rows[4];
+        cr_assert_eq(epilogue_rows(g, rows, 4), 3);
+        for (int i = 0; i < 3; i++)
+            cr_expect(zpass_gemv_q8(rows[i]), "layer %d's rows GEMV has fp32 x", i);
+        zcg_opts o = {&t, ZPH_DECODE, 1, false};
+        char what[96];
+        snprintf(what, sizeof what, "q35 int8 x %s/decode", TARGETS[ti]);
+        cr_expect_eq(check_delta_rows(k, g, &o, T, 3, "_idot+norm", what), 3 * 3, "%s: int8-x kernels", what);
+        zir_graph_free(g);
+    }
+    gguf_close(f);
+    kh_close(k);
+}
+
+/* The batch schedule's own graph (zpass_opts.batch_rows 8, as zincc
+ * --parallel 8 compiles it): the same rows GEMVs as multi-row GEMVs
+ * (matmul_gemvn.glsl) of 8 token rows a workgroup, at steps of 1, 3 and 8
+ * tokens, with fp32 x and with int8 x (its quantizing pass first). */
+Test(kernels_matmul, delta_rows_batch, .timeout = 300) {
+    kh_ctx *k = open_device();
+    gguf_file *f = open_q35_as(ZMK_Q4_K_M, 4, "q35rows.gguf");
+    static const int64_t T[] = {1, 3, 8};
+    for (int q8 = 0; q8 < 2; q8++) {
+        if (q8 && !k->dev.prof.int_dot) continue;
+        ztarget t = device_target(k, "h200");
+        zir_graph *g = NULL;
+        zdiag d = {0};
+        cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
+        zpass_opts po = kh_pass_opts(ztarget_find("h200"), ZPH_PREFILL);
+        po.batch_rows = 8;
+        po.gemv_idot = q8 ? ZIDOT_ON : ZIDOT_OFF;
+        cr_assert_eq(zpass_run_pipeline(g, NULL, NULL, &po, &d), ZOK, "%s", d.msg);
+        zcg_opts o = {&t, ZPH_PREFILL, 8, false};
+        o.gemv_rows = 8;
+        char what[96];
+        snprintf(what, sizeof what, "q35 h200/batch of 8%s", q8 ? ", int8 x" : "");
+        int named = check_delta_rows(k, g, &o, T, 3, q8 ? "_t8_r2g4_idot+norm" : "_t8_r2g4+norm", what);
+        cr_expect_eq(named, 3 * 3, "%s: multi-row GEMVs", what);
+        zir_graph_free(g);
+    }
     gguf_close(f);
     kh_close(k);
 }

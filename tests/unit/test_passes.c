@@ -201,9 +201,12 @@ static bool body_fits(zir_ktemplate t, const char *b) {
         [ZKT_CONV] = {"ssm_conv silu"},
         [ZKT_DELTA] = {"slice reshape slice reshape slice reshape l2_norm l2_norm delta_net"},
         [ZKT_NORM_GATE] = {"rms_norm swiglu"},
-        [ZKT_MATMUL_ROWS] = {"rms_norm matmul matmul", "rms_norm matmul matmul matmul",
-                             "rms_norm matmul matmul reshape kv_store",
-                             "rms_norm matmul matmul matmul reshape kv_store"},
+        [ZKT_MATMUL_ROWS] =
+            {"rms_norm matmul matmul", "rms_norm matmul matmul matmul",
+             "rms_norm matmul matmul reshape kv_store", "rms_norm matmul matmul matmul reshape kv_store",
+             /* a delta-net layer's beta, decay, qkv and z; z, beta, decay beside a q6_K qkv */
+             "rms_norm matmul sigmoid matmul add softplus mul matmul matmul",
+             "rms_norm matmul sigmoid matmul add softplus mul matmul"},
     };
     _Static_assert(sizeof ok / sizeof ok[0] == ZKT_COUNT, "a body list per template");
     for (size_t i = 0; i < sizeof ok[0] / sizeof ok[0][0]; i++)
@@ -296,9 +299,11 @@ static census expected(zmk_arch arch, pipe p, const char *target, zpass_phase ph
     case P_STORE: c.kernels[ZKT_MATMUL] = arch == ZMK_QWEN2 ? 0 : L; break;
     /* in decode, q, k and v as one GEMV where they share a type: Q4_K_M
      * gives layer 1 of 2 a Q6_K attn_v (use_more_bits), which keeps a GEMV
-     * of its own with a copy of the norm. qwen2's biases keep them apart. */
+     * of its own with a copy of the norm. qwen2's biases keep them apart.
+     * Without fuse-mlp the MLP norm's gate and up are one too, the SwiGLU
+     * reading both as exported values. */
     case P_QKV:
-        c.kernels[ZKT_MATMUL_ROWS] = ph == ZPH_DECODE && !bias ? L : 0;
+        c.kernels[ZKT_MATMUL_ROWS] = ph == ZPH_DECODE ? (bias ? 0 : L) + L : 0;
         c.kernels[ZKT_MATMUL] = ph == ZPH_DECODE && !bias ? 1 : 0;
         break;
     case P_DEFAULT:
@@ -748,6 +753,174 @@ Test(equivalence, qwen35moe_delta_layer_fusions, .timeout = 600) {
     check_delta_layer_fusions(ZMK_QWEN35MOE, "eqq35md.gguf");
 }
 
+/* fuse-qkv on a delta-net layer: its qkv, z, beta and alpha read one normed
+ * row; where they share a weight type they are one rows GEMV whose
+ * segments carry beta's sigmoid and the decay's bias, softplus and product
+ * by ssm_a, qkv and z leaving as they are for the conv and the gated norm. */
+
+/* The rows kernel that computes l<l>.<what>, or NULL. */
+static const zir_node *rows_of(const zir_graph *g, int l, const char *what) {
+    char name[32];
+    snprintf(name, sizeof name, "l%d.%s", l, what);
+    const zir_value *v = zir_find(g, name);
+    const zir_node *p = v ? v->producer : NULL;
+    const zir_node *k = p && p->parent ? p->parent : p;
+    return k && k->op == ZOP_KERNEL && k->kp.tmpl == ZKT_MATMUL_ROWS ? k : NULL;
+}
+
+/* Decisions whose reason starts with `start`. */
+static int said(const zpass_report *r, const char *start) {
+    int n = 0;
+    for (int i = 0; i < r->n; i++)
+        n += !strncmp(r->items[i].reason, start, strlen(start));
+    return n;
+}
+
+/* Layer l of g (a delta-net layer): one rows kernel holding beta, the
+ * decay and z (its output), and qkv too where want_qkv (else qkv a matmul
+ * kernel of its own, with its copy of the norm); the verifier has checked
+ * that every segment but the last is exported. */
+static void expect_delta_rows(const zir_graph *g, int l, bool want_qkv, const char *what) {
+    const zir_node *k = rows_of(g, l, "z");
+    cr_assert_not_null(k, "%s: layer %d: z is not a rows GEMV's", what, l);
+    char b[256];
+    body_string(k, b, sizeof b);
+    const char *want = want_qkv ? "rms_norm matmul sigmoid matmul add softplus mul matmul matmul"
+                                : "rms_norm matmul sigmoid matmul add softplus mul matmul";
+    cr_expect_str_eq(b, want, "%s: layer %d", what, l);
+    cr_expect(rows_of(g, l, "beta") == k && rows_of(g, l, "decay") == k, "%s: layer %d: the gates", what, l);
+    cr_expect((rows_of(g, l, "qkv") == k) == want_qkv, "%s: layer %d: qkv", what, l);
+    char name[32];
+    snprintf(name, sizeof name, "l%d.z", l);
+    cr_expect_str_eq(k->out->name, name, "%s: the last segment gives the kernel's output", what);
+    if (!want_qkv) {
+        snprintf(name, sizeof name, "l%d.qkv", l);
+        const zir_node *q = zir_find(g, name)->producer;
+        cr_expect(q->op == ZOP_KERNEL && q->kp.tmpl == ZKT_MATMUL && q->body[0]->op == ZOP_RMS_NORM,
+                  "%s: layer %d: the q6_K qkv keeps a GEMV and a norm of its own", what, l);
+    }
+}
+
+/* The kernels of layer l's attention group, one line each: template and body. */
+static void attn_layer_string(const zir_graph *g, int l, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (uint32_t i = 0; i < g->n_nodes && o < cap; i++) {
+        const zir_node *n = g->nodes[i];
+        if (n->layer != l || n->group != ZG_ATTN) continue;
+        char b[256] = "";
+        if (n->op == ZOP_KERNEL) body_string(n, b, sizeof b);
+        o += (size_t)snprintf(buf + o, cap - o, "%s %s: %s\n", n->out->name,
+                              n->op == ZOP_KERNEL ? zir_ktemplate_name(n->kp.tmpl) : zir_ops[n->op].name, b);
+    }
+}
+
+/* Layer l's attention kernels are those fuse-qkv made before it took
+ * epilogues and exported values (ZINC_ROWS_EXPORT=0). */
+static void expect_attn_unchanged(const gguf_file *f, const zir_graph *g, int l, const zpass_opts *o,
+                                  const char *what) {
+    setenv("ZINC_ROWS_EXPORT", "0", 1);
+    zpass_opts o2 = *o;
+    o2.report = NULL;
+    zir_graph *before = compile_without(f, NULL, "mm-f16,kv-type", &o2);
+    unsetenv("ZINC_ROWS_EXPORT");
+    static char a[8192], b[8192];
+    attn_layer_string(g, l, a, sizeof a);
+    attn_layer_string(before, l, b, sizeof b);
+    cr_expect(strstr(a, " matmul_rows: "), "%s: no rows GEMV in the attention layer:\n%s", what, a);
+    cr_expect_str_eq(a, b, "%s: the attention layer changed", what);
+    zir_graph_free(before);
+}
+
+/* Whether layer l's qkv has the type of its z (the gates': all q4_K). */
+static bool qkv_joins(const zir_graph *g, int l) {
+    char q[48], z[48];
+    snprintf(q, sizeof q, "blk.%d.attn_qkv.weight", l);
+    snprintf(z, sizeof z, "blk.%d.attn_gate.weight", l);
+    return zir_find(g, q)->dtype == zir_find(g, z)->dtype;
+}
+
+/* EQ_SHAPE's two layers (a delta-net layer, then gated attention) and
+ * four (layer 2 a use_more_bits layer: its qkv q6_K, so z, beta and alpha
+ * join without it; qwen35moe's eight experts make every qkv q8_0),
+ * qwen35 and qwen35moe, every target, decode and a batch step of 4 rows
+ * (multi-row GEMVs): the kernels above, a decision a layer with the count,
+ * the attention layers as before, and the unfused graph's logits exactly.
+ * Prefill leaves the projections apart. */
+static void check_delta_rows(zmk_arch arch, uint32_t layers, const char *file) {
+    shape sh = EQ_SHAPE;
+    sh.layers = layers;
+    gguf_file *f = make_model(arch, ZMK_Q4_K_M, sh, file);
+    int32_t tok[N_TOK] = {7, 300, 12, 511, 64, 3};
+    float *want[N_MODES];
+    unfused_logits(f, tok, want);
+    int L = (int)layers - 1; /* the delta-net layers */
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++)
+        for (int mode = 0; mode < 3; mode++) {
+            zpass_report rep = {.arena = zarena_new()};
+            zpass_opts o = opts_for(targets[t], mode == 1 ? ZPH_PREFILL : ZPH_DECODE, &rep);
+            if (mode == 2) o.phase = ZPH_PREFILL, o.batch_rows = 4;
+            char what[96];
+            snprintf(what, sizeof what, "%s %dL %s/%s", zmk_arch_name(arch), (int)layers, targets[t],
+                     mode == 0   ? "decode"
+                     : mode == 1 ? "prefill"
+                                 : "batch of 4");
+            zir_graph *g = compile_without(f, NULL, "mm-f16,kv-type", &o);
+            int n4 = said(&rep, "4 of its 4 matmuls (2 with their epilogues) as one GEMV over their rows: "),
+                n3 = said(&rep, "3 of its 4 matmuls (2 with their epilogues) as one GEMV over their rows: ");
+            if (mode == 1) {
+                for (int l = 0; l < (int)layers; l++)
+                    cr_expect(!rows_of(g, l, "z") && !rows_of(g, l, "k"), "%s: layer %d has rows", what, l);
+                cr_expect_eq(n4 + n3, 0, "%s: decisions", what);
+            } else {
+                int apart = 0;
+                for (int l = 0; l < L; l++) {
+                    expect_delta_rows(g, l, qkv_joins(g, l), what);
+                    apart += !qkv_joins(g, l);
+                }
+                cr_expect_eq(n4, L - apart, "%s: 4-segment decisions", what);
+                cr_expect_eq(n3, apart, "%s: 3-segment decisions", what);
+                expect_attn_unchanged(f, g, L, &o, what);
+            }
+            expect_graph_same(g, tok, want);
+            zarena_free(rep.arena);
+        }
+    free_modes(want);
+    gguf_close(f);
+}
+
+Test(equivalence, qwen35_delta_rows, .timeout = 600) {
+    check_delta_rows(ZMK_QWEN35, 2, "eqq35r.gguf");
+    check_delta_rows(ZMK_QWEN35, 4, "eqq35r4.gguf");
+}
+
+Test(equivalence, qwen35moe_delta_rows, .timeout = 600) {
+    check_delta_rows(ZMK_QWEN35MOE, 2, "eqq35mr.gguf");
+}
+
+/* ZINC_ROWS_EXPORT=0 (the A/B knob): segments only read through one view,
+ * with no epilogue, as before: the delta layer's four projections keep
+ * their own GEMVs (fuse-epilogue's gates in two of them), the attention
+ * layer's q and k stay one. */
+Test(passes, rows_export_knob_keeps_the_delta_gemvs) {
+    gguf_file *f = make_model(ZMK_QWEN35, ZMK_Q4_K_M, EQ_SHAPE, "q35knob.gguf");
+    setenv("ZINC_ROWS_EXPORT", "0", 1);
+    zpass_opts o = opts_for("h200", ZPH_DECODE, NULL);
+    zir_graph *g = compile(f, NULL, &o);
+    unsetenv("ZINC_ROWS_EXPORT");
+    static const char *const own[] = {"qkv", "z", "beta", "decay"};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "l0.%s", own[i]);
+        const zir_node *p = zir_find(g, name)->producer;
+        cr_expect(p->op == ZOP_KERNEL && p->kp.tmpl == ZKT_MATMUL, "%s: %s", name,
+                  zir_ktemplate_name(p->op == ZOP_KERNEL ? p->kp.tmpl : ZKT_NONE));
+    }
+    cr_expect_not_null(rows_of(g, 1, "k"), "ZINC_ROWS_EXPORT=0: the attention layer's q and k");
+    zir_graph_free(g);
+    gguf_close(f);
+}
+
 /* The analyses alone change nothing: a baseline for the counts above. */
 Test(equivalence, analyses_fuse_nothing) {
     gguf_file *f = make_model(ZMK_QWEN3, ZMK_Q4_K_M, EQ_SHAPE, "an.gguf");
@@ -806,6 +979,8 @@ static const golden_case goldens[] = {
      "h200", ZPH_PREFILL},
     {"fuse-store/llama-h200-decode", ZMK_LLAMA, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-norm,fuse-store",
      "h200", ZPH_DECODE},
+    /* q, k and v; with no fuse-mlp before it, gate and up too (their
+     * SwiGLU reads both, exported) */
     {"fuse-qkv/qwen3-h200-decode", ZMK_QWEN3, ZMK_Q4_K_M, GOLDEN_SHAPE, "shape,width,fuse-qkv", "h200",
      ZPH_DECODE},
     /* layer 1's attn_v is Q6_K: q and k fuse, v keeps a GEMV (and a norm)
