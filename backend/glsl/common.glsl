@@ -52,3 +52,15 @@ layout(std430, set = 0, binding = 0) readonly buffer StepParams {
 float silu(float x) { return x / (1.0 + exp(-x)); }
 float sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }
 float softplus(float x) { return x > 20.0 ? x : log(1.0 + exp(x)); }
+
+// v rounded to the nearest fp16 (ties to even, fp16 subnormals kept, beyond
+// 65504 to infinity) and back, as the interpreter's zf32_to_f16 rounds it.
+// packHalf2x16's rounding is not specified (Vulkan-Docs #1825): the H200's
+// driver does not round so, and the scalar GEMMs' MM_F16 tiles missed the
+// interpreter by 0.4-0.6 % of the RMS there (session 20).
+float f16_rne(float v) {
+    if (abs(v) < 6.103515625e-05) return roundEven(v * 16777216.0) * 5.9604644775390625e-08;
+    uint b = floatBitsToUint(v);
+    float r = uintBitsToFloat((b + 0x0FFFu + ((b >> 13) & 1u)) & 0xFFFFE000u);
+    return abs(r) > 65504.0 ? uintBitsToFloat((b & 0x80000000u) | 0x7F800000u) : r;
+}

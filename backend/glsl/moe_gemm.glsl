@@ -20,7 +20,7 @@
 
 #ifdef MM_F16
 // Round to fp16 and back, without needing fp16 arithmetic on the device.
-float op_round(float v) { return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x; }
+#define op_round(v) f16_rne(v)
 #else
 #define op_round(v) (v)
 #endif
