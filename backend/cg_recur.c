@@ -47,7 +47,8 @@ enum {
     DELTA_MAX_D = 256, /* head dimension: a workgroup's threads, a row in registers */
     DELTA_MAX_C = 64,  /* tokens per chunk of the chunked scan */
     DELTA_MIN_C = 8,
-    DELTA_CHUNK_MAX_L = 4, /* the chunked scan's lanes a state row */
+    DELTA_CHUNK_MAX_L = 4,   /* the chunked scan's lanes a state row, by default */
+    DELTA_CHUNK_KNOB_L = 32, /* and at most (ZINC_DELTA_LANES): a lane keeps one 16-byte vector of D 128 */
     DELTA_TOKEN_LPK = 16, /* the token kernel's threads a state row */
     DELTA_TOKEN_WG = 128, /* and at most threads a workgroup */
     MAX_GRID_Y = 65535,
@@ -195,7 +196,7 @@ static int64_t delta_chunk_smem(int64_t C, int64_t D) {
  * ZINC_DELTA_LANES=n forces it, to measure. */
 static int64_t delta_chunk_lanes(const zcg_opts *o, int64_t D) {
     int64_t sg = o->target && o->target->subgroup > 0 ? o->target->subgroup : 32;
-    int64_t l = zcg_knob("ZINC_DELTA_LANES", 1, 2 * DELTA_CHUNK_MAX_L, DELTA_CHUNK_MAX_L);
+    int64_t l = zcg_knob("ZINC_DELTA_LANES", 1, DELTA_CHUNK_KNOB_L, DELTA_CHUNK_MAX_L);
     while (l > 1 && (D % (4 * l) || l > sg || (l & (l - 1))))
         l--;
     return l;

@@ -234,6 +234,32 @@ Test(delta_net, chunk_two_lanes_and_one_a_row) {
     unsetenv("ZINC_DELTA_LANES");
 }
 
+/* The 9B's head on the H200's budget with 8, 16 and 32 lanes a row (a
+ * lane keeps 16, 8 and 4 of the row's 128 elements; with 32 the lanes
+ * outnumber the chunk's 16 tokens, so half of them write no output): the
+ * many-workgroup layouts ZINC_DELTA_LANES measures (docs/performance.md).
+ * The lanes sum by shuffles within a subgroup, so a device whose subgroups
+ * are narrower (llvmpipe's 8) runs only those that fit; the H200 runs all
+ * three in the device calls. */
+Test(delta_net, chunk_eight_to_thirty_two_lanes_a_row) {
+    kh_ctx k;
+    char err[256];
+    cr_assert(kh_open(&k, err, sizeof err), "%s", err);
+    uint32_t sg = k.dev.prof.subgroup_max ? k.dev.prof.subgroup_max : k.dev.prof.subgroup_size;
+    kh_close(&k);
+    for (int lanes = 8; lanes <= 32; lanes *= 2) {
+        if ((uint32_t)lanes > sg) {
+            cr_log_warn("%d lanes a row: skipped, the device's subgroups are %u wide", lanes, sg);
+            continue;
+        }
+        char v[8];
+        snprintf(v, sizeof v, "%d", lanes);
+        setenv("ZINC_DELTA_LANES", v, 1);
+        check_shape(&(shape){2, 4, 128, "h200", true}, 16);
+    }
+    unsetenv("ZINC_DELTA_LANES");
+}
+
 /* fuse-delta's kernels: q and k of lengths 0.3 to 3 normed in the
  * kernels' prologues (a missing or doubled norm is off by that factor), q,
  * k and v read as column ranges of the one [T, (2 Hk + Hv) D + 2 Hv] row;
