@@ -772,8 +772,14 @@ zcg_cm zcg_cm_default(const zcg_builder *b, bool glu, int64_t K, bool logits, ui
     c.ablate = c.pipe == 0 ? (int)zcg_knob("ZINC_CM_ABLATE", 0, 3, 0) : 0;
     c.mfirst = (int)zcg_knob("ZINC_CM_MFIRST", 0, 1, 0);
     c.pad = (int)zcg_knob("ZINC_CM_PAD", 0, 49152, 0) & ~3;
+    /* Q6_K travels raw (its quant, high-bit, scale and d words) and is
+     * decoded as it is staged, as Q4_K is, so that nothing waits on the
+     * next step's loads before the products; ZINC_CM_Q6RAW=0 decodes it as
+     * it is fetched (before session 20), to measure the two. */
+    c.dq6 = zcg_knob("ZINC_CM_Q6RAW", 0, 1, 1) ? 0 : 1;
     const char *e = logits ? NULL : getenv(glu ? "ZINC_CM_GLU_LAYOUT" : "ZINC_CM_LAYOUT");
-    zcg_cm w = {.pipe = c.pipe, .sgp = c.sgp, .wch = c.wch, .ablate = c.ablate, .mfirst = c.mfirst, .pad = c.pad};
+    zcg_cm w = {.pipe = c.pipe,     .sgp = c.sgp, .wch = c.wch,  .ablate = c.ablate,
+                .mfirst = c.mfirst, .pad = c.pad, .dq6 = c.dq6};
     bool knob = e && cm_parse(e, &w);
     if (knob) c = w;
     if (!knob && glu) c.bk = 32;
@@ -805,19 +811,20 @@ static bool use_coopmat(const zcg_builder *b, const mm_match *m, const zcg_cm *c
 
 void zcg_def_cm(zcg_builder *b, const zcg_cm *c) {
     const int64_t v[] = {c->bm,   c->bn,  c->bk,  c->sgm,    c->sgn,    ZCG_CM_SG, c->wg ? c->wg : (c->sgm * c->sgn + c->sgp) * ZCG_CM_SG,
-                         c->pipe, c->sgp, c->wch, c->ablate, c->mfirst, c->wg != 0, c->pad};
-    const char *const names[] = {"BM",      "BN",  "BK",  "SGM",       "SGN",       "SG",   "WG",
-                                 "CM_PIPE", "SGP", "WCH", "CM_ABLATE", "CM_MFIRST", "CM_WG", "CM_PAD"};
+                         c->pipe, c->sgp, c->wch, c->ablate, c->mfirst, c->wg != 0, c->pad, !c->dq6};
+    const char *const names[] = {"BM",        "BN",        "BK",    "SGM",    "SGN",   "SG",
+                                 "WG",        "CM_PIPE",   "SGP",   "WCH",    "CM_ABLATE",
+                                 "CM_MFIRST", "CM_WG",     "CM_PAD", "Q6_RAW"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
 }
 
 const char *zcg_cm_suffix(zcg_builder *b, const zcg_cm *c) {
     static const char *const pipes[] = {"", "d", "b", "p"};
-    return zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe],
+    return zarena_printf(b->a, "_cm%dx%dk%d%s%s%s%s%s%s%s", c->bm, c->bn, c->bk, pipes[c->pipe],
                          c->wch == 16 ? "h" : "", c->mfirst ? "m" : "", c->wg ? zarena_printf(b->a, "w%d", c->wg) : "",
                          c->ablate ? zarena_printf(b->a, "_ablate%d", c->ablate) : "",
-                         c->pad ? zarena_printf(b->a, "_pad%d", c->pad) : "");
+                         c->pad ? zarena_printf(b->a, "_pad%d", c->pad) : "", c->dq6 ? "_dq6" : "");
 }
 
 static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const zcg_cm *c, zcg_builder *b,

@@ -8,8 +8,9 @@
 // weight blocks are fetched into registers while the matrix units work on
 // this one, and nothing uses them before the next stage, so the products
 // do not wait for them; Q4_K blocks travel raw (the header and the quant
-// bytes, 16-byte loads) and are decoded as they are staged, other types
-// are decoded on fetch and held as packed halves. A thread stages WCH-
+// bytes, 16-byte loads) and are decoded as they are staged, Q6_K's too
+// (words: its blocks are 210 bytes; Q6_RAW, session 20), other types are
+// decoded on fetch and held as packed halves. A thread stages WCH-
 // element chunks of a row. SGM x SGN subgroups each own (BM / SGM) tokens
 // x (BN / SGN) rows of the tile, FM x FW fragments of 16 x 16.
 //
@@ -184,7 +185,13 @@ shared float sc_s[BM];
 #define XPT ((XV + PT - 1) / PT)
 #define WPT ((WV + PT - 1) / PT)
 #define QV (WCH / 16)                          /* 16-byte quant vectors of a raw Q4_K chunk */
-#define NWV (QV + 2 > WCH / 8 ? QV + 2 : WCH / 8) /* a chunk's registers: raw, or decoded halves */
+#ifndef Q6_RAW
+#define Q6_RAW 0
+#endif
+#define Q6W (WCH / 4 + 1) /* words of a raw Q6_K chunk's quant bytes, and of its high bits */
+#define Q6V (Q6_RAW != 0 ? (2 * Q6W + 3 + 3) / 4 : 0) /* and its 16-byte registers (+ scale, d, where) */
+#define NWV0 (QV + 2 > WCH / 8 ? QV + 2 : WCH / 8)
+#define NWV (Q6V > NWV0 ? Q6V : NWV0) /* a chunk's registers: raw, or decoded halves */
 
 // x as it is fetched: fp32 (converted to halves as it is staged), or, when
 // the activations are fp16 and no norm is applied on the way (X_RAW), the
@@ -209,6 +216,37 @@ void fetch_q4_K(const uint which, uint rowb, uint row, uint k0, out uvec4 r[NWV]
     r[QV + 1] = uvec4(j, 0u, 0u, 0u);
 }
 
+// A chunk of a Q6_K block as it is stored (dequant.glsl's dq8_q6_K says
+// where its bytes are): the Q6W words holding its WCH quant bytes, the Q6W
+// holding its WCH high-bit bytes, the word of its scale byte(s), the word
+// of d, then where in them it starts: the block's byte offset mod 4 (the
+// same for the quant, high-bit and d words), the scale byte's, and the
+// quarter k of the half. Blocks are 210 bytes, so words, not quads; the
+// last quant and high-bit words read into the next field of the block.
+uint r6(uvec4 r[NWV], uint u) { return r[u >> 2u][u & 3u]; }
+void fetch_q6_K(const uint which, uint rowb, uint row, uint k0, out uvec4 r[NWV]) {
+    uint off = row * rowb + (k0 >> 8u) * 210u;
+    uint in_b = k0 & 255u, h = in_b >> 7u, k = (in_b >> 5u) & 3u, l0 = in_b & 31u;
+    uint lo = off + 64u * h + 32u * (k & 1u) + l0, hb = off + 128u + 32u * h + l0;
+    uint so = off + 192u + 8u * h + 2u * k + (l0 >> 4u);
+    uint w[2 * Q6W + 3];
+    [[unroll]] for (uint u = 0u; u < uint(Q6W); u++) {
+        w[u] = wword(which, (lo >> 2u) + u);
+        w[uint(Q6W) + u] = wword(which, (hb >> 2u) + u);
+    }
+    w[2 * Q6W] = wword(which, so >> 2u);
+    w[2 * Q6W + 1] = wword(which, (off + 208u) >> 2u);
+    w[2 * Q6W + 2] = (off & 3u) | ((so & 3u) << 2u) | (k << 4u);
+    [[unroll]] for (uint v = 0u; v < uint(NWV); v++) r[v] = uvec4(0u);
+    [[unroll]] for (uint u = 0u; u < uint(2 * Q6W + 3); u++) r[u >> 2u][u & 3u] = w[u];
+}
+
+// Word j of a raw run of words that starts s bits into word 0.
+uint q6_word(uvec4 r[NWV], uint base, uint j, uint s) {
+    uint a = r6(r, base + j);
+    return s == 0u ? a : (a >> s) | (r6(r, base + j + 1u) << (32u - s));
+}
+
 uvec4 pack8(float v[8]) {
     return uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])), packHalf2x16(vec2(v[4], v[5])),
                  packHalf2x16(vec2(v[6], v[7])));
@@ -224,14 +262,30 @@ uvec4 pack8(float v[8]) {
 // fp16 rows (ggml type 1, 16-byte aligned as K % 8 == 0) are bit copies.
 #define FETCH_F16(which, rowb)                                                                               \
     [[unroll]] for (uint c = 0u; c < uint(WCH / 8); c++) r[c] = wquad(which, ((row * uint(rowb) + 2u * k0) >> 4u) + c);
-#define W0_RAW (W0_TYPE == 12)
+// How a weight travels from fetch to stage: 1 raw Q4_K, 2 raw Q6_K, 0
+// decoded on fetch (packed halves, or fp16 bit copies).
+#if W0_TYPE == 12
+#define W0_RAW 1
+#elif W0_TYPE == 14 && Q6_RAW
+#define W0_RAW 2
+#else
+#define W0_RAW 0
+#endif
 #if GLU
-#define W1_RAW (W1_TYPE == 12)
+#if W1_TYPE == 12
+#define W1_RAW 1
+#elif W1_TYPE == 14 && Q6_RAW
+#define W1_RAW 2
+#else
+#define W1_RAW 0
+#endif
 #endif
 
 void fetch_w0(uint row, uint k0, out uvec4 r[NWV]) {
-#if W0_RAW
+#if W0_RAW == 1
     fetch_q4_K(WQ_W0, uint(W0_ROWB), row, k0, r);
+#elif W0_RAW == 2
+    fetch_q6_K(WQ_W0, uint(W0_ROWB), row, k0, r);
 #elif W0_TYPE == 1
     FETCH_F16(WQ_W0, W0_ROWB)
 #else
@@ -240,8 +294,10 @@ void fetch_w0(uint row, uint k0, out uvec4 r[NWV]) {
 }
 #if GLU
 void fetch_w1(uint row, uint k0, out uvec4 r[NWV]) {
-#if W1_RAW
+#if W1_RAW == 1
     fetch_q4_K(WQ_W1, uint(W1_ROWB), row, k0, r);
+#elif W1_RAW == 2
+    fetch_q6_K(WQ_W1, uint(W1_ROWB), row, k0, r);
 #elif W1_TYPE == 1
     FETCH_F16(WQ_W1, W1_ROWB)
 #else
@@ -313,6 +369,30 @@ void stage_q4_K(uvec4 r[NWV], uint o) {
     }
 }
 
+// Decodes a fetched Q6_K chunk into WCH / 8 vectors of eight halves, with
+// dq8_q6_K's arithmetic (d * scale * (q - 32)).
+void stage_q6_K(uvec4 r[NWV], uint o) {
+    uint meta = r6(r, uint(2 * Q6W + 2)), s = (meta & 3u) * 8u, sp = (meta >> 2u) & 3u, k = meta >> 4u;
+    float d = unpackHalf2x16(r6(r, uint(2 * Q6W + 1)) >> s).x;
+    uint scw = r6(r, uint(2 * Q6W)), sl = (k >> 1u) * 4u, shh = 2u * k;
+    [[unroll]] for (uint w = 0u; w < uint(WCH / 8); w++) {
+        /* the scale of elements 16 apart: WCH 32 spans two, read as bytes sp and sp + 1 */
+        int sc8 = bitfieldExtract(int(scw >> ((sp + (w >> 1u)) * 8u)), 0, 8);
+        float ds = d * float(sc8);
+        uvec2 lo, hi;
+        [[unroll]] for (uint hh = 0u; hh < 2u; hh++) {
+            uint ql = q6_word(r, 0u, 2u * w + hh, s), qh = q6_word(r, uint(Q6W), 2u * w + hh, s);
+            vec4 v;
+            [[unroll]] for (uint i = 0u; i < 4u; i++)
+                v[i] = ds * float(int(((ql >> (8u * i + sl)) & 0xfu) | (((qh >> (8u * i + shh)) & 3u) << 4u)) - 32);
+            uvec2 p = pack4(v);
+            if (hh == 0u) lo = p;
+            else hi = p;
+        }
+        ws8[o + w] = uvec4(lo, hi);
+    }
+}
+
 // Stages the step at k0 (fetched earlier into the registers) into buffer buf.
 void stage(uint buf, uint k0) {
     uint tid = STAGER_ID;
@@ -340,12 +420,14 @@ void stage(uint buf, uint k0) {
         if (i >= uint(WV)) continue;
         uint n = i / uint(BK / WCH), o = buf * uint(WT_LEN) + n * uint(BKP8) + (i % uint(BK / WCH)) * uint(WCH / 8);
 #if GLU
-        bool raw = n >= uint(ON) ? W1_RAW : W0_RAW;
+        uint raw = n >= uint(ON) ? uint(W1_RAW) : uint(W0_RAW);
 #else
-        bool raw = W0_RAW;
+        uint raw = uint(W0_RAW);
 #endif
-        if (raw) {
+        if (raw == 1u) {
             stage_q4_K(wr[r], o);
+        } else if (raw == 2u) {
+            stage_q6_K(wr[r], o);
         } else {
             [[unroll]] for (uint c = 0u; c < uint(WCH / 8); c++) ws8[o + c] = wr[r][c];
         }
