@@ -14,7 +14,7 @@ static void usage(FILE *to) {
             "architecture (tensor names, shapes, metadata, a byte-level BPE tokenizer, a chat template),\n"
             "so that zincc and llama.cpp both load it. The same options give the same bytes.\n\n"
             "options (default in brackets):\n"
-            "  --arch NAME       qwen3, llama, qwen2 or qwen3moe [%s]\n"
+            "  --arch NAME       qwen3, llama, qwen2, qwen3moe, qwen35 or qwen35moe [%s]\n"
             "  --layers N        transformer blocks [%u]\n"
             "  --hidden H        embedding width [%u]\n"
             "  --ff F            feed-forward (SwiGLU) width [%u]\n"
