@@ -56,7 +56,7 @@ typedef struct zcg_cm {
     int mfirst; /* token tiles on the grid's first axis (ZINC_CM_MFIRST) */
     int wg;     /* workgroup-scope matrices in a workgroup of this many invocations (0: subgroup scope) */
     int pad;    /* ZINC_CM_PAD: unused shared bytes, fewer workgroups a compute unit (a measurement) */
-    int dq6;    /* ZINC_CM_Q6RAW=0: Q6_K decoded as it is fetched, as before session 20 (a measurement) */
+    int q6raw;  /* ZINC_CM_Q6RAW=1: Q6_K travels raw and is decoded as it is staged (a measurement) */
 } zcg_cm;
 
 /* The default layout for a GEMM over K (gate+up with glu; the logits of a

@@ -47,8 +47,10 @@ enum {
     DELTA_MAX_D = 256, /* head dimension: a workgroup's threads, a row in registers */
     DELTA_MAX_C = 64,  /* tokens per chunk of the chunked scan */
     DELTA_MIN_C = 8,
-    DELTA_CHUNK_MAX_L = 4,   /* the chunked scan's lanes a state row, by default */
-    DELTA_CHUNK_KNOB_L = 32, /* and at most (ZINC_DELTA_LANES): a lane keeps one 16-byte vector of D 128 */
+    DELTA_CHUNK_MAX_L = 4,   /* the chunked scan's lanes a state row, at least (where D allows) */
+    DELTA_FILL_MAX_L = 16,   /* and at most to fill the device (the most measured, session 20) */
+    DELTA_FILL_WG = 3,       /* workgroups a compute unit that count as filling it */
+    DELTA_CHUNK_KNOB_L = 32, /* ZINC_DELTA_LANES at most: a lane keeps one 16-byte vector of D 128 */
     DELTA_TOKEN_LPK = 16, /* the token kernel's threads a state row */
     DELTA_TOKEN_WG = 128, /* and at most threads a workgroup */
     MAX_GRID_Y = 65535,
@@ -188,15 +190,25 @@ static int64_t delta_chunk_smem(int64_t C, int64_t D) {
     return 4 * (3 * C * D + 2 * C * C + 5 * C); /* + 2 C: fuse-delta's norms (counted always) */
 }
 
-/* The chunked scan's lanes a state row: the most of 4, 2 and 1 that leave
- * each lane a whole number of 16-byte vectors of the row, within the
- * target's subgroup (the lanes sum by shuffles). 4 lanes a row make the
- * Qwen3.5-9B head (D 128) four workgroups of 32 rows, 128 for its 32 value
- * heads, where one workgroup a head left most of the H200 idle (run 45);
- * ZINC_DELTA_LANES=n forces it, to measure. */
-static int64_t delta_chunk_lanes(const zcg_opts *o, int64_t D) {
+/* The chunked scan's lanes a state row. A head is L workgroups of D / L
+ * rows; each lane keeps D / L elements of its row and runs the chunk's
+ * products over them, so more lanes mean more, shorter chains: the scan is
+ * a chain per chunk (nothing waits on VRAM), and what hides one lane's
+ * latencies is the other subgroups on its compute unit. So: the fewest
+ * lanes, from 4, whose workgroups fill the device DELTA_FILL_WG deep
+ * (Hv L >= DELTA_FILL_WG n_cu), up to DELTA_FILL_MAX_L. On the H100, the
+ * 9B's head (D 128, 32 value heads, 132 SMs): 4 lanes (128 workgroups, one
+ * subgroup a scheduler) 490 us a layer of a 512-token step, 16 lanes (512)
+ * 363 us, pp512 +3.4 % (docs/performance.md, session 20). The lanes sum by
+ * shuffles, so they stay within the target's subgroup and leave each lane
+ * whole 16-byte vectors of the row. ZINC_DELTA_LANES=n forces it, to
+ * measure. */
+static int64_t delta_chunk_lanes(const zcg_opts *o, int64_t D, int64_t Hv) {
     int64_t sg = o->target && o->target->subgroup > 0 ? o->target->subgroup : 32;
-    int64_t l = zcg_knob("ZINC_DELTA_LANES", 1, DELTA_CHUNK_KNOB_L, DELTA_CHUNK_MAX_L);
+    int64_t cus = o->target && o->target->n_cu > 0 ? o->target->n_cu : 1, want = DELTA_CHUNK_MAX_L;
+    while (want < DELTA_FILL_MAX_L && Hv * want < DELTA_FILL_WG * cus)
+        want *= 2;
+    int64_t l = zcg_knob("ZINC_DELTA_LANES", 1, DELTA_CHUNK_KNOB_L, want);
     while (l > 1 && (D % (4 * l) || l > sg || (l & (l - 1))))
         l--;
     return l;
@@ -340,7 +352,7 @@ static zstatus gen_delta_net(const zir_node *n, zcg_builder *b, zdiag *d) {
                                                                                  : "+qkv";
     int64_t C = zcg_delta_chunk(b->o, D);
     if (C) {
-        int64_t l = delta_chunk_lanes(b->o, D);
+        int64_t l = delta_chunk_lanes(b->o, D, Hv);
         fixed_grid(b->k, Hv * l);
         zcg_def_i(b, "C", C);
         zcg_def_i(b, "L", l);

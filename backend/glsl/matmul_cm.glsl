@@ -8,9 +8,10 @@
 // weight blocks are fetched into registers while the matrix units work on
 // this one, and nothing uses them before the next stage, so the products
 // do not wait for them; Q4_K blocks travel raw (the header and the quant
-// bytes, 16-byte loads) and are decoded as they are staged, Q6_K's too
-// (words: its blocks are 210 bytes; Q6_RAW, session 20), other types are
-// decoded on fetch and held as packed halves. A thread stages WCH-
+// bytes, 16-byte loads) and are decoded as they are staged (Q6_K's too
+// with Q6_RAW: words, its blocks being 210 bytes; measured no faster on the
+// H100 in session 20), other types are decoded on fetch and held as packed
+// halves. A thread stages WCH-
 // element chunks of a row. SGM x SGN subgroups each own (BM / SGM) tokens
 // x (BN / SGN) rows of the tile, FM x FW fragments of 16 x 16.
 //

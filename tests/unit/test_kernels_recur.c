@@ -170,6 +170,16 @@ static void check_shape(const shape *s, int64_t want_c) {
     kh_ctx k;
     char err[256];
     cr_assert(kh_open(&k, err, sizeof err), "%s", err);
+    /* A target's lanes a row may outnumber the running device's subgroup
+     * (the H200's 16 at the 9B's head, llvmpipe's 8): its kernels run here
+     * with as many as the device holds, the target's own on the H200. */
+    uint32_t sg = k.dev.prof.subgroup_max ? k.dev.prof.subgroup_max : k.dev.prof.subgroup_size;
+    bool narrowed = !getenv("ZINC_DELTA_LANES") && sg < (uint32_t)ztarget_find(s->target)->subgroup;
+    if (narrowed) {
+        char v[16];
+        snprintf(v, sizeof v, "%u", sg);
+        setenv("ZINC_DELTA_LANES", v, 1);
+    }
     rig r = rig_new(s, 7 + s->d);
     zcg_opts pre = {.target = ztarget_find(s->target), .phase = ZPH_PREFILL, .max_tokens = CTX / 2};
     zcg_opts dec = pre;
@@ -202,6 +212,7 @@ static void check_shape(const shape *s, int64_t want_c) {
     zir_interp_free(it);
     rig_free(&r);
     kh_close(&k);
+    if (narrowed) unsetenv("ZINC_DELTA_LANES");
 }
 
 /* A chunk of 32 over a head dimension of 16: more tokens a chunk than
@@ -258,6 +269,29 @@ Test(delta_net, chunk_eight_to_thirty_two_lanes_a_row) {
         check_shape(&(shape){2, 4, 128, "h200", true}, 16);
     }
     unsetenv("ZINC_DELTA_LANES");
+}
+
+/* The lanes a row that codegen picks by default: the fewest from 4 whose
+ * workgroups fill the device three deep, at most 16 (session 20's
+ * measurement). The 9B's 32 value heads on the H200's 132 SMs take 16 (512
+ * workgroups); two value heads on llvmpipe's two cores keep 4. */
+static void check_lanes(const shape *s, const char *want) {
+    unsetenv("ZINC_DELTA_LANES");
+    rig r = rig_new(s, 11);
+    zcg_opts pre = {.target = ztarget_find(s->target), .phase = ZPH_PREFILL, .max_tokens = CTX / 2};
+    zarena *a = zarena_new();
+    zcg_kernel kn;
+    zdiag d = {0};
+    cr_assert_eq(zcg_node(r.g, r.net, &pre, a, &kn, &d), ZOK, "%s", d.msg);
+    cr_expect(strstr(kn.name, want) != NULL, "%s on %s: kernel %s, expected %s", "the scan", s->target, kn.name,
+              want);
+    zarena_free(a);
+    rig_free(&r);
+}
+
+Test(delta_net, lanes_fill_the_device) {
+    check_lanes(&(shape){16, 32, 128, "h200", true}, "_c16_l16+");
+    check_lanes(&(shape){1, 2, 32, "llvmpipe", true}, "_l4+");
 }
 
 /* fuse-delta's kernels: q and k of lengths 0.3 to 3 normed in the
