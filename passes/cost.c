@@ -239,7 +239,10 @@ void zcost_price_attn(const zpass_opts *o, const zcost_attn *a, zcost_option opt
 }
 
 /* The weights are the same bytes either way; what the horizontal GEMV
- * saves is the dispatches and the re-reads of x and of the norm weight. */
+ * saves is the dispatches and the re-reads of x and of the norm weight.
+ * The separate GEMVs read the same x and write apart, so no barrier stands
+ * between them: after the first, each adds what a concurrent dispatch
+ * costs (ztarget.concurrent_dispatch_us), not a dispatch and its barrier. */
 void zcost_price_rows(const zpass_opts *o, const zcost_rows *r, zcost_option opt[ZCOST_ROWS_OPTIONS]) {
     double x = (double)r->hidden * o->target->act_bytes;
     for (int i = 0; i < ZCOST_ROWS_OPTIONS; i++) {
@@ -255,6 +258,11 @@ void zcost_price_rows(const zpass_opts *o, const zcost_rows *r, zcost_option opt
         snprintf(opt[i].note, sizeof opt[i].note, "%d GEMV%s, x read %d time%s", reads, reads > 1 ? "s" : "",
                  reads, reads > 1 ? "s" : "");
         finish(o, &opt[i]);
+        double full = o->target->dispatch_us, conc = o->target->concurrent_dispatch_us;
+        if (reads > 1 && conc > 0 && full > 0) {
+            opt[i].dispatch *= (full + (reads - 1) * conc) / (reads * full);
+            opt[i].total = opt[i].act + opt[i].weight + opt[i].partial + opt[i].dispatch;
+        }
     }
 }
 

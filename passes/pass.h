@@ -29,6 +29,10 @@ typedef struct ztarget {
     int n_cu;              /* compute units / SMs: workgroups needed to fill the device */
     double bandwidth_gbs;  /* DRAM bandwidth, GB/s, read + write */
     double dispatch_us;    /* cost of one dispatch plus its barrier, microseconds */
+    /* A dispatch that needs no barrier before it (it reads nothing the one
+     * before it writes) overlaps its neighbour: what it adds, measured;
+     * 0: unmeasured, priced as dispatch_us. */
+    double concurrent_dispatch_us;
     int prefill_tile;      /* default tokens per prefill workgroup tile */
     double fuse_threshold; /* default: bytes per token per layer a fusion must save */
     bool coopmat;          /* cooperative matrix available */

@@ -568,6 +568,8 @@ static json_t *jheader(jbuild *b) {
     jset(b, tg, "name", zjson_str(t->name));
     jset(b, tg, "bandwidth_gbs", zjson_num(t->bandwidth_gbs));
     jset(b, tg, "dispatch_us", zjson_num(t->dispatch_us));
+    jset(b, tg, "concurrent_dispatch_us", zjson_num(t->concurrent_dispatch_us > 0 ? t->concurrent_dispatch_us
+                                                                                   : t->dispatch_us));
     jset(b, tg, "smem_bytes", json_integer(t->smem_bytes));
     jset(b, tg, "act_bytes", json_integer(t->act_bytes));
     jset(b, tg, "fuse_threshold", zjson_num(r->fuse_threshold));

@@ -31,6 +31,14 @@ static const ztarget targets[] = {
      .n_cu = 132,
      .bandwidth_gbs = 4000,
      .dispatch_us = 3,
+     /* run 52 (docs/performance.md, session 20): the 9B's delta layers'
+      * four GEMVs of one normed x (independent: no barrier between them)
+      * as one rows GEMV took the profile's step 4248 -> 3726 us, as
+      * dispatch_us predicted, but tg128 did not move (286.7 / 285.8
+      * against 289.9 / 284.3): the profile times each dispatch alone, the
+      * step overlaps them. zinc bench's dispatch costs: 0.16 us back to
+      * back, 1.90 behind a barrier. */
+     .concurrent_dispatch_us = 0.16,
      .prefill_tile = 64,
      .fuse_threshold = 1024,
      .coopmat = true,

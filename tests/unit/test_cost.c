@@ -554,9 +554,10 @@ static zir_graph *qkv_graph(ztype vt) {
 }
 
 /* fuse-qkv in decode on h200: three GEMVs, each reading the 8 KiB fp16 x
- * and the 16 KiB norm weight, become one: two dispatches (12 MB each at
- * 3 us x 4 TB/s), two x reads and two norm-weight reads (at the GEMV's
- * streaming rate) saved; the weights are the same bytes. */
+ * and the 16 KiB norm weight, become one: two concurrent dispatches (no
+ * barrier between the three: 0.64 MB each at 0.16 us x 4 TB/s, run 52),
+ * two x reads and two norm-weight reads (at the GEMV's streaming rate)
+ * saved; the weights are the same bytes. */
 Test(passes, fuse_qkv_records_the_arithmetic) {
     zir_graph *g = qkv_graph(ZT_Q4_K);
     zpass_opts o = opts(target("h200"), ZPH_DECODE);
@@ -569,7 +570,8 @@ Test(passes, fuse_qkv_records_the_arithmetic) {
     EXPECT_BYTES(x.bytes_before, 3 * 8192, "x read by each GEMV");
     EXPECT_BYTES(x.bytes_after, 8192, "x read once");
     const ztarget *t = target("h200");
-    double saved = 2 * 12e6 + 2 * 8192 + 2 * 16384 / t->gemv_eff;
+    cr_assert_eq(t->concurrent_dispatch_us, 0.16);
+    double saved = 2 * 0.64e6 + 2 * 8192 + 2 * 16384 / t->gemv_eff;
     char want[64];
     snprintf(want, sizeof want, "(saves %.0f >= threshold", saved);
     cr_expect(strstr(x.reason, "3 of its 3 matmuls as one GEMV over their rows: matmul_rows: "), "%s",
@@ -646,8 +648,8 @@ static zir_graph *delta_graph(ztype qkv_type) {
 /* fuse-qkv on the 9B's delta layer, decode on h200: four GEMVs (run 51:
  * 20.8 or 14.7 us for qkv, 10.7 for z, 8.7 and 7.9 for the two 32-row
  * gates, each its own dispatch reading x and the norm weight) become one:
- * three dispatches (12 MB each), three 8 KiB reads of x and three of the
- * 16 KiB norm weight saved. The gates' epilogues come along: one kernel
+ * three concurrent dispatches (0.64 MB each), three 8 KiB reads of x and
+ * three of the 16 KiB norm weight saved. The gates' epilogues come along: one kernel
  * whose body is the norm, each matmul and its chain, beta, the decay and
  * qkv exported, z its output. */
 Test(passes, fuse_qkv_takes_the_delta_layer_with_its_gates) {
@@ -660,7 +662,7 @@ Test(passes, fuse_qkv_takes_the_delta_layer_with_its_gates) {
     cr_expect_eq(x.crossings_after, 1.0);
     EXPECT_BYTES(x.bytes_before, 4 * 8192, "x read by each GEMV");
     EXPECT_BYTES(x.bytes_after, 8192, "x read once");
-    double saved = 3 * 12e6 + 3 * 8192 + 3 * 16384 / target("h200")->gemv_eff;
+    double saved = 3 * 0.64e6 + 3 * 8192 + 3 * 16384 / target("h200")->gemv_eff;
     char want[64];
     snprintf(want, sizeof want, "(saves %.0f >= threshold", saved);
     cr_expect(strstr(x.reason, "4 of its 4 matmuls (2 with their epilogues) as one GEMV over their rows: "
@@ -684,13 +686,13 @@ Test(passes, fuse_qkv_takes_the_delta_layer_with_its_gates) {
 
 /* qkv in Q6_K beside the Q4_K z, beta and alpha (Q4_K_M's use_more_bits
  * layers, 12 of the 9B's 24 delta layers): those three join, two
- * dispatches saved, and qkv keeps a GEMV with its own norm. */
+ * concurrent dispatches saved, and qkv keeps a GEMV with its own norm. */
 Test(passes, fuse_qkv_keeps_a_q6_K_qkv_apart) {
     zir_graph *g = delta_graph(ZT_Q6_K);
     zpass_opts o = opts(target("h200"), ZPH_DECODE);
     zpass_decision x = run_pass(g, zpass_find("fuse-qkv"), &o);
     cr_expect(x.fused);
-    double saved = 2 * 12e6 + 2 * 8192 + 2 * 16384 / target("h200")->gemv_eff;
+    double saved = 2 * 0.64e6 + 2 * 8192 + 2 * 16384 / target("h200")->gemv_eff;
     char want[64];
     snprintf(want, sizeof want, "(saves %.0f >= threshold", saved);
     cr_expect(strstr(x.reason, "3 of its 4 matmuls (2 with their epilogues) as one GEMV"), "%s", x.reason);
