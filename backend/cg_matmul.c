@@ -925,6 +925,26 @@ static zstatus gen_mlp(const zir_node *n, const mm_match *m, zcg_builder *b, zdi
     return zcg_build(b, files, n, d);
 }
 
+/* Prefill's multi-row GEMV (attr.mm_gemv): token rows a workgroup. Its
+ * workgroups are a chain each (a weight group dequantized, then NTOK
+ * tokens' products), with nothing but the other subgroups of a compute
+ * unit to hide a load's latency, so the fewest of 16, 8 and 4 rows whose
+ * workgroups fill the device three deep (the delta scan's measurement,
+ * session 20: one subgroup a scheduler left its chain bound by latency).
+ * The 9B's 32-row beta and alpha at a 512-token step: 4 row groups of 8,
+ * so 4 token rows (512 workgroups) where 16 gave 128, each reading its
+ * weights once per 4 tokens (74 KB, from L2). Run 52 measured the 16-row
+ * form at 52 us a call, the cost model's 12 being what it would take at
+ * full issue. ZINC_PREFILL_GEMV_ROWS=n forces n (1 to 16), to measure. */
+static int prefill_gemv_rows(const zcg_builder *b, const mm_match *m) {
+    const ztarget *t = b->o->target;
+    int64_t T = b->o->max_tokens > 0 ? b->o->max_tokens : 512, groups = (m->N + 7) / 8, rows = ZCOST_GEMVN_ROWS;
+    int64_t fill = 3 * (t->n_cu > 0 ? t->n_cu : 1);
+    while (rows > 4 && groups * ((T + rows - 1) / rows) < fill)
+        rows /= 2;
+    return (int)zcg_knob("ZINC_PREFILL_GEMV_ROWS", 1, ZCOST_GEMVN_ROWS, rows);
+}
+
 zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a,
                           zcg_kernel *out, zdiag *d) {
     memset(out, 0, sizeof *out);
@@ -941,7 +961,7 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     if (o->phase == ZPH_DECODE) return gen_gemv(n, &m, &b, d);
     if (o->gemv_rows > 0) return gen_gemvn(n, &m, o->gemv_rows, &b, d);
     /* prefill: a matmul of few rows that the cost model sent to the GEMV */
-    if (m.first->attr.mm_gemv) return gen_gemvn(n, &m, ZCOST_GEMVN_ROWS, &b, d);
+    if (m.first->attr.mm_gemv) return gen_gemvn(n, &m, prefill_gemv_rows(&b, &m), &b, d);
     if (m.n_seg) return bad(n, "a horizontal GEMV runs in decode or as a batch step's multi-row GEMV", d);
     zcg_cm c = zcg_cm_default(&b, m.glu != NULL, m.K, prefill_logits(&b, n), 0);
     return use_coopmat(&b, &m, &c) ? gen_gemm_cm(n, &m, &c, &b, d) : gen_gemm(n, &m, &b, d);
