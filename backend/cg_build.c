@@ -101,3 +101,7 @@ zstatus zcg_weight(zcg_builder *b, const zir_node *n, const char *slot, const zi
     zcg_bind(b, zarena_printf(b->a, "B_%s", slot), w, false, 0);
     return ZOK;
 }
+
+int64_t zcg_fill_workgroups(const zcg_opts *o) {
+    return ZCG_FILL_DEEP * (o->target && o->target->n_cu > 0 ? o->target->n_cu : 1);
+}

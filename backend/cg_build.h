@@ -39,6 +39,16 @@ zstatus zcg_weight(zcg_builder *b, const zir_node *n, const char *slot, const zi
  * step (a Q8_0 block, a Q4_K sub-block), GEMM_TN rows a thread. */
 enum { GEMM_BN = 64, GEMM_BK = 32, GEMM_TN = 4, GEMM_WG = 256 };
 
+/* Workgroups that fill the target: ZCG_FILL_DEEP a compute unit. A kernel
+ * whose workgroups are each a chain of dependent steps (the delta scan,
+ * prefill's multi-row GEMV) hides a lane's latencies only behind the other
+ * subgroups of its compute unit; one workgroup of 4 subgroups a unit (one a
+ * scheduler) left the 9B's scan at 490 us a layer where 4 gave 363 (the
+ * H100, docs/performance.md, session 20). Layouts that choose between more
+ * and fewer workgroups take the fewest that reach this. */
+enum { ZCG_FILL_DEEP = 3 };
+int64_t zcg_fill_workgroups(const zcg_opts *o);
+
 /* Defines BM (tokens or pairs a tile), BN, BK, TM, TN and WG for that tile. */
 void zcg_def_gemm_tile(zcg_builder *b, int64_t bm);
 

@@ -634,10 +634,27 @@ static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_matc
     return s;
 }
 
+/* Prefill's multi-row GEMV (attr.mm_gemv): token rows a workgroup, given
+ * its workgroups over the weight rows. Each workgroup is a chain (a weight
+ * group dequantized, then NTOK tokens' products), so the fewest of 16, 8
+ * and 4 token rows whose workgroups fill the device (zcg_fill_workgroups).
+ * The 9B's 32-row beta and alpha at a 512-token step: 4 row groups of 8,
+ * so 4 token rows (512 workgroups) where 16 gave 128, each reading its
+ * weights once per 4 tokens (74 KB, from L2). Run 52 measured the 16-row
+ * form at 52 us a call, the cost model's 12 being what it would take at
+ * full issue. ZINC_PREFILL_GEMV_ROWS=n forces n (1 to 16), to measure. */
+static int prefill_gemv_rows(const zcg_builder *b, int64_t row_groups) {
+    int64_t T = b->o->max_tokens > 0 ? b->o->max_tokens : 512, rows = ZCOST_GEMVN_ROWS;
+    while (rows > 4 && row_groups * ((T + rows - 1) / rows) < zcg_fill_workgroups(b->o))
+        rows /= 2;
+    return (int)zcg_knob("ZINC_PREFILL_GEMV_ROWS", 1, ZCOST_GEMVN_ROWS, rows);
+}
+
 /* A batch step's rows (o->gemv_rows, the cost model's choice), or a
  * prefill matmul of few output rows (attr.mm_gemv, the mm-f16 pass: the
- * cost model priced it under the GEMM's tiles): NTOK = rows token rows a
- * workgroup, each weight group dequantized once for all of them.
+ * cost model priced it under the GEMM's tiles; rows 0: prefill_gemv_rows
+ * chooses): NTOK = rows token rows a workgroup, each weight group
+ * dequantized once for all of them.
  * Each lane holds its rows' groups and NTOK sums per row: RS = 2 rows a
  * subgroup (gate+up too: run 33 measured its 8-row step 31 % faster than
  * with one; at 16 rows, runs 34 and 35: 697.9 against 653.5 tok/s), four
@@ -654,6 +671,7 @@ static zstatus gen_gemvn(const zir_node *n, const mm_match *m, int rows, zcg_bui
     const char *e = getenv("ZINC_GEMVN_LAYOUT");
     if (e && sscanf(e, "%d,%d", &er, &en) == 2 && er >= 1 && er <= 8 && en >= 1 && en * sg <= 1024)
         rs = er, nsg = en;
+    if (rows == 0) rows = prefill_gemv_rows(b, (m->N + nsg * rs - 1) / (nsg * rs));
     if (rows < 1 || rows > 16)
         return zdiag_set(d, ZE_INVALID, "codegen: '%s': a multi-row GEMV of %d token rows: expected 1 to 16",
                          n->out->name, rows);
@@ -925,26 +943,6 @@ static zstatus gen_mlp(const zir_node *n, const mm_match *m, zcg_builder *b, zdi
     return zcg_build(b, files, n, d);
 }
 
-/* Prefill's multi-row GEMV (attr.mm_gemv): token rows a workgroup. Its
- * workgroups are a chain each (a weight group dequantized, then NTOK
- * tokens' products), with nothing but the other subgroups of a compute
- * unit to hide a load's latency, so the fewest of 16, 8 and 4 rows whose
- * workgroups fill the device three deep (the delta scan's measurement,
- * session 20: one subgroup a scheduler left its chain bound by latency).
- * The 9B's 32-row beta and alpha at a 512-token step: 4 row groups of 8,
- * so 4 token rows (512 workgroups) where 16 gave 128, each reading its
- * weights once per 4 tokens (74 KB, from L2). Run 52 measured the 16-row
- * form at 52 us a call, the cost model's 12 being what it would take at
- * full issue. ZINC_PREFILL_GEMV_ROWS=n forces n (1 to 16), to measure. */
-static int prefill_gemv_rows(const zcg_builder *b, const mm_match *m) {
-    const ztarget *t = b->o->target;
-    int64_t T = b->o->max_tokens > 0 ? b->o->max_tokens : 512, groups = (m->N + 7) / 8, rows = ZCOST_GEMVN_ROWS;
-    int64_t fill = 3 * (t->n_cu > 0 ? t->n_cu : 1);
-    while (rows > 4 && groups * ((T + rows - 1) / rows) < fill)
-        rows /= 2;
-    return (int)zcg_knob("ZINC_PREFILL_GEMV_ROWS", 1, ZCOST_GEMVN_ROWS, rows);
-}
-
 zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a,
                           zcg_kernel *out, zdiag *d) {
     memset(out, 0, sizeof *out);
@@ -961,7 +959,7 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     if (o->phase == ZPH_DECODE) return gen_gemv(n, &m, &b, d);
     if (o->gemv_rows > 0) return gen_gemvn(n, &m, o->gemv_rows, &b, d);
     /* prefill: a matmul of few rows that the cost model sent to the GEMV */
-    if (m.first->attr.mm_gemv) return gen_gemvn(n, &m, prefill_gemv_rows(&b, &m), &b, d);
+    if (m.first->attr.mm_gemv) return gen_gemvn(n, &m, 0, &b, d);
     if (m.n_seg) return bad(n, "a horizontal GEMV runs in decode or as a batch step's multi-row GEMV", d);
     zcg_cm c = zcg_cm_default(&b, m.glu != NULL, m.K, prefill_logits(&b, n), 0);
     return use_coopmat(&b, &m, &c) ? gen_gemm_cm(n, &m, &c, &b, d) : gen_gemm(n, &m, &b, d);

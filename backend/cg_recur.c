@@ -49,7 +49,6 @@ enum {
     DELTA_MIN_C = 8,
     DELTA_CHUNK_MAX_L = 4,   /* the chunked scan's lanes a state row, at least (where D allows) */
     DELTA_FILL_MAX_L = 16,   /* and at most to fill the device (the most measured, session 20) */
-    DELTA_FILL_WG = 3,       /* workgroups a compute unit that count as filling it */
     DELTA_CHUNK_KNOB_L = 32, /* ZINC_DELTA_LANES at most: a lane keeps one 16-byte vector of D 128 */
     DELTA_TOKEN_LPK = 16, /* the token kernel's threads a state row */
     DELTA_TOKEN_WG = 128, /* and at most threads a workgroup */
@@ -195,8 +194,8 @@ static int64_t delta_chunk_smem(int64_t C, int64_t D) {
  * products over them, so more lanes mean more, shorter chains: the scan is
  * a chain per chunk (nothing waits on VRAM), and what hides one lane's
  * latencies is the other subgroups on its compute unit. So: the fewest
- * lanes, from 4, whose workgroups fill the device DELTA_FILL_WG deep
- * (Hv L >= DELTA_FILL_WG n_cu), up to DELTA_FILL_MAX_L. On the H100, the
+ * lanes, from 4, whose Hv L workgroups fill the device
+ * (zcg_fill_workgroups), up to DELTA_FILL_MAX_L. On the H100, the
  * 9B's head (D 128, 32 value heads, 132 SMs): 4 lanes (128 workgroups, one
  * subgroup a scheduler) 490 us a layer of a 512-token step, 16 lanes (512)
  * 363 us, pp512 +3.4 % (docs/performance.md, session 20). The lanes sum by
@@ -205,8 +204,8 @@ static int64_t delta_chunk_smem(int64_t C, int64_t D) {
  * measure. */
 static int64_t delta_chunk_lanes(const zcg_opts *o, int64_t D, int64_t Hv) {
     int64_t sg = o->target && o->target->subgroup > 0 ? o->target->subgroup : 32;
-    int64_t cus = o->target && o->target->n_cu > 0 ? o->target->n_cu : 1, want = DELTA_CHUNK_MAX_L;
-    while (want < DELTA_FILL_MAX_L && Hv * want < DELTA_FILL_WG * cus)
+    int64_t fill = zcg_fill_workgroups(o), want = DELTA_CHUNK_MAX_L;
+    while (want < DELTA_FILL_MAX_L && Hv * want < fill)
         want *= 2;
     int64_t l = zcg_knob("ZINC_DELTA_LANES", 1, DELTA_CHUNK_KNOB_L, want);
     while (l > 1 && (D % (4 * l) || l > sg || (l & (l - 1))))

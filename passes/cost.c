@@ -18,9 +18,15 @@ int zcost_token_tile(const zpass_opts *o) {
     return o->token_tile > 0 ? o->token_tile : o->target->prefill_tile;
 }
 
-static double dispatch_bytes(const zpass_opts *o, int dispatches) {
-    return dispatches * o->target->dispatch_us * 1e-6 * o->target->bandwidth_gbs * 1e9 /
-           (double)zcost_step_tokens(o);
+double zcost_concurrent_dispatch_us(const ztarget *t) {
+    return t->concurrent_dispatch_us > 0 ? t->concurrent_dispatch_us : t->dispatch_us;
+}
+
+/* concurrent of the dispatches need no barrier before them. */
+static double dispatch_bytes(const zpass_opts *o, int dispatches, int concurrent) {
+    double us = (dispatches - concurrent) * o->target->dispatch_us +
+                concurrent * zcost_concurrent_dispatch_us(o->target);
+    return us * 1e-6 * o->target->bandwidth_gbs * 1e9 / (double)zcost_step_tokens(o);
 }
 
 /* A measured efficiency of 0 means unmeasured: priced at full bandwidth. */
@@ -37,7 +43,7 @@ static double weight_time(const zpass_opts *o, double bytes, double e) {
 }
 
 static void finish(const zpass_opts *o, zcost_option *x) {
-    x->dispatch = dispatch_bytes(o, x->dispatches);
+    x->dispatch = dispatch_bytes(o, x->dispatches, x->concurrent);
     x->total = x->act + x->weight + x->partial + x->dispatch;
 }
 
@@ -252,17 +258,13 @@ void zcost_price_rows(const zpass_opts *o, const zcost_rows *r, zcost_option opt
                                 .token_tile = zcost_token_tile(o),
                                 .split = 1,
                                 .dispatches = reads,
+                                .concurrent = reads - 1,
                                 .crossings = reads};
         opt[i].act = reads * x;
         opt[i].weight = weight_time(o, r->w_bytes + reads * r->norm_bytes, o->target->gemv_eff);
         snprintf(opt[i].note, sizeof opt[i].note, "%d GEMV%s, x read %d time%s", reads, reads > 1 ? "s" : "",
                  reads, reads > 1 ? "s" : "");
         finish(o, &opt[i]);
-        double full = o->target->dispatch_us, conc = o->target->concurrent_dispatch_us;
-        if (reads > 1 && conc > 0 && full > 0) {
-            opt[i].dispatch *= (full + (reads - 1) * conc) / (reads * full);
-            opt[i].total = opt[i].act + opt[i].weight + opt[i].partial + opt[i].dispatch;
-        }
     }
 }
 

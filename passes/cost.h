@@ -23,6 +23,7 @@ typedef struct zcost_option {
     int token_tile; /* tokens per workgroup */
     int split;      /* workgroups sharing one token's reduction */
     int dispatches;
+    int concurrent;   /* of those, the ones with no barrier before them (ztarget.concurrent_dispatch_us) */
     double crossings; /* of the wide intermediate, per token */
     double act, weight, partial, dispatch, total;
     char note[200]; /* why infeasible, or what the option assumes */
@@ -116,6 +117,9 @@ zpass_decision *zcost_record(const zpass_opts *o, const zir_node *at, const zir_
 
 /* Tokens that share one dispatch in this phase (prefill step, or 1). */
 int64_t zcost_step_tokens(const zpass_opts *o);
+/* What a dispatch with no barrier before it costs on t, microseconds
+ * (ztarget.concurrent_dispatch_us, else dispatch_us where unmeasured). */
+double zcost_concurrent_dispatch_us(const ztarget *t);
 int zcost_token_tile(const zpass_opts *o);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../ir/json.h"
+#include "cost.h"
 #include "report.h"
 
 /* One line of a group: its wide intermediates, or one other decision. */
@@ -568,8 +569,7 @@ static json_t *jheader(jbuild *b) {
     jset(b, tg, "name", zjson_str(t->name));
     jset(b, tg, "bandwidth_gbs", zjson_num(t->bandwidth_gbs));
     jset(b, tg, "dispatch_us", zjson_num(t->dispatch_us));
-    jset(b, tg, "concurrent_dispatch_us", zjson_num(t->concurrent_dispatch_us > 0 ? t->concurrent_dispatch_us
-                                                                                   : t->dispatch_us));
+    jset(b, tg, "concurrent_dispatch_us", zjson_num(zcost_concurrent_dispatch_us(t)));
     jset(b, tg, "smem_bytes", json_integer(t->smem_bytes));
     jset(b, tg, "act_bytes", json_integer(t->act_bytes));
     jset(b, tg, "fuse_threshold", zjson_num(r->fuse_threshold));

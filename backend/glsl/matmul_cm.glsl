@@ -217,6 +217,7 @@ void fetch_q4_K(const uint which, uint rowb, uint row, uint k0, out uvec4 r[NWV]
     r[QV + 1] = uvec4(j, 0u, 0u, 0u);
 }
 
+#if Q6_RAW
 // A chunk of a Q6_K block as it is stored (dequant.glsl's dq8_q6_K says
 // where its bytes are): the Q6W words holding its WCH quant bytes, the Q6W
 // holding its WCH high-bit bytes, the word of its scale byte(s), the word
@@ -230,16 +231,14 @@ void fetch_q6_K(const uint which, uint rowb, uint row, uint k0, out uvec4 r[NWV]
     uint in_b = k0 & 255u, h = in_b >> 7u, k = (in_b >> 5u) & 3u, l0 = in_b & 31u;
     uint lo = off + 64u * h + 32u * (k & 1u) + l0, hb = off + 128u + 32u * h + l0;
     uint so = off + 192u + 8u * h + 2u * k + (l0 >> 4u);
-    uint w[2 * Q6W + 3];
-    [[unroll]] for (uint u = 0u; u < uint(Q6W); u++) {
-        w[u] = wword(which, (lo >> 2u) + u);
-        w[uint(Q6W) + u] = wword(which, (hb >> 2u) + u);
-    }
-    w[2 * Q6W] = wword(which, so >> 2u);
-    w[2 * Q6W + 1] = wword(which, (off + 208u) >> 2u);
-    w[2 * Q6W + 2] = (off & 3u) | ((so & 3u) << 2u) | (k << 4u);
     [[unroll]] for (uint v = 0u; v < uint(NWV); v++) r[v] = uvec4(0u);
-    [[unroll]] for (uint u = 0u; u < uint(2 * Q6W + 3); u++) r[u >> 2u][u & 3u] = w[u];
+    [[unroll]] for (uint u = 0u; u < uint(Q6W); u++) {
+        r[u >> 2u][u & 3u] = wword(which, (lo >> 2u) + u);
+        r[(Q6W + u) >> 2u][(Q6W + u) & 3u] = wword(which, (hb >> 2u) + u);
+    }
+    r[(2 * Q6W) >> 2][(2 * Q6W) & 3] = wword(which, so >> 2u);
+    r[(2 * Q6W + 1) >> 2][(2 * Q6W + 1) & 3] = wword(which, (off + 208u) >> 2u);
+    r[(2 * Q6W + 2) >> 2][(2 * Q6W + 2) & 3] = (off & 3u) | ((so & 3u) << 2u) | (k << 4u);
 }
 
 // Word j of a raw run of words that starts s bits into word 0.
@@ -247,6 +246,7 @@ uint q6_word(uvec4 r[NWV], uint base, uint j, uint s) {
     uint a = r6(r, base + j);
     return s == 0u ? a : (a >> s) | (r6(r, base + j + 1u) << (32u - s));
 }
+#endif
 
 uvec4 pack8(float v[8]) {
     return uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])), packHalf2x16(vec2(v[4], v[5])),
@@ -370,6 +370,7 @@ void stage_q4_K(uvec4 r[NWV], uint o) {
     }
 }
 
+#if Q6_RAW
 // Decodes a fetched Q6_K chunk into WCH / 8 vectors of eight halves, with
 // dq8_q6_K's arithmetic (d * scale * (q - 32)).
 void stage_q6_K(uvec4 r[NWV], uint o) {
@@ -393,6 +394,7 @@ void stage_q6_K(uvec4 r[NWV], uint o) {
         ws8[o + w] = uvec4(lo, hi);
     }
 }
+#endif
 
 // Stages the step at k0 (fetched earlier into the registers) into buffer buf.
 void stage(uint buf, uint k0) {
@@ -427,8 +429,10 @@ void stage(uint buf, uint k0) {
 #endif
         if (raw == 1u) {
             stage_q4_K(wr[r], o);
+#if Q6_RAW
         } else if (raw == 2u) {
             stage_q6_K(wr[r], o);
+#endif
         } else {
             [[unroll]] for (uint c = 0u; c < uint(WCH / 8); c++) ws8[o + c] = wr[r][c];
         }

@@ -132,6 +132,12 @@ static void rig_free(rig *r) {
 #define TOL_TOKEN 1e-5
 #define TOL_CHUNK 1e-4
 
+/* The widest subgroup the running device offers: the most lanes a row its
+ * shuffles can sum. */
+static uint32_t device_subgroup(const kh_ctx *k) {
+    return k->dev.prof.subgroup_max ? k->dev.prof.subgroup_max : k->dev.prof.subgroup_size;
+}
+
 /* One step of T random tokens through the interpreter, then the kernel of
  * delta_net for o (max_tokens: which kernel) against it. */
 static void check_step(kh_ctx *k, rig *r, zir_interp *it, const zcg_opts *o, int T, tu_rng *g,
@@ -173,7 +179,7 @@ static void check_shape(const shape *s, int64_t want_c) {
     /* A target's lanes a row may outnumber the running device's subgroup
      * (the H200's 16 at the 9B's head, llvmpipe's 8): its kernels run here
      * with as many as the device holds, the target's own on the H200. */
-    uint32_t sg = k.dev.prof.subgroup_max ? k.dev.prof.subgroup_max : k.dev.prof.subgroup_size;
+    uint32_t sg = device_subgroup(&k);
     bool narrowed = !getenv("ZINC_DELTA_LANES") && sg < (uint32_t)ztarget_find(s->target)->subgroup;
     if (narrowed) {
         char v[16];
@@ -256,7 +262,7 @@ Test(delta_net, chunk_eight_to_thirty_two_lanes_a_row) {
     kh_ctx k;
     char err[256];
     cr_assert(kh_open(&k, err, sizeof err), "%s", err);
-    uint32_t sg = k.dev.prof.subgroup_max ? k.dev.prof.subgroup_max : k.dev.prof.subgroup_size;
+    uint32_t sg = device_subgroup(&k);
     kh_close(&k);
     for (int lanes = 8; lanes <= 32; lanes *= 2) {
         if ((uint32_t)lanes > sg) {
