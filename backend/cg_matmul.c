@@ -852,8 +852,9 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const zcg_cm *c
     if (s) return s;
     zcg_def_cm(b, c);
     /* ZINC_CM_DIRECT=1, a measurement (matmul_cm.glsl): fp16 weights and
-     * fp16 x with no norm, fragments loaded straight from VRAM */
-    bool direct = zcg_knob("ZINC_CM_DIRECT", 0, 1, 0) && b->o->act_f16 && !m->norm && !c->wg && c->pipe == 0 &&
+     * fp16 x with no norm, fragments (with ZINC_CM_WG workgroup-scope
+     * matrices) loaded straight from VRAM */
+    bool direct = zcg_knob("ZINC_CM_DIRECT", 0, 1, 0) && b->o->act_f16 && !m->norm && c->pipe == 0 &&
                   m->first->in[1]->dtype == ZT_F16 && (!m->glu || m->up->in[1]->dtype == ZT_F16);
     if (direct) zcg_def_i(b, "CM_DIRECT", 1);
     b->k->groups[c->mfirst] = konst(m->N, m->glu ? c->bn / 2 : c->bn);

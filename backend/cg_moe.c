@@ -381,11 +381,12 @@ static zstatus gen_grouped(const zir_node *n, zcg_builder *b, zdiag *d) {
     if ((maxt * m.U + m.E * (bm - 1)) / bm > MAX_GRID_Y)
         return refuse(n, "more than 65535 tiles in a step", d);
     bool f16 = m.first->attr.mm_f16 && (!m.glu || m.up->attr.mm_f16);
-    /* The matrix units only with ZINC_MOE_CM=1 until the H200 has run
-     * test_kernels_moe on them and measured them (session 16 had no device
-     * time: docs/performance.md); otherwise the scalar tiles, rounding as
-     * the matrix units would. */
-    if (f16 && !m.norm && zcg_knob("ZINC_MOE_CM", 0, 1, 0)) {
+    /* The matrix units where the target has them: run 54 (H100) passed
+     * test_kernels_moe with them (KHR and NV) and took the 12-layer A3B's
+     * prefill step from 48.4 to 15.7 ms (pp512 10400 -> 31700, llama.cpp's
+     * 31948). ZINC_MOE_CM=0 keeps the scalar tiles, which round as the
+     * matrix units would (docs/performance.md, session 21). */
+    if (f16 && !m.norm && zcg_knob("ZINC_MOE_CM", 0, 1, 1)) {
         uint32_t extra = 4u * (uint32_t)(m.E + 1 + bm);
         zcg_cm c = zcg_cm_default(b, m.glu != NULL, m.K, false, extra);
         c.bm = (int)bm, c.sgm = bm >= 32 ? 2 : 1, c.wg = 0, c.mfirst = 0;

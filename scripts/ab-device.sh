@@ -6,7 +6,7 @@
 #
 #   bash scripts/ab-device.sh [-p 512] [-n 128] [-t TEST]... MODEL SETTING...
 #
-# MODEL is one of scripts/device-lib.sh's shapes (q8b, q06, s2, q9, a3b12).
+# MODEL is one of scripts/device-lib.sh's shapes (q8b, q06, s2, q9, a3b12, q35a8).
 # A SETTING is "-" (the defaults) or space-separated words: NAME=VALUE knobs
 # set for zincc and for each -t test binary (run once a setting, KHR and NV),
 # and zincc flags (words starting with -, e.g. --tune), e.g.

@@ -26,6 +26,11 @@ shape() {
   # and Qwen3-30B-A3B's, 12 of its 48 layers (the whole model takes minutes to generate)
   a3b12) echo "--arch qwen3moe --layers 12 --hidden 2048 --heads 32 --kv-heads 4 --head-dim 128 --experts 128
                --experts-used 8 --expert-ff 768" ;;
+  # and a Qwen3.5 MoE (qwen35moe: delta-net and gated attention, 256 experts, a shared expert),
+  # 8 layers of a Qwen3.5-35B-A3B-like shape
+  q35a8) echo "--arch qwen35moe --layers 8 --full-attn-interval 4 --hidden 2048 --heads 16 --kv-heads 2
+               --head-dim 256 --experts 256 --experts-used 8 --expert-ff 512 --shared-ff 512 --ssm-state 128
+               --ssm-groups 16 --ssm-heads 32 --ssm-conv 4" ;;
   esac
 }
 gen() { "$B/zinc" mkmodel $(shape "$1") --vocab 151936 --quant q4_k_m -o "/tmp/$1.gguf" >/dev/null; }

@@ -486,6 +486,8 @@ void mma_step(inout CM_C acc[FM][FW], uint buf, uint sm, uint sn) {
 // with no staging and no barrier: whether the staging through shared
 // memory, and not the loads, is what a step waits on. Needs the step's
 // tokens a multiple of BM (the rows past T are read, not guarded).
+// Measured 2.3-3x slower than the staged tiles in every layout (run 54).
+// With CM_WG the loads are workgroup-scope matrices (main).
 layout(std430, binding = B_X) readonly buffer XDq { uvec4 xq8[]; };
 void mma_direct(inout CM_C acc[FM][FW], uint m0, uint n0, uint k0, uint sm, uint sn) {
     uint ks = uint(K) / 8u; // a row, in 8-half vectors
@@ -593,6 +595,22 @@ void main() {
 #if GLU
     WM_C waccu = WM_C(0.0);
 #endif
+#if CM_DIRECT
+    // x and the weights as workgroup-scope matrices loaded from VRAM: how
+    // they reach the matrix units (staged, and how) is the driver's choice
+    uint ks = uint(K) / 8u;
+    for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
+        WM_A a;
+        WM_B b;
+        coopMatLoadNV(a, xq8, m0 * ks + k0 / 8u, ks, false);
+        coopMatLoadNV(b, w0_4, n0 * ks + k0 / 8u, ks, true);
+        wacc = coopMatMulAddNV(a, b, wacc);
+#if GLU
+        coopMatLoadNV(b, w1_4, n0 * ks + k0 / 8u, ks, true);
+        waccu = coopMatMulAddNV(a, b, waccu);
+#endif
+    }
+#else
     fetch(m0, n0, 0u, T);
     for (uint k0 = 0u; k0 < uint(K); k0 += uint(BK)) {
         barrier(); // the previous step's tiles are loaded
@@ -605,6 +623,7 @@ void main() {
         mma_wg(wacc);
 #endif
     }
+#endif
 #if GLU
     epilogue_wg(wacc, waccu, m0, n0, T);
 #else

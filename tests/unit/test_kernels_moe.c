@@ -9,8 +9,8 @@
  * Graphs: qwen3moe models from mkmodel, unfused (shape,width) and after the
  * default pipeline, in both phases, prefill again with ZINC_MOE_GROUPED=0
  * (the fused GEMVs over many tokens) and compiled for h200 (fp16 operands
- * in the grouped GEMMs: the matrix units where the device has them, with
- * ZINC_MOE_CM=1), and decode with the GEMVs' loop unrolled by 3: Q4_K_M with 8 experts, 2 used (q4_K,
+ * in the grouped GEMMs: the matrix units where the device has them,
+ * ZINC_MOE_CM=0 the scalar tiles), and decode with the GEMVs' loop unrolled by 3: Q4_K_M with 8 experts, 2 used (q4_K,
  * q5_K, q6_K and q8_0 experts by llama.cpp's rule), f32 with 6 experts, 3
  * used and widths that leave tail rows (hidden 72, expert width 40), and
  * Q8_0 with 8 experts, 4 used and its router zeroed, so every token takes
@@ -332,8 +332,8 @@ Test(kernels_moe, f32_320_experts_4_used_mostly_empty, .timeout = 300) {
     expect_all_kinds(checks, m.file);
 }
 
-/* The grouped GEMMs on the matrix units (ZINC_MOE_CM=1: matmul_cm.glsl with
- * MOE) cannot run on llvmpipe, which has none. What can be checked here
+/* The grouped GEMMs on the matrix units (the default where the target has
+ * them, ZINC_MOE_CM=0 the scalar tiles: matmul_cm.glsl with MOE) cannot run on llvmpipe, which has none. What can be checked here
  * is checked: generated for the full h200 profile, the gate+up and down
  * kernels of Q4_K_M experts (q4_K, and q6_K down by llama.cpp's rule)
  * compile with shaderc, the validator accepts the NV module, and the NV to
@@ -347,7 +347,7 @@ Test(kernels_moe, grouped_tensor_core_kernels_compile_and_rewrite, .timeout = 30
     zir_graph *g;
     zdiag d = {0};
     cr_assert_eq(kh_compile(f, t, ZPH_PREFILL, NULL, &g, &d), ZOK, "%s", d.msg);
-    setenv("ZINC_MOE_CM", "1", 1);
+    unsetenv("ZINC_MOE_CM"); /* the default */
     zcg_opts co = {.target = t, .phase = ZPH_PREFILL, .max_tokens = 512};
     int built = 0;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
@@ -376,7 +376,6 @@ Test(kernels_moe, grouped_tensor_core_kernels_compile_and_rewrite, .timeout = 30
         built++;
         zarena_free(a);
     }
-    unsetenv("ZINC_MOE_CM");
     cr_expect_eq(built, 2, "grouped kernels built: %d", built);
     zir_graph_free(g);
     gguf_close(f);
