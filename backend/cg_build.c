@@ -98,6 +98,13 @@ zstatus zcg_weight(zcg_builder *b, const zir_node *n, const char *slot, const zi
                          w->name, (unsigned long long)w->nbytes);
     zcg_def_i(b, zarena_printf(b->a, "%s_TYPE", slot), (int64_t)w->dtype);
     zcg_def_i(b, zarena_printf(b->a, "%s_ROWB", slot), (int64_t)rb);
+    /* the weight-layout pass's q6_K planes: dequant.glsl's accessors read them */
+    if (w->layout == ZWL_Q6_PLANES) {
+        if (w->dtype != ZT_Q6_K || k % 1024)
+            return zdiag_set(d, ZE_INTERNAL, "codegen: '%s': weight '%s' in q6_K planes: expected q6_K rows of a multiple of 1024, found %s rows of %lld",
+                             n->out->name, w->name, ztype_name(w->dtype), (long long)k);
+        zcg_def_i(b, zarena_printf(b->a, "%s_Q6P", slot), 1);
+    }
     zcg_bind(b, zarena_printf(b->a, "B_%s", slot), w, false, 0);
     return ZOK;
 }

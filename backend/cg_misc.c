@@ -367,3 +367,23 @@ zstatus zcg_misc(const zir_graph *g, const zir_node *n, const zcg_opts *o, zaren
     }
     return unsupported(d, n, "no elementwise kernel for this op");
 }
+
+zstatus zcg_q6_planes(const zir_value *w, const zcg_opts *o, zarena *a, zcg_kernel *out, zdiag *d) {
+    int64_t K = w->shape[w->rank - 1], rows = 1;
+    for (int i = 0; i + 1 < w->rank; i++)
+        rows *= w->shape[i];
+    uint32_t smem = o->target && o->target->smem_bytes ? o->target->smem_bytes : 16384u;
+    if (w->dtype != ZT_Q6_K || K % 1024 || (uint64_t)K / 256u * 210u > smem || rows < 1)
+        return zdiag_set(d, ZE_INTERNAL,
+                         "codegen: weight '%s' in q6_K planes: expected q6_K rows of a multiple of 1024 elements "
+                         "that fit %u bytes of shared memory, found %s rows of %lld",
+                         w->name, smem, ztype_name(w->dtype), (long long)K);
+    int64_t groups = rows < 16384 ? rows : 16384; /* each workgroup takes every groups-th row */
+    const char *defs[] = {"WG", "256", "NB", zcg_i64(a, K / 256), "ROWS", zcg_i64(a, rows), NULL};
+    const char *files[] = {"q6_planes", NULL};
+    *out = (zcg_kernel){.n_bind = 1, .groups = {{0, groups, 1}, {0, 1, 1}, {0, 1, 1}}};
+    snprintf(out->name, sizeof out->name, "q6_planes_k%lld_r%lld", (long long)K, (long long)rows);
+    out->bind[0] = (zcg_binding){.value = w, .written = true};
+    if (!(out->glsl = zcg_compose(a, defs, files, o))) return zdiag_set(d, ZE_NOMEM, "out of memory");
+    return ZOK;
+}

@@ -121,6 +121,9 @@ zstatus zcg_attention(const zir_graph *g, const zir_node *n, const zcg_opts *o, 
  * each schedule by the lowering (backend/cg_topk.c). */
 zstatus zcg_topk(const zir_graph *g, const zcg_opts *o, zarena *a, zcg_kernel *out, zdiag *d);
 
+/* The load schedule's rewrite of weight w into the weight-layout pass's
+ * q6_K planes, in place (backend/glsl/q6_planes.glsl; cg_misc.c). */
+zstatus zcg_q6_planes(const zir_value *w, const zcg_opts *o, zarena *a, zcg_kernel *out, zdiag *d);
 /* What RoPE node n needs from rope_lib.glsl: defines appended to defs at
  * *nd (D, NR, NPAIR, NEOX and the angle tables U1..U3); cg_misc.c. */
 zstatus zcg_rope_defs(const zir_node *n, int64_t D, zarena *a, const char **defs, int *nd, zdiag *d);

@@ -350,7 +350,7 @@ static zstatus locate(lw *w, const zir_graph *g, const zcg_binding *b, zplan_bin
 
 /* share: the first binding of a dispatch whose scratch buffers this one
  * binds too (a kernel's pre pass), or UINT32_MAX. */
-static zstatus add_dispatch(lw *w, const zir_graph *g, const zir_node *n, const zcg_kernel *k,
+static zstatus add_dispatch(lw *w, const zir_graph *g, const char *node, const zcg_kernel *k,
                             interval_set *open, uint32_t share) {
     zplan *p = w->p;
     uint32_t kernel = 0;
@@ -362,7 +362,7 @@ static zstatus add_dispatch(lw *w, const zir_graph *g, const zir_node *n, const 
     *dp = (zplan_dispatch){.kernel = kernel,
                            .first_binding = p->n_bindings,
                            .n_bindings = (uint32_t)k->n_bind + 1,
-                           .node = add_string(w, n->out->name)};
+                           .node = add_string(w, node)};
     for (int a = 0; a < 3; a++)
         dp->groups[a] = (zplan_affine){k->groups[a].a, k->groups[a].b, k->groups[a].div};
     access acc[ZCG_MAX_BIND + 1];
@@ -417,19 +417,57 @@ static zstatus lower_phase(lw *w, const zir_graph *g, zplan_phase ph) {
         zcg_kernel k;
         s = zcg_node(g, g->nodes[i], &co, w->tmp, &k, w->d);
         uint32_t pre = w->p->n_bindings;
-        if (!s && k.glsl && k.pre) s = add_dispatch(w, g, g->nodes[i], k.pre, &open, UINT32_MAX);
-        if (!s && k.glsl) s = add_dispatch(w, g, g->nodes[i], &k, &open, k.pre ? pre : UINT32_MAX);
+        const char *node = g->nodes[i]->out->name;
+        if (!s && k.glsl && k.pre) s = add_dispatch(w, g, node, k.pre, &open, UINT32_MAX);
+        if (!s && k.glsl) s = add_dispatch(w, g, node, &k, &open, k.pre ? pre : UINT32_MAX);
         if (s && co.batch) zdiag_prefix(w->d, "batch schedule (--parallel %lld)", (long long)w->o->parallel);
     }
     /* A batch step's rows are sampled from their logits, read back whole:
      * the top-k kernel selects from one row. */
     zcg_kernel k;
     if (!s && !co.batch) s = zcg_topk(g, &co, w->tmp, &k, w->d);
-    if (!s && !co.batch) s = add_dispatch(w, g, g->logits->producer, &k, &open, UINT32_MAX);
+    if (!s && !co.batch) s = add_dispatch(w, g, g->logits->producer->out->name, &k, &open, UINT32_MAX);
     free(open.a);
     w->p->sched[ph].count = w->p->n_dispatches - w->p->sched[ph].first;
     /* The first dispatch of a phase waits for whatever ran before. */
     if (!s && w->p->sched[ph].count) w->p->dispatches[w->p->sched[ph].first].flags |= ZPLAN_BARRIER;
+    return s;
+}
+
+/* The load schedule: each weight the weight-layout pass keeps in another
+ * layout than ggml's, rewritten once on the device after the upload. The
+ * graphs share the weight buffers, so they must agree on every layout. */
+static zstatus lower_load(lw *w, const zir_graph *const *g, int ng) {
+    zplan *p = w->p;
+    zcg_opts co = {.target = w->o->target, .phase = ZPH_PREFILL, .max_tokens = 1, .act_f16 = w->o->act_f16};
+    uint8_t *seen = calloc(p->n_buffers ? p->n_buffers : 1, 1); /* layout + 1 of each weight buffer */
+    if (!seen) return zdiag_set(w->d, ZE_NOMEM, "out of memory");
+    interval_set open = {0};
+    uint32_t first = p->n_dispatches;
+    zstatus s = ZOK;
+    for (int i = 0; i < ng && !s; i++)
+        for (uint32_t j = 0; g[i] && j < g[i]->n_values && !s; j++) {
+            const zir_value *v = g[i]->values[j];
+            uint32_t b = v->role == ZR_WEIGHT ? find_buffer(w, ZPB_WEIGHTS, v->name) : UINT32_MAX;
+            if (b == UINT32_MAX) continue;
+            if (seen[b] && seen[b] != v->layout + 1)
+                s = zdiag_set(w->d, ZE_INTERNAL,
+                              "lowering: weight '%s' has device layout %d in one phase's graph and %d in another: "
+                              "expected one (the weight-layout pass decides by the weight and the target alone)",
+                              v->name, seen[b] - 1, (int)v->layout);
+            if (s || seen[b]) continue;
+            seen[b] = (uint8_t)(v->layout + 1);
+            if (v->layout == ZWL_GGUF) continue;
+            zcg_kernel k;
+            s = zcg_q6_planes(v, &co, w->tmp, &k, w->d);
+            if (!s) s = add_dispatch(w, g[i], v->name, &k, &open, UINT32_MAX);
+        }
+    free(open.a);
+    free(seen);
+    uint32_t n = p->n_dispatches - first;
+    p->sched[ZPLAN_LOAD] = n ? (zplan_schedule){.first = first, .count = n, .max_tokens = 1, .logits_rows = 1}
+                             : (zplan_schedule){0};
+    if (n) p->dispatches[first].flags |= ZPLAN_BARRIER; /* after the uploads */
     return s;
 }
 
@@ -495,6 +533,8 @@ zstatus zlower(zir_graph *const g[ZPLAN_PHASES], const zlower_opts *o, zplan **o
     for (int ph = 0; ph < ZPLAN_PHASES && !s; ph++)
         s = lower_phase(&w, g[ph], (zplan_phase)ph);
     if (!s && o->parallel) s = lower_phase(&w, o->batch ? o->batch : g[ZPLAN_PREFILL], ZPLAN_BATCH);
+    const zir_graph *all[] = {g[ZPLAN_PREFILL], g[ZPLAN_DECODE], o->parallel ? o->batch : NULL};
+    if (!s) s = lower_load(&w, all, 3);
     if (!s && w.oom) s = zdiag_set(d, ZE_NOMEM, "out of memory");
     if (!s) p->buffers[w.act].size = w.act_size ? w.act_size : ALIGN;
     zarena_free(tmp);

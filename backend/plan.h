@@ -30,7 +30,7 @@
 
 #define ZPLAN_MAGIC         "ZINCPLAN" /* 8 bytes */
 #define ZPLAN_VERSION_MAJOR 1
-#define ZPLAN_VERSION_MINOR 2  /* 1.1: the top-k candidates buffer; 1.2: sequence slots, the batch schedule, recurrent state buffers */
+#define ZPLAN_VERSION_MINOR 3  /* 1.1: the top-k candidates buffer; 1.2: sequence slots, the batch schedule, recurrent state buffers; 1.3: the load schedule */
 #define ZPLAN_MAX_BINDINGS  16 /* per dispatch, the step buffer included */
 
 typedef enum zplan_buf_kind {
@@ -107,8 +107,17 @@ typedef struct zplan_dispatch {
  * batch schedule (1.2, zincc --parallel N) runs the prefill graph's kernels
  * over up to n_seqs rows, each one token of a different sequence, at its own
  * position and in its own slot of the KV caches (the step buffer's rows). */
-typedef enum zplan_phase { ZPLAN_PREFILL = 0, ZPLAN_DECODE = 1, ZPLAN_PHASES = 2, ZPLAN_BATCH = 2 } zplan_phase;
-#define ZPLAN_SCHEDS    3   /* prefill, decode, batch */
+/* The load schedule (1.3) runs once, after the weights are uploaded: it
+ * rewrites weights into the layouts the weight-layout pass chose for the
+ * device (q6_planes.glsl), each in place; the GGUF is never changed. */
+typedef enum zplan_phase {
+    ZPLAN_PREFILL = 0,
+    ZPLAN_DECODE = 1,
+    ZPLAN_PHASES = 2,
+    ZPLAN_BATCH = 2,
+    ZPLAN_LOAD = 3
+} zplan_phase;
+#define ZPLAN_SCHEDS    4   /* prefill, decode, batch, load */
 #define ZPLAN_MAX_SEQS  256 /* sequence slots a plan may hold */
 #define ZPLAN_SLOT_ALIGN 256 /* bytes: a KV slot's size is a multiple (Vulkan's largest storage offset alignment) */
 #define ZPLAN_STEP_BYTES(rows) (16u + 8u * (uint32_t)(rows)) /* the step buffer for a batch of rows */
@@ -151,7 +160,7 @@ typedef struct zplan {
     uint32_t n_bindings;
     zplan_dispatch *dispatches;
     uint32_t n_dispatches;
-    zplan_schedule sched[ZPLAN_SCHEDS]; /* sched[ZPLAN_BATCH].count 0: no batch schedule */
+    zplan_schedule sched[ZPLAN_SCHEDS]; /* sched[ZPLAN_BATCH].count 0: no batch schedule; LOAD likewise */
     uint32_t n_seqs;                    /* KV slots (1.2; 1 before): each KV buffer holds n_seqs caches */
 } zplan;
 

@@ -109,8 +109,14 @@ static const field meta_fields[] = {
     F(zplan, sched[2].count),
     F(zplan, sched[2].max_tokens),
     F(zplan, sched[2].logits_rows),
+    /* 1.3 (META 140 -> 156 bytes) */
+    F(zplan, sched[3].first),
+    F(zplan, sched[3].count),
+    F(zplan, sched[3].max_tokens),
+    F(zplan, sched[3].logits_rows),
 };
 #define META_BYTES_1_1 120 /* the META record of formats 1.0 and 1.1 */
+#define META_BYTES_1_2 140 /* and of 1.2 */
 static const field byte_fields[] = {{0, 1}};
 static const field word_fields[] = {{0, 4}};
 static const field buffer_fields[] = {F(zplan_buffer, kind), F(zplan_buffer, name), F(zplan_buffer, size),
@@ -391,12 +397,29 @@ static zstatus check_seqs(vctx *v) {
     return ZOK;
 }
 
+/* The load schedule (1.3): one step of one token, no logits; its
+ * dispatches run once, before any other. */
+static zstatus check_load(vctx *v) {
+    const zplan_schedule *l = &v->p->sched[ZPLAN_LOAD];
+    if (!l->count && (l->first || l->max_tokens || l->logits_rows))
+        return vfail(v, SEC_META, 0,
+                     "load schedule: expected all zero without dispatches, found first %u, max_tokens %u, "
+                     "logits rows %u",
+                     l->first, l->max_tokens, l->logits_rows);
+    if (l->count && (l->max_tokens != 1 || l->logits_rows != 1))
+        return vfail(v, SEC_META, 0, "load schedule: expected max_tokens 1 and logits rows 1, found %u and %u",
+                     l->max_tokens, l->logits_rows);
+    return ZOK;
+}
+
 static zstatus check_schedules(vctx *v) {
-    static const char *const phase[ZPLAN_SCHEDS] = {"prefill", "decode", "batch"};
+    static const char *const phase[ZPLAN_SCHEDS] = {"prefill", "decode", "batch", "load"};
     const zplan *p = v->p;
+    zstatus st = check_load(v);
+    if (st) return st;
     for (int ph = 0; ph < ZPLAN_SCHEDS; ph++) {
         const zplan_schedule *s = &p->sched[ph];
-        if (ph == ZPLAN_BATCH && !s->count) continue; /* none (check_seqs) */
+        if ((ph == ZPLAN_BATCH || ph == ZPLAN_LOAD) && !s->count) continue; /* none (check_seqs, check_load) */
         if (s->first > p->n_dispatches || s->count > p->n_dispatches - s->first)
             return vfail(v, SEC_META, 0,
                          "%s schedule: dispatches [%u, +%u) outside the dispatch table: expected an end <= "
@@ -941,6 +964,7 @@ static zstatus decode_section(rd *r, zplan *p, int id, locator *loc) {
                      s->name, SEC_PREFIX, len);
     uint32_t n = le32(r->b + off), rs = le32(r->b + off + 4), want = rec_bytes(s);
     if (id == SEC_META && r->minor < 2) want = META_BYTES_1_1; /* older: no slots, no batch schedule */
+    if (id == SEC_META && r->minor == 2) want = META_BYTES_1_2; /* no load schedule */
     bool newer = r->minor > ZPLAN_VERSION_MINOR;
     if (rs < want || (!newer && rs != want))
         return rfail(r, ZE_FORMAT, off + 4,
@@ -1167,19 +1191,23 @@ static void print_dispatch(pctx *c, uint32_t i, uint32_t tmax) {
 }
 
 static void print_schedules(pctx *c, bool verbose) {
-    static const char *const phase[ZPLAN_SCHEDS] = {"prefill", "decode", "batch"};
+    static const char *const phase[ZPLAN_SCHEDS] = {"prefill", "decode", "batch", "load"};
     const zplan *p = c->p;
     uint32_t scheduled = 0;
     fprintf(c->out, "schedules:\n");
     for (int ph = 0; ph < ZPLAN_SCHEDS; ph++) {
         const zplan_schedule *s = &p->sched[ph];
-        if (ph == ZPLAN_BATCH && !s->count) continue;
+        if ((ph == ZPLAN_BATCH || ph == ZPLAN_LOAD) && !s->count) continue;
         uint32_t barriers = 0;
         for (uint32_t i = s->first; i < s->first + s->count; i++)
             barriers += (p->dispatches[i].flags & ZPLAN_BARRIER) != 0;
         scheduled += s->count;
-        fprintf(c->out, "  %s: %u dispatches [%u, %u), %u barriers, max_tokens %u, logits rows %u\n",
-                phase[ph], s->count, s->first, s->first + s->count, barriers, s->max_tokens, s->logits_rows);
+        if (ph == ZPLAN_LOAD)
+            fprintf(c->out, "  load: %u dispatches [%u, %u), run once after the upload: weights rewritten into the device layouts of the weight-layout pass\n",
+                    s->count, s->first, s->first + s->count);
+        else
+            fprintf(c->out, "  %s: %u dispatches [%u, %u), %u barriers, max_tokens %u, logits rows %u\n",
+                    phase[ph], s->count, s->first, s->first + s->count, barriers, s->max_tokens, s->logits_rows);
         print_histogram(c, s);
         for (uint32_t i = s->first; verbose && i < s->first + s->count; i++)
             print_dispatch(c, i, s->max_tokens);

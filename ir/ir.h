@@ -86,6 +86,15 @@ const char *zir_role_name(zir_role r);
 
 typedef struct zir_node zir_node;
 
+/* A weight's device layout (the weight-layout pass, docs/architecture.md).
+ * Q6_PLANES: each row of a q6_K matrix as four planes of its own bytes, in
+ * place (the row keeps its size and offset): the quants' low nibbles of
+ * every block (128 bytes a block), their high bits (64), the scales (16),
+ * then the d's (2), so that the kernels load 8 or 16 aligned bytes where
+ * ggml's 210-byte blocks allow only 2. The plan's load schedule rewrites
+ * the rows on the device after the upload (q6_planes.glsl). */
+typedef enum zir_wlayout { ZWL_GGUF = 0, ZWL_Q6_PLANES = 1 } zir_wlayout;
+
 typedef struct zir_value {
     uint32_t id;
     const char *name; /* unique in the graph */
@@ -99,6 +108,9 @@ typedef struct zir_value {
     float width;      /* elements per token relative to the hidden size (width pass) */
     const void *data; /* weights: bytes in the mapped GGUF */
     uint64_t nbytes;  /* weights: size of data */
+    /* weights: how the device holds the bytes (the weight-layout pass); the
+     * GGUF file and the interpreter keep ggml's blocks whatever this says. */
+    zir_wlayout layout;
     UT_hash_handle hh;
 } zir_value;
 

@@ -426,6 +426,22 @@ static const zir_hparams *hparams(const zpass_rep *r) {
     return NULL;
 }
 
+/* The weights the weight-layout pass keeps in q6_K planes (the same in
+ * every phase's graph): how many, and their bytes. */
+static int q6_planes(const zpass_rep *r, double *bytes) {
+    int n = 0;
+    *bytes = 0;
+    for (int p = 0; p < ZPH_COUNT && !n; p++) {
+        const zir_graph *g = r->ph[p].present ? r->ph[p].fused : NULL;
+        for (uint32_t i = 0; g && i < g->n_values; i++)
+            if (g->values[i]->role == ZR_WEIGHT && g->values[i]->layout == ZWL_Q6_PLANES) {
+                n++;
+                *bytes += (double)g->values[i]->nbytes;
+            }
+    }
+    return n;
+}
+
 static void text_header(const zpass_rep *r, FILE *out) {
     const ztarget *t = r->target;
     const zir_hparams *h = hparams(r);
@@ -464,6 +480,17 @@ zstatus zpass_rep_text(const zpass_rep *r, FILE *out, zdiag *d) {
         print_table(out, t, NCOL);
         for (int i = 0; i < t->n_notes; i++)
             fprintf(out, "%s\n", t->notes[i]);
+    }
+    double qb;
+    int nq = q6_planes(r, &qb);
+    if (!s && nq) {
+        char b[32];
+        zpass_fmt_bytes(qb, b, sizeof b);
+        fprintf(out,
+                "\n== weight layouts (weight-layout) ==\nq6_K planes: %d matrices, %s: each row's quant nibbles, high "
+                "bits, scales and d's 8-byte aligned (5 loads a GEMV group instead of 13), the same bytes; "
+                "rewritten in place by the plan's load schedule\n",
+                nq, b);
     }
     if (!s) {
         fprintf(out, "\n== totals ==\n");
@@ -614,6 +641,14 @@ zstatus zpass_rep_json(const zpass_rep *r, FILE *out, zdiag *d) {
             jset(&b, root, pass ? "globals" : "groups", list);
         }
         jset(&b, root, "totals", jtotals(&b));
+        double qb;
+        int nq = q6_planes(r, &qb);
+        if (nq) {
+            json_t *wl = json_object();
+            jset(&b, wl, "q6_planes_matrices", json_integer(nq));
+            jset(&b, wl, "q6_planes_bytes", json_real(qb));
+            jset(&b, root, "weight_layouts", wl);
+        }
         if (!b.ok) json_decref(root), root = NULL;
         s = zjson_write(root, out, JSON_INDENT(2) | JSON_REAL_PRECISION(10), d);
     }

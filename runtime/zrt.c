@@ -326,6 +326,19 @@ static zstatus record(zrt *r, zplan_phase ph, int64_t T, zvk_cmd *c, zvk_timer *
     return s;
 }
 
+/* The load schedule, once: weights into the layouts the plan chose for the
+ * device (the weight-layout pass), in place, before any step reads them. */
+static zstatus run_load(zrt *r, zdiag *d) {
+    if (!r->plan->sched[ZPLAN_LOAD].count) return ZOK;
+    zvk_cmd c = {0};
+    zstatus s = record(r, ZPLAN_LOAD, 1, &c, NULL, d);
+    if (!s)
+        s = zvk_cmd_submit_wait(&r->dev, &c, d);
+    zvk_cmd_release(&r->dev, &c);
+    if (s) zdiag_prefix(d, "the load schedule (weights into their device layouts)");
+    return s;
+}
+
 static zstatus record_decode(zrt *r, zrt_seq *q, zdiag *d) {
     if (!r->plan->sched[ZPLAN_DECODE].count) return ZOK;
     zrt_seq *was = r->cur;
@@ -363,6 +376,7 @@ zstatus zrt_open_plan(zplan *p, const zrt_opts *o, zrt **out, zdiag *d) {
     if (!s) s = create_buffers(r, d);
     if (!s) s = create_pipelines(r, d);
     if (!s) s = create_sets(r, &r->main, d);
+    if (!s) s = run_load(r, d);
     if (!s) s = record_decode(r, &r->main, d);
     if (s) {
         zrt_close(r);

@@ -41,12 +41,32 @@
     ((t) == 0 || (t) == 1 || (t) == 30 || (t) == 8 || (t) == 14 || (t) == 2 || (t) == 3 || (t) == 6 ||      \
      (t) == 7 || (t) == 20 || (t) == 23)
 #define WQ_HAS_PAIR(t) ((t) == 12 || (t) == 13)
+// A matrix slot's weight in the weight-layout pass's q6_K planes (codegen's
+// <slot>_Q6P): each row its blocks' quant nibbles (128 bytes a block), high
+// bits (64), scales (16) and d's (2), every field 8-byte aligned, so it is
+// read in pairs as well as words.
+#ifndef W0_Q6P
+#define W0_Q6P 0
+#endif
+#ifndef W1_Q6P
+#define W1_Q6P 0
+#endif
+#ifndef W2_Q6P
+#define W2_Q6P 0
+#endif
+#ifndef W3_Q6P
+#define W3_Q6P 0
+#endif
+bool q6p(const uint which) {
+    return (which == WQ_W0 && W0_Q6P != 0) || (which == WQ_W1 && W1_Q6P != 0) ||
+           (which == WQ_W2 && W2_Q6P != 0) || (which == WQ_W3 && W3_Q6P != 0);
+}
 #define WQ_HAS_QUAD(t) ((t) == 0 || (t) == 1 || (t) == 30 || (t) == 12 || (t) == 13)
 #ifdef B_W0
 #if WQ_HAS_WORD(W0_TYPE)
 layout(std430, binding = B_W0) WQ_QUAL buffer w0b { uint w0[]; };
 #endif
-#if WQ_HAS_PAIR(W0_TYPE)
+#if WQ_HAS_PAIR(W0_TYPE) || W0_Q6P
 layout(std430, binding = B_W0) WQ_QUAL buffer w0b2 { uvec2 w0_2[]; };
 #endif
 #if WQ_HAS_QUAD(W0_TYPE)
@@ -57,7 +77,7 @@ layout(std430, binding = B_W0) WQ_QUAL buffer w0b4 { uvec4 w0_4[]; };
 #if WQ_HAS_WORD(W1_TYPE)
 layout(std430, binding = B_W1) WQ_QUAL buffer w1b { uint w1[]; };
 #endif
-#if WQ_HAS_PAIR(W1_TYPE)
+#if WQ_HAS_PAIR(W1_TYPE) || W1_Q6P
 layout(std430, binding = B_W1) WQ_QUAL buffer w1b2 { uvec2 w1_2[]; };
 #endif
 #if WQ_HAS_QUAD(W1_TYPE)
@@ -68,7 +88,7 @@ layout(std430, binding = B_W1) WQ_QUAL buffer w1b4 { uvec4 w1_4[]; };
 #if WQ_HAS_WORD(W2_TYPE)
 layout(std430, binding = B_W2) WQ_QUAL buffer w2b { uint w2[]; };
 #endif
-#if WQ_HAS_PAIR(W2_TYPE)
+#if WQ_HAS_PAIR(W2_TYPE) || W2_Q6P
 layout(std430, binding = B_W2) WQ_QUAL buffer w2b2 { uvec2 w2_2[]; };
 #endif
 #if WQ_HAS_QUAD(W2_TYPE)
@@ -79,7 +99,7 @@ layout(std430, binding = B_W2) WQ_QUAL buffer w2b4 { uvec4 w2_4[]; };
 #if WQ_HAS_WORD(W3_TYPE)
 layout(std430, binding = B_W3) WQ_QUAL buffer w3b { uint w3[]; };
 #endif
-#if WQ_HAS_PAIR(W3_TYPE)
+#if WQ_HAS_PAIR(W3_TYPE) || W3_Q6P
 layout(std430, binding = B_W3) WQ_QUAL buffer w3b2 { uvec2 w3_2[]; };
 #endif
 #if WQ_HAS_QUAD(W3_TYPE)
@@ -145,22 +165,22 @@ uint wword(const uint which, uint i) {
 }
 uvec2 wpair(const uint which, uint i) {
 #ifdef B_W0
-#if WQ_HAS_PAIR(W0_TYPE)
+#if WQ_HAS_PAIR(W0_TYPE) || W0_Q6P
     if (which == WQ_W0) return w0_2[i];
 #endif
 #endif
 #ifdef B_W1
-#if WQ_HAS_PAIR(W1_TYPE)
+#if WQ_HAS_PAIR(W1_TYPE) || W1_Q6P
     if (which == WQ_W1) return w1_2[i];
 #endif
 #endif
 #ifdef B_W2
-#if WQ_HAS_PAIR(W2_TYPE)
+#if WQ_HAS_PAIR(W2_TYPE) || W2_Q6P
     if (which == WQ_W2) return w2_2[i];
 #endif
 #endif
 #ifdef B_W3
-#if WQ_HAS_PAIR(W3_TYPE)
+#if WQ_HAS_PAIR(W3_TYPE) || W3_Q6P
     if (which == WQ_W3) return w3_2[i];
 #endif
 #endif
@@ -317,6 +337,18 @@ void dq8_q5_K(const uint which, uint row_off, uint k0, out float v[8]) {
     }
 }
 
+// Eight q6_K values d * scale * (q - 32) of scale row k from their quant
+// bytes (ql: nibble k / 2 of each) and high-bit bytes (bits 2k).
+void q6_8(float ds, uvec2 ql, uvec2 qh, uint k, out float v[8]) {
+    uint sl = (k >> 1u) * 4u, shh = 2u * k;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        int a = int(((ql.x >> (8u * i + sl)) & 0xfu) | (((qh.x >> (8u * i + shh)) & 3u) << 4u)) - 32;
+        int b = int(((ql.y >> (8u * i + sl)) & 0xfu) | (((qh.y >> (8u * i + shh)) & 3u) << 4u)) - 32;
+        v[i] = ds * float(a);
+        v[i + 4u] = ds * float(b);
+    }
+}
+
 // Q6_K: { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d } (210 bytes, so
 // blocks are not word aligned). In half h, element l + 32k takes a nibble
 // of ql[64h + l + 32(k&1)] (high for k >= 2), bits 2k of qh[32h + l], and
@@ -331,15 +363,21 @@ void dq8_q6_K(const uint which, uint row_off, uint k0, out float v[8]) {
     uint lo = off + 64u * h + l + 32u * (k & 1u), hb = off + 128u + 32u * h + l;
     uint ql0 = wu32(which, lo), ql1 = wu32(which, lo + 4u);
     uint qh0 = wu32(which, hb), qh1 = wu32(which, hb + 4u);
-    uint sl = (k >> 1u) * 4u, shh = 2u * k;
-    [[unroll]] for (uint i = 0u; i < 4u; i++) {
-        int a = int(((ql0 >> (8u * i + sl)) & 0xfu) | (((qh0 >> (8u * i + shh)) & 3u) << 4u)) - 32;
-        int b = int(((ql1 >> (8u * i + sl)) & 0xfu) | (((qh1 >> (8u * i + shh)) & 3u) << 4u)) - 32;
-        v[i] = ds * float(a);
-        v[i + 4u] = ds * float(b);
-    }
+    q6_8(ds, uvec2(ql0, ql1), uvec2(qh0, qh1), k, v);
 }
 
+// The same elements of a row held as q6_K planes (the weight-layout pass:
+// nb blocks a row; the row's quant nibbles, high bits, scales, d's): the
+// eight quant and high-bit bytes as one aligned pair each.
+void dq8_q6p(const uint which, uint row_off, uint nb, uint k0, out float v[8]) {
+    uint j = k0 >> 8u, in_b = k0 & 255u, h = in_b >> 7u, k = (in_b >> 5u) & 3u, l = in_b & 31u;
+    float d = wf16(which, row_off + 208u * nb + 2u * j);
+    uint so = row_off + 192u * nb + 16u * j + 8u * h + (l >> 4u) + 2u * k;
+    int sc8 = bitfieldExtract(int(wword(which, so >> 2u) >> ((so & 3u) * 8u)), 0, 8);
+    uvec2 ql = wpair(which, (row_off + 128u * j + 64u * h + l + 32u * (k & 1u)) >> 3u);
+    uvec2 qh = wpair(which, (row_off + 128u * nb + 64u * j + 32u * h + l) >> 3u);
+    q6_8(d * float(sc8), ql, qh, k, v);
+}
 // ---- 32-element blocks (ggml's Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) and IQ4_XS.
 // Byte l (0..15) of a block's qs holds element l in its low nibble and
 // l + 16 in its high one, so elements e0 .. e0+7 (e0 % 8 == 0) are one
@@ -448,7 +486,12 @@ DQ8_BLOCKS(7, dq8_q5_1)
 DQ8_BLOCKS(8, dq8_q8_0)
 DQ8_BLOCKS(12, dq8_q4_K)
 DQ8_BLOCKS(13, dq8_q5_K)
-DQ8_BLOCKS(14, dq8_q6_K)
+void dq8_t14(const uint which, const uint rowb, uint row, uint k0, out float v[8]) {
+    if (q6p(which))
+        dq8_q6p(which, row * rowb, rowb / 210u, k0, v);
+    else
+        dq8_q6_K(which, row * rowb, k0, v);
+}
 DQ8_BLOCKS(20, dq8_iq4_nl)
 DQ8_BLOCKS(23, dq8_iq4_xs)
 

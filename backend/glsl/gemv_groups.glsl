@@ -85,8 +85,18 @@ struct Q6G {
 };
 Q6G q6_group(const uint which, uint rowb, uint row, uint g) {
     uint b = g >> 3u, h = (g >> 2u) & 1u, l0 = 8u * (g & 3u);
-    uint off = row * rowb + b * 210u;
     Q6G q;
+    if (q6p(which)) { // the weight-layout pass's planes: aligned pairs
+        uint ro = row * rowb, nb = rowb / 210u;
+        q.qa = wpair(which, (ro + 128u * b + 64u * h + l0) >> 3u);
+        q.qb = wpair(which, (ro + 128u * b + 64u * h + 32u + l0) >> 3u);
+        q.qh = wpair(which, (ro + 128u * nb + 64u * b + 32u * h + l0) >> 3u);
+        q.sc = wpair(which, (ro + 192u * nb + 16u * b + 8u * h) >> 3u);
+        q.d = wf16(which, ro + 208u * nb + 2u * b);
+        q.sl = l0 >> 4u;
+        return q;
+    }
+    uint off = row * rowb + b * 210u;
     q.qa = wu64(which, off + 64u * h + l0);
     q.qb = wu64(which, off + 64u * h + 32u + l0);
     q.qh = wu64(which, off + 128u + 32u * h + l0);

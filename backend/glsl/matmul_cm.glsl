@@ -267,7 +267,7 @@ uvec4 pack8(float v[8]) {
 // decoded on fetch (packed halves, or fp16 bit copies).
 #if W0_TYPE == 12
 #define W0_RAW 1
-#elif W0_TYPE == 14 && Q6_RAW
+#elif W0_TYPE == 14 && Q6_RAW && !W0_Q6P
 #define W0_RAW 2
 #else
 #define W0_RAW 0
@@ -275,7 +275,7 @@ uvec4 pack8(float v[8]) {
 #if GLU
 #if W1_TYPE == 12
 #define W1_RAW 1
-#elif W1_TYPE == 14 && Q6_RAW
+#elif W1_TYPE == 14 && Q6_RAW && !W1_Q6P
 #define W1_RAW 2
 #else
 #define W1_RAW 0

@@ -236,6 +236,16 @@ zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zc
         uint32_t p[4] = {(uint32_t)st.T, (uint32_t)st.pos, (uint32_t)st.ctx, 0};
         memcpy(stepb.map, p, sizeof p);
     }
+    /* A weight the weight-layout pass keeps in q6_K planes: rewritten on the
+     * device by the load schedule's own kernel, as the executor does. */
+    for (int i = 0; !s && i < kn.n_bind; i++) {
+        const zir_value *v = kn.bind[i].value;
+        if (!v || v->role != ZR_WEIGHT || v->layout == ZWL_GGUF) continue;
+        zcg_kernel rk;
+        s = zcg_q6_planes(v, o, a, &rk, d);
+        if (!s) s = dispatch(k, &rk, &slots[i], 1, &stepb, st, d);
+        if (!s) r->relaid++;
+    }
     for (int rep = 0; !s && rep < (k->replays > 1 ? k->replays : 1); rep++) {
         for (int i = 0; rep && i < kn.n_bind; i++)
             repoison(k, &kn.bind[i], st, binding_f16(&kn.bind[i], o), &slots[i]);

@@ -46,6 +46,7 @@ typedef struct kh_result {
                       * cache's rms is that of the step's rows */
     int64_t checked; /* elements compared */
     char kernel[128]; /* the kernel's name */
+    int relaid;       /* weights first rewritten on the device into their layout (q6_K planes) */
 } kh_result;
 
 /* Runs node n (a top-level node of g) for the step the interpreter just ran

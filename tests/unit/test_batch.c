@@ -60,7 +60,7 @@ static zplan *compile(model *m, int64_t parallel, zpass_idot idot, zir_graph **b
     zdiag d = {0};
     const ztarget *t = ztarget_find("llvmpipe");
     zir_graph *g[ZPLAN_SCHEDS] = {0};
-    for (int ph = 0; ph < ZPLAN_SCHEDS; ph++) {
+    for (int ph = 0; ph <= ZPLAN_BATCH; ph++) {
         if (ph == ZPLAN_BATCH && !parallel) continue;
         cr_assert_eq(zir_build_from_gguf(m->f, &g[ph], &d), ZOK, "%s", d.msg);
         zpass_opts po = {.target = t,

@@ -44,6 +44,7 @@ typedef struct mspec {
     ztype retype; /* ZT_F32: as written; else 2-D weights rewritten in this type */
     /* With retype: NULL, or the types of attn_q, attn_k and attn_v instead */
     const ztype *qkv;
+    int hidden, ff; /* 0: HIDDEN and FF */
 } mspec;
 
 /* Hidden 512 / ff 1536: h200 picks gate+up+SwiGLU in both phases (a GEMV
@@ -56,8 +57,8 @@ static void model_opts(const mspec *m, zmk_opts *o) {
     o->arch = m->arch;
     o->quant = m->quant;
     o->layers = 1;
-    o->hidden = HIDDEN;
-    o->ff = FF;
+    o->hidden = m->hidden ? m->hidden : HIDDEN;
+    o->ff = m->ff ? m->ff : FF;
     o->vocab = VOCAB;
     o->seed = 11;
     bool qwen2 = m->arch == ZMK_QWEN2; /* needs heads * head_dim == hidden */
@@ -443,6 +444,35 @@ Test(kernels_matmul, iq4_xs, .timeout = 300) {
 Test(kernels_matmul, q6_K, .timeout = 300) {
     check_model(&MODELS[12], false, TOL_F32);
 }
+/* The weight-layout pass's q6_K planes: rows of 1024 and 2048 elements, so
+ * every matrix is held as planes, rewritten on the device by the load
+ * schedule's kernel (q6_planes.glsl) before each node runs, then read by
+ * every kernel family (GEMM staging, GEMV groups, the rows GEMV, the
+ * embedding) against the interpreter, which reads ggml's blocks. */
+static const mspec Q6_PLANES = {"q6_K_planes", ZMK_QWEN3, ZMK_F32, ZT_Q6_K, NULL, 1024, 2048};
+
+static int count_planes(const gguf_file *f, const char *target) {
+    zir_graph *g = compile(f, ztarget_find(target), ZPH_DECODE);
+    int n = 0;
+    for (uint32_t i = 0; i < g->n_values; i++)
+        n += g->values[i]->layout == ZWL_Q6_PLANES;
+    zir_graph_free(g);
+    return n;
+}
+
+Test(kernels_matmul, q6_K_planes, .timeout = 600) {
+    gguf_file *f = open_model(&Q6_PLANES);
+    /* q, k, v, o, gate, up, down and the tied or separate head: all q6_K */
+    cr_expect_geq(count_planes(f, "llvmpipe"), 7, "the weight-layout pass left q6_K rows of 1024 in ggml's blocks");
+    cr_expect_eq(count_planes(f, "llvmpipe"), count_planes(f, "h200"), "the layout must not depend on the target here");
+    gguf_close(f);
+    /* rows of 512 and 1536 (the other models) are not 8-byte aligned as planes: ggml's blocks stay */
+    f = open_model(&MODELS[12]);
+    cr_expect_eq(count_planes(f, "h200"), 0, "q6_K rows of 512 elements were put in planes");
+    gguf_close(f);
+    check_model(&Q6_PLANES, false, TOL_F32);
+}
+
 /* Decode GEMVs with int8 x (attr.gemv_q8, GMODE 12 or 14 with IDOT): every
  * weight of one k-quant type (attn_output's rows of 288 fall back to q8_0
  * and stay float), for both targets, against the interpreter quantizing x
@@ -525,6 +555,10 @@ Test(kernels_matmul, int8_x_only_where_asked) {
         zir_graph_free(g);
     }
     gguf_close(f);
+}
+
+Test(kernels_matmul, q6_K_planes_int8_x, .timeout = 300) {
+    check_int8_x(&Q6_PLANES);
 }
 
 Test(kernels_matmul, q6_K_int8_x, .timeout = 300) {

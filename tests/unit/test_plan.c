@@ -452,7 +452,7 @@ Test(plan_io, layout_matches_the_document) {
     cr_expect_eq(rd32(b + 20), 7);
     cr_expect_eq(rd64(b + 24), n);
     cr_expect_eq(rd64(b + 32), 64);
-    const uint32_t rs[] = {0, 140, 1, 24, 24, 4, 24, 96};
+    const uint32_t rs[] = {0, 156, 1, 24, 24, 4, 24, 96};
     tsec s[16];
     int ns = sections_of(b, s);
     for (int i = 0; i < ns; i++) {
@@ -618,32 +618,46 @@ Test(plan_header, newer_minor_is_accepted) {
     zplan_free(p), zplan_free(q), free(b);
 }
 
-/* A 1.1 plan (META of 120 bytes: no sequence slots, no batch schedule)
- * reads as a plan of one slot without a batch schedule; at 1.2 the same
- * record is too short. */
-Test(plan_header, older_minor_with_the_shorter_meta) {
+/* The plan of make_plan with its META cut to `bytes` (an older minor's
+ * record), read as format 1.<minor>: the plan, which the caller frees. At
+ * the current minor the same record is too short. */
+static zplan *read_older_meta(uint32_t bytes, int minor, const char *too_short) {
     size_t n;
     uint8_t *b = plan_bytes(&n);
     tsec s[16];
     int ns = sections_of(b, s);
-    uint8_t meta[8 + 120];
-    memcpy(meta, s[0].p, sizeof meta);
-    wr32(meta + 4, 120);
-    s[0] = (tsec){S_META, 0, meta, sizeof meta};
+    uint8_t meta[8 + 156];
+    memcpy(meta, s[0].p, 8 + bytes);
+    wr32(meta + 4, bytes);
+    s[0] = (tsec){S_META, 0, meta, 8 + bytes};
     size_t m;
-    uint8_t *c = rebuild(s, ns, 64, 1, &m);
+    uint8_t *c = rebuild(s, ns, 64, minor, &m);
     zplan *p = NULL;
     zdiag d = {0};
     cr_assert_eq(zplan_parse(c, m, "m.zplan", &p, &d), ZOK, "%s", d.msg);
-    cr_expect_eq(p->minor, 1);
+    cr_expect_eq(p->minor, minor);
+    free(c);
+    c = rebuild(s, ns, 64, ZPLAN_VERSION_MINOR, &m);
+    expect_fail(c, m, ZE_FORMAT, (int64_t)rd64(c + entry_of(c, S_META) + 8) + 4, too_short);
+    free(c), free(b);
+    return p;
+}
+
+/* A 1.1 plan (META of 120 bytes: no sequence slots, no batch schedule)
+ * reads as a plan of one slot without a batch schedule. */
+Test(plan_header, older_minor_with_the_shorter_meta) {
+    zplan *p = read_older_meta(120, 1, "section META: record size: expected 156 bytes (format 1.3), found 120");
     cr_expect_eq(p->n_seqs, 1);
     cr_expect_eq(p->sched[ZPLAN_BATCH].count, 0);
     zplan_free(p);
-    free(c);
-    c = rebuild(s, ns, 64, ZPLAN_VERSION_MINOR, &m);
-    expect_fail(c, m, ZE_FORMAT, (int64_t)rd64(c + entry_of(c, S_META) + 8) + 4,
-                "section META: record size: expected 140 bytes (format 1.2), found 120");
-    free(c), free(b);
+}
+
+/* A 1.2 plan (META of 140 bytes: no load schedule) reads as a plan whose
+ * weights keep ggml's layout. */
+Test(plan_header, a_1_2_plan_has_no_load_schedule) {
+    zplan *p = read_older_meta(140, 2, "section META: record size: expected 156 bytes (format 1.3), found 140");
+    cr_expect_eq(p->sched[ZPLAN_LOAD].count, 0);
+    zplan_free(p);
 }
 
 /* A newer minor may grow the header and the records; this reader reads the
@@ -827,9 +841,9 @@ Test(plan_sections, record_counts_and_sizes) {
     b = plan_bytes(&n);
     tsec s[16];
     int ns = sections_of(b, s);
-    uint8_t meta2[8 + 280] = {0};
-    memcpy(meta2, s[0].p, 8 + 140);
-    memcpy(meta2 + 148, s[0].p + 8, 140);
+    uint8_t meta2[8 + 312] = {0};
+    memcpy(meta2, s[0].p, 8 + 156);
+    memcpy(meta2 + 164, s[0].p + 8, 156);
     wr32(meta2, 2);
     s[0] = (tsec){S_META, 0, meta2, sizeof meta2};
     size_t m;
@@ -909,6 +923,19 @@ SEMANTIC(state_buffer_before_1_2, ZE_INVALID,
          "buffer 6 'cache_k.0': kind state (a recurrent state): expected format 1.2 or newer, found 1.1",
          p->buffers[6].kind = ZPB_STATE;
          p->minor = 1)
+SEMANTIC(load_schedule_fields_without_dispatches, ZE_INVALID,
+         "load schedule: expected all zero without dispatches, found first 0, max_tokens 1, logits rows 0",
+         p->sched[ZPLAN_LOAD].max_tokens = 1)
+SEMANTIC(load_schedule_of_two_tokens, ZE_INVALID,
+         "load schedule: expected max_tokens 1 and logits rows 1, found 2 and 1",
+         p->sched[ZPLAN_LOAD].count = 1;
+         p->sched[ZPLAN_LOAD].max_tokens = 2;
+         p->sched[ZPLAN_LOAD].logits_rows = 1)
+SEMANTIC(load_schedule_past_the_table, ZE_INVALID, "load schedule: dispatches [",
+         p->sched[ZPLAN_LOAD].first = p->n_dispatches;
+         p->sched[ZPLAN_LOAD].count = 1;
+         p->sched[ZPLAN_LOAD].max_tokens = 1;
+         p->sched[ZPLAN_LOAD].logits_rows = 1)
 SEMANTIC(zero_size_buffer, ZE_INVALID, "buffer 7 'scratch': size", p->buffers[7].size = 0)
 SEMANTIC(weights_outside_gguf, ZE_INVALID, "outside the GGUF", p->buffers[4].src_offset = p->gguf_size - 100)
 SEMANTIC(source_offset_of_non_weights, ZE_INVALID, "source offset of a kv buffer",
@@ -986,7 +1013,7 @@ Test(plan_print, summary_and_verbose) {
     zplan_print(p, f, true);
     fclose(f);
     cr_log_info("%s", text);
-    const char *want[] = {"zinc plan 1.2",
+    const char *want[] = {"zinc plan 1.3",
                           "identity fedcba9876543210",
                           "qwen3, 1 layers, n_embd 16",
                           "device 'NVIDIA H200'",
@@ -1024,7 +1051,7 @@ Test(plan_print, zinc_info) {
     char *out = NULL;
     int rc = tu_run(&out, "%s/zinc info %s", ZINC_BINARY_DIR, path);
     cr_expect_eq(rc, 0, "%s", out);
-    cr_expect(strstr(out, "format:    zinc plan 1.2") && strstr(out, "cache_k.0") && strstr(out, "scale") &&
+    cr_expect(strstr(out, "format:    zinc plan 1.3") && strstr(out, "cache_k.0") && strstr(out, "scale") &&
                   !strstr(out, "bindings:"),
               "%s", out);
     free(out);
@@ -1081,7 +1108,7 @@ Test(plan_print, plan_from_zincc, .timeout = 600) {
     cr_expect_eq(sb.st_mode & 0777, 0644, "mode %o", sb.st_mode & 0777);
     rc = tu_run(&out, "%s/zinc info %s", ZINC_BINARY_DIR, plan);
     cr_expect_eq(rc, 0, "%s", out);
-    cr_expect(strstr(out, "zinc plan 1.2") && strstr(out, "decode:") && strstr(out, "token_embd.weight"),
+    cr_expect(strstr(out, "zinc plan 1.3") && strstr(out, "decode:") && strstr(out, "token_embd.weight"),
               "%s", out);
     free(out);
 }
