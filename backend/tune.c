@@ -51,10 +51,17 @@ static zstatus fill(zvk_device *dev, zvk_buffer *buf, const zir_value *v, uint64
     uint64_t n = (bytes + 3) & ~(uint64_t)3;
     zstatus s = zvk_buffer_create(dev, n ? n : 4, ZVK_MEM_DEVICE, v ? v->name : "scratch", buf, d);
     if (s || !n) return s;
-    if (v && v->role == ZR_WEIGHT && v->data && n == v->nbytes) return zvk_upload(dev, buf, 0, v->data, n, d);
+    bool planes = v && v->role == ZR_WEIGHT && v->data && v->layout == ZWL_Q6_PLANES;
+    if (v && v->role == ZR_WEIGHT && v->data && n == v->nbytes && !planes)
+        return zvk_upload(dev, buf, 0, v->data, n, d);
     void *z = calloc(1, n);
     if (!z) return zdiag_set(d, ZE_NOMEM, "tune: out of memory");
-    if (v && v->role == ZR_WEIGHT && v->data) memcpy(z, v->data, v->nbytes);
+    /* in the layout the kernel reads (the weight-layout pass's planes) */
+    uint64_t k = v && v->rank ? (uint64_t)v->shape[v->rank - 1] : 0;
+    if (planes && k)
+        ztype_q6_planes(v->data, z, v->nbytes / (k / 256 * 210), k);
+    else if (v && v->role == ZR_WEIGHT && v->data)
+        memcpy(z, v->data, v->nbytes);
     s = zvk_upload(dev, buf, 0, z, n, d);
     free(z);
     return s;

@@ -1013,3 +1013,17 @@ zstatus ztype_quantize_row(ztype t, const float *src, void *dst, int64_t n) {
     if (n > 0) fn(src, dst, n / ti->block_elems);
     return ZOK;
 }
+
+void ztype_q6_planes(const uint8_t *src, uint8_t *dst, uint64_t rows, uint64_t k) {
+    static const struct {
+        uint32_t at, len;
+    } field[4] = {{0, 128}, {128, 64}, {192, 16}, {208, 2}}; /* ql, qh, scales, d */
+    uint64_t nb = k / 256, rb = nb * 210;
+    for (uint64_t r = 0; r < rows; r++) {
+        const uint8_t *s = src + r * rb;
+        uint8_t *o = dst + r * rb;
+        for (int f = 0; f < 4; f++)
+            for (uint64_t j = 0; j < nb; j++, o += field[f].len)
+                memcpy(o, s + j * 210 + field[f].at, field[f].len);
+    }
+}

@@ -51,6 +51,12 @@ void ztype_list(uint32_t flags, char *buf, size_t cap);
  * (returns 0 with *ok false otherwise, on overflow, or for an unknown type).
  * ok may be NULL. */
 uint64_t ztype_row_bytes(ztype t, uint64_t n, bool *ok);
+/* q6_K rows of k elements (k % 256 == 0) rewritten as the weight-layout
+ * pass's planes (ir.h ZWL_Q6_PLANES): each row's blocks' 128 quant bytes,
+ * then their 64 high-bit bytes, 16 scales and 2-byte d's. src and dst hold
+ * rows * 210 k / 256 bytes and must not overlap. The device does the same in
+ * place (backend/glsl/q6_planes.glsl); this is its reference. */
+void ztype_q6_planes(const uint8_t *src, uint8_t *dst, uint64_t rows, uint64_t k);
 
 /* Half and bfloat16 conversions, round-to-nearest-even, exact on Inf,
  * subnormals kept (never flushed). A NaN stays a NaN: it is made quiet and

@@ -244,6 +244,14 @@ zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zc
         zcg_kernel rk;
         s = zcg_q6_planes(v, o, a, &rk, d);
         if (!s) s = dispatch(k, &rk, &slots[i], 1, &stepb, st, d);
+        /* byte for byte what the C reference (the tuner's) writes */
+        uint8_t *want = s ? NULL : malloc(v->nbytes);
+        uint64_t kk = (uint64_t)v->shape[v->rank - 1];
+        if (!s && !want) s = zdiag_set(d, ZE_NOMEM, "out of memory");
+        if (!s) ztype_q6_planes(v->data, want, v->nbytes / (kk / 256 * 210), kk);
+        if (!s && memcmp(slots[i].buf.map, want, v->nbytes))
+            s = zdiag_set(d, ZE_INTERNAL, "q6_planes: '%s' on the device differs from ztype_q6_planes", v->name);
+        free(want);
         if (!s) r->relaid++;
     }
     for (int rep = 0; !s && rep < (k->replays > 1 ? k->replays : 1); rep++) {
