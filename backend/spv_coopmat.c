@@ -12,6 +12,7 @@
  * share a Use), settle_uses (the Use of every value, the Uses of every
  * type), check_split (what a type split by use cannot be part of),
  * plan_clones (ids of the split types), then emit_insn. */
+#include "spv_util.h"
 #include "spv_coopmat.h"
 
 #include <string.h>
@@ -607,19 +608,9 @@ static void plan_konsts(cm *c) {
 
 /* ------------------------------------------------------------------- emit */
 
-typedef struct obuf {
-    uint32_t *w;
-    size_t n, cap;
-} obuf;
-
-static void put(obuf *o, uint32_t x) {
-    if (o->n < o->cap) o->w[o->n] = x;
-    o->n++; /* past cap: caught once at the end */
-}
-
-static void put_words(obuf *o, const uint32_t *src, uint32_t n) {
+static void put_words(zspv_obuf *o, const uint32_t *src, uint32_t n) {
     for (uint32_t k = 0; k < n; k++)
-        put(o, src[k]);
+        zspv_put(o, src[k]);
 }
 
 static uint32_t use_of(cm *c, uint32_t value) {
@@ -630,30 +621,30 @@ static uint32_t retype(const cm *c, uint32_t type, uint32_t u) {
     return type < c->bound && c->clone[type] ? c->clones[(size_t)(c->clone[type] - 1) * N_USES + u] : type;
 }
 
-static void put_string_insn(obuf *o, uint32_t op, const char *s) {
+static void put_string_insn(zspv_obuf *o, uint32_t op, const char *s) {
     size_t len = strlen(s), words = (len + 4) / 4;
-    put(o, (uint32_t)(1 + words) << SpvWordCountShift | op);
+    zspv_put(o, (uint32_t)(1 + words) << SpvWordCountShift | op);
     for (size_t k = 0; k < words; k++) {
         uint32_t w = 0;
         for (size_t b = 0; b < 4 && 4 * k + b < len; b++)
             w |= (uint32_t)(uint8_t)s[4 * k + b] << (8 * b);
-        put(o, w);
+        zspv_put(o, w);
     }
 }
 
 /* A type on a split chain, once per use; a lone NV type once. */
-static void emit_type(cm *c, obuf *o, const uint32_t *i) {
+static void emit_type(cm *c, zspv_obuf *o, const uint32_t *i) {
     uint32_t op = op_of(i[0]), wc = wc_of(i[0]);
     uint8_t m = c->uses[c->root[i[1]]];
     bool nv = op == SpvOpTypeCooperativeMatrixNV;
     for (uint32_t u = 0; u < N_USES; u++) {
         if (!(m & 1u << u)) continue;
         uint32_t base = nv ? 0 : op == SpvOpTypePointer ? 3 : 2; /* the pointee or element type */
-        put(o, (wc + nv) << SpvWordCountShift | (nv ? KHR_OP_TYPE : op));
-        put(o, retype(c, i[1], u));
+        zspv_put(o, (wc + nv) << SpvWordCountShift | (nv ? KHR_OP_TYPE : op));
+        zspv_put(o, retype(c, i[1], u));
         for (uint32_t k = 2; k < wc; k++)
-            put(o, k == base ? retype(c, i[k], u) : i[k]);
-        if (nv) put(o, c->konst[u]);
+            zspv_put(o, k == base ? retype(c, i[k], u) : i[k]);
+        if (nv) zspv_put(o, c->konst[u]);
     }
 }
 
@@ -674,18 +665,18 @@ static zstatus layout_of(cm *c, uint32_t off, uint32_t id, uint32_t *layout) {
 /* Load: type, result, pointer, stride, column-major, [mem] -> type,
  * result, pointer, layout, stride, [mem]. Store: pointer, object, stride,
  * column-major, [mem] -> pointer, object, layout, stride, [mem]. */
-static zstatus emit_load_store(cm *c, obuf *o, uint32_t off) {
+static zstatus emit_load_store(cm *c, zspv_obuf *o, uint32_t off) {
     const uint32_t *i = c->w + off;
     uint32_t wc = wc_of(i[0]);
     bool load = op_of(i[0]) == SpvOpCooperativeMatrixLoadNV;
     uint32_t at = load ? 4 : 3, layout = LAYOUT_ROW; /* the stride; column-major follows it */
     zstatus s = layout_of(c, off, i[at + 1], &layout);
     if (s) return s;
-    put(o, wc << SpvWordCountShift | (load ? KHR_OP_LOAD : KHR_OP_STORE));
-    put(o, load && is_matrix_value(c, i[2]) ? retype(c, i[1], use_of(c, i[2])) : i[1]);
+    zspv_put(o, wc << SpvWordCountShift | (load ? KHR_OP_LOAD : KHR_OP_STORE));
+    zspv_put(o, load && is_matrix_value(c, i[2]) ? retype(c, i[1], use_of(c, i[2])) : i[1]);
     put_words(o, i + 2, at - 2);
-    put(o, c->konst[layout]);
-    put(o, i[at]);
+    zspv_put(o, c->konst[layout]);
+    zspv_put(o, i[at]);
     put_words(o, i + at + 2, wc - at - 2);
     return ZOK;
 }
@@ -701,33 +692,33 @@ static uint32_t value_type(const cm *c, uint32_t id) {
     return id < c->bound ? c->type_of[id] : 0;
 }
 
-static void emit_muladd(cm *c, obuf *o, const uint32_t *i) {
+static void emit_muladd(cm *c, zspv_obuf *o, const uint32_t *i) {
     uint32_t ops = (signed_int(c, value_type(c, i[3])) ? SIGNED_A : 0) |
                    (signed_int(c, value_type(c, i[4])) ? SIGNED_B : 0) |
                    (signed_int(c, value_type(c, i[5])) ? SIGNED_C : 0) |
                    (signed_int(c, i[1]) ? SIGNED_RESULT : 0);
-    put(o, (ops ? 7u : 6u) << SpvWordCountShift | KHR_OP_MULADD);
-    put(o, retype(c, i[1], USE_ACC));
+    zspv_put(o, (ops ? 7u : 6u) << SpvWordCountShift | KHR_OP_MULADD);
+    zspv_put(o, retype(c, i[1], USE_ACC));
     put_words(o, i + 2, 4);
-    if (ops) put(o, ops);
+    if (ops) zspv_put(o, ops);
 }
 
 /* Anything else: copied, with its result type changed when that type was
  * split (the value takes the clone of its class's use). */
-static void emit_other(cm *c, obuf *o, const uint32_t *i) {
+static void emit_other(cm *c, zspv_obuf *o, const uint32_t *i) {
     uint32_t op = op_of(i[0]), wc = wc_of(i[0]);
     bool has_res, has_type;
     result_layout(op, &has_res, &has_type);
-    put(o, i[0]);
+    zspv_put(o, i[0]);
     if (has_type && is_split(c, i[1]) && is_matrix_value(c, i[2])) {
-        put(o, retype(c, i[1], use_of(c, i[2])));
+        zspv_put(o, retype(c, i[1], use_of(c, i[2])));
         put_words(o, i + 2, wc - 2);
         return;
     }
     put_words(o, i + 1, wc - 1);
 }
 
-static zstatus emit_insn(cm *c, obuf *o, uint32_t off) {
+static zstatus emit_insn(cm *c, zspv_obuf *o, uint32_t off) {
     const uint32_t *i = c->w + off;
     uint32_t op = op_of(i[0]), wc = wc_of(i[0]);
     if (off == c->first_nv)
@@ -752,7 +743,7 @@ static zstatus emit_insn(cm *c, obuf *o, uint32_t off) {
         put_words(o, (uint32_t[]){4u << SpvWordCountShift | KHR_OP_LENGTH, i[1], i[2], i[3]}, 4);
     } else if (op == SpvOpSpecConstantOp && wc >= 4 && i[3] == SpvOpCooperativeMatrixLengthNV) {
         put_words(o, i, 3); /* the length as a specialization constant, as glslang writes .length() */
-        put(o, KHR_OP_LENGTH);
+        zspv_put(o, KHR_OP_LENGTH);
         put_words(o, i + 4, wc - 4);
     } else {
         emit_other(c, o, i);
@@ -818,7 +809,7 @@ static zstatus give(zarena *a, const uint32_t *w, size_t n, uint32_t **out, size
 }
 
 static zstatus emit(cm *c, zarena *a, uint32_t **out, size_t *out_words) {
-    obuf o = {.cap = (size_t)c->n + c->extra};
+    zspv_obuf o = {.cap = (size_t)c->n + c->extra};
     o.w = zarena_array(c->s, o.cap, sizeof *o.w);
     if (!o.w) return zdiag_set(c->d, ZE_NOMEM, "out of host memory for %zu words", o.cap);
     put_words(&o, c->w, HEADER_WORDS);

@@ -48,4 +48,14 @@ bool zspv_coopmat_workgroup_scope(const uint32_t *words, size_t n_words);
 zstatus zspv_add_coopmat2_extension(const uint32_t *in, size_t n_words, zarena *a, uint32_t **out,
                                     size_t *out_words, zdiag *d);
 
+/* ZINC_CM_TENSOR=1's measurement (backend/spv_tensor.c, step 1 of
+ * docs/coopmat2-tensor-loads.md): a KHR module's workgroup-scope matrix
+ * loads from storage buffers rewritten as tensor-addressed loads
+ * (SPV_NV_tensor_addressing, SPV_NV_cooperative_matrix2; SPIR-V 1.6) of the
+ * same elements. *rewritten counts them; a module with none comes back word
+ * for word. ZE_UNSUPPORTED for such a load the rewrite cannot express
+ * (a stride that is not a 32-bit integer, a pointee that is not whole
+ * components, a layout other than row- or column-major). */
+zstatus zspv_coopmat_tensor_loads(const uint32_t *in, size_t n_words, zarena *a, uint32_t **out,
+                                  size_t *out_words, int *rewritten, zdiag *d);
 #endif

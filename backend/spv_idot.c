@@ -11,6 +11,7 @@
  * (OpSDotAccSat %int %a %b %acc 0 for zdot4sat). New ids start at the old
  * bound. The old body is dropped whole, so whatever it called or computed
  * is simply no longer reached. */
+#include "spv_util.h"
 #include "spv_idot.h"
 
 #include <string.h>
@@ -203,23 +204,13 @@ static bool about_gone(const idot *c, uint32_t op, const uint32_t *i, uint32_t w
 
 /* ------------------------------------------------------------------- emit */
 
-typedef struct obuf {
-    uint32_t *w;
-    size_t n, cap;
-} obuf;
-
-static void put(obuf *o, uint32_t x) {
-    if (o->n < o->cap) o->w[o->n] = x;
-    o->n++; /* past cap: caught once at the end */
+static void put_insn(zspv_obuf *o, uint32_t op, uint32_t wc) {
+    zspv_put(o, wc << SpvWordCountShift | op);
 }
 
-static void put_insn(obuf *o, uint32_t op, uint32_t wc) {
-    put(o, wc << SpvWordCountShift | op);
-}
-
-static void put_caps(idot *c, obuf *o) {
-    if (!c->has_cap_dot) put_insn(o, SpvOpCapability, 2), put(o, SpvCapabilityDotProduct);
-    if (!c->has_cap_4x8) put_insn(o, SpvOpCapability, 2), put(o, SpvCapabilityDotProductInput4x8BitPacked);
+static void put_caps(idot *c, zspv_obuf *o) {
+    if (!c->has_cap_dot) put_insn(o, SpvOpCapability, 2), zspv_put(o, SpvCapabilityDotProduct);
+    if (!c->has_cap_4x8) put_insn(o, SpvOpCapability, 2), zspv_put(o, SpvCapabilityDotProductInput4x8BitPacked);
     if (c->has_ext) return;
     size_t len = strlen(IDOT_EXT), words = (len + 4) / 4;
     put_insn(o, SpvOpExtension, (uint32_t)(1 + words));
@@ -227,48 +218,48 @@ static void put_caps(idot *c, obuf *o) {
         uint32_t w = 0;
         for (size_t b = 0; b < 4 && 4 * k + b < len; b++)
             w |= (uint32_t)(uint8_t)IDOT_EXT[4 * k + b] << (8 * b);
-        put(o, w);
+        zspv_put(o, w);
     }
 }
 
 /* The marker's OpFunction and parameters, then the new body. Returns the
  * offset of the instruction after the old OpFunctionEnd. */
-static zstatus emit_marker(idot *c, obuf *o, uint32_t off, uint32_t *next) {
+static zstatus emit_marker(idot *c, zspv_obuf *o, uint32_t off, uint32_t *next) {
     uint32_t vt = 0;
     zstatus s = check_marker(c, off, &vt);
     if (s) return s;
     const uint32_t *f = c->w + off;
     uint32_t ret = f[1], wc = wc_of(f[0]), val[N_PARAMS];
     for (uint32_t k = 0; k < wc; k++)
-        put(o, f[k]);
+        zspv_put(o, f[k]);
     uint32_t at = off + wc;
     for (int k = 0; k < N_PARAMS; k++, at += 3) {
         for (uint32_t j = 0; j < 3; j++)
-            put(o, c->w[at + j]);
+            zspv_put(o, c->w[at + j]);
         val[k] = c->w[at + 2];
     }
-    put_insn(o, SpvOpLabel, 2), put(o, c->next_id++);
+    put_insn(o, SpvOpLabel, 2), zspv_put(o, c->next_id++);
     for (int k = 0; k < N_PARAMS; k++) {
         bool ptr;
         param_value_type(c, c->w[at - 3 * (N_PARAMS - k) + 1], &ptr);
         if (!ptr) continue;
         uint32_t v = c->next_id++;
-        put_insn(o, SpvOpLoad, 4), put(o, k == 2 ? ret : vt), put(o, v), put(o, val[k]);
+        put_insn(o, SpvOpLoad, 4), zspv_put(o, k == 2 ? ret : vt), zspv_put(o, v), zspv_put(o, val[k]);
         val[k] = v;
     }
     uint32_t r = c->next_id++;
     if (c->mark[f[2]] == MK_SAT) {
-        put_insn(o, SpvOpSDotAccSat, 7), put(o, ret), put(o, r), put(o, val[0]), put(o, val[1]),
-            put(o, val[2]);
-        put(o, PACKED_4X8);
+        put_insn(o, SpvOpSDotAccSat, 7), zspv_put(o, ret), zspv_put(o, r), zspv_put(o, val[0]), zspv_put(o, val[1]),
+            zspv_put(o, val[2]);
+        zspv_put(o, PACKED_4X8);
     } else {
         uint32_t dot = r;
         r = c->next_id++;
-        put_insn(o, SpvOpSDot, 6), put(o, ret), put(o, dot), put(o, val[0]), put(o, val[1]),
-            put(o, PACKED_4X8);
-        put_insn(o, SpvOpIAdd, 5), put(o, ret), put(o, r), put(o, dot), put(o, val[2]);
+        put_insn(o, SpvOpSDot, 6), zspv_put(o, ret), zspv_put(o, dot), zspv_put(o, val[0]), zspv_put(o, val[1]),
+            zspv_put(o, PACKED_4X8);
+        put_insn(o, SpvOpIAdd, 5), zspv_put(o, ret), zspv_put(o, r), zspv_put(o, dot), zspv_put(o, val[2]);
     }
-    put_insn(o, SpvOpReturnValue, 2), put(o, r);
+    put_insn(o, SpvOpReturnValue, 2), zspv_put(o, r);
     put_insn(o, SpvOpFunctionEnd, 1);
     while (at < c->n && op_of(c->w[at]) != SpvOpFunctionEnd)
         at += wc_of(c->w[at]);
@@ -283,11 +274,11 @@ static zstatus emit(idot *c, zarena *a, uint32_t **out, size_t *out_words) {
     uint32_t n_marks = 0;
     for (uint32_t id = 0; id < c->bound; id++)
         n_marks += c->mark[id] != 0;
-    obuf o = {.cap = (size_t)c->n + 16 + (size_t)n_marks * BODY_WORDS};
+    zspv_obuf o = {.cap = (size_t)c->n + 16 + (size_t)n_marks * BODY_WORDS};
     o.w = zarena_array(a, o.cap, sizeof *o.w);
     if (!o.w) return zdiag_set(c->d, ZE_NOMEM, "out of host memory for %zu words", o.cap);
     for (uint32_t k = 0; k < HEADER_WORDS; k++)
-        put(&o, c->w[k]);
+        zspv_put(&o, c->w[k]);
     for (uint32_t off = HEADER_WORDS; off < c->n;) {
         uint32_t op = op_of(c->w[off]), wc = wc_of(c->w[off]);
         if (off == c->after_caps) put_caps(c, &o);
@@ -297,7 +288,7 @@ static zstatus emit(idot *c, zarena *a, uint32_t **out, size_t *out_words) {
             continue;
         }
         for (uint32_t k = 0; k < wc && !about_gone(c, op, c->w + off, wc); k++)
-            put(&o, c->w[off + k]);
+            zspv_put(&o, c->w[off + k]);
         off += wc;
     }
     if (o.n > o.cap)

@@ -103,6 +103,9 @@ typedef struct zvk_profile {
      * dimensions (multiples of each entry's granularity, in workgroups of
      * its invocations), shared memory the driver keeps for them. */
     bool coopmat_wg;
+    /* and its tensor-addressed loads (cooperativeMatrixTensorAddressing), for
+     * ZINC_CM_TENSOR=1's measurement (backend/spv_tensor.c) */
+    bool coopmat_tensor;
     uint32_t coopmat_wg_max_invocations, coopmat_wg_max_dim, coopmat_wg_reserved_smem;
     uint32_t n_coopmat_flex, n_coopmat_flex_total;
     zvk_coopmat coopmat_flex_shapes[ZVK_MAX_COOPMAT];

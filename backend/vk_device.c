@@ -23,7 +23,8 @@ static void choose_features(zvki_features *f, const zvk_profile *p) {
     f->cm_nv.cooperativeMatrixRobustBufferAccess = VK_FALSE;
     f->cm_khr.cooperativeMatrix = p->coopmat_khr;
     f->cm_khr.cooperativeMatrixRobustBufferAccess = VK_FALSE;
-    /* Of cooperative_matrix2, only workgroup scope with flexible dimensions. */
+    /* Of cooperative_matrix2, only workgroup scope with flexible dimensions,
+     * and the tensor-addressed loads of ZINC_CM_TENSOR=1's measurement. */
     memset((char *)&f->cm2 +
                offsetof(VkPhysicalDeviceCooperativeMatrix2FeaturesNV, cooperativeMatrixWorkgroupScope),
            0,
@@ -31,6 +32,7 @@ static void choose_features(zvki_features *f, const zvk_profile *p) {
                offsetof(VkPhysicalDeviceCooperativeMatrix2FeaturesNV, cooperativeMatrixWorkgroupScope));
     f->cm2.cooperativeMatrixWorkgroupScope = p->coopmat_wg;
     f->cm2.cooperativeMatrixFlexibleDimensions = p->coopmat_wg;
+    f->cm2.cooperativeMatrixTensorAddressing = p->coopmat_tensor;
     f->pe.pipelineExecutableInfo = p->pipeline_stats;
     zvki_features_relink(f);
 }

@@ -270,8 +270,14 @@ zstatus zvk_pipeline_create(zvk_device *dev, const zvk_pipeline_desc *pd, zvk_pi
                                  name, dev->prof.name);
             }
             s = zspv_add_coopmat2_extension(w, nw, tmp, &w, &nw, d);
+            /* ZINC_CM_TENSOR=1: its loads from VRAM as tensor-addressed loads (a
+             * measurement: docs/coopmat2-tensor-loads.md, step 1) */
+            int n_tensor = 0;
+            if (s == ZOK && dev->prof.coopmat_tensor && zvki_env_on("ZINC_CM_TENSOR"))
+                s = zspv_coopmat_tensor_loads(w, nw, tmp, &w, &nw, &n_tensor, d);
             if (s != ZOK) {
                 zarena_free(tmp);
+                zdiag_prefix(d, "pipeline %s", name);
                 return s;
             }
         }

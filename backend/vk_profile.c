@@ -210,6 +210,7 @@ static void fill_features(zvk_profile *p, const zvki_features *f) {
      * shapes come from the flexible-dimension list) */
     p->coopmat_wg = p->coopmat_khr && chained(f, &f->cm2) && f->cm2.cooperativeMatrixWorkgroupScope &&
                     f->cm2.cooperativeMatrixFlexibleDimensions;
+    p->coopmat_tensor = p->coopmat_wg && f->cm2.cooperativeMatrixTensorAddressing;
     if (!p->int_dot) p->int_dot_accel = false;
     if (!p->subgroup_size_control) p->subgroup_min = p->subgroup_max = p->subgroup_size;
 }
@@ -354,7 +355,7 @@ static uint32_t drop_fp16_shapes(zvk_coopmat *s, uint32_t n) {
 /* The ZINC_DISABLE_* switches, for drivers that give wrong answers. */
 static void apply_overrides(zvk_profile *p) {
     if (zvki_env_on("ZINC_DISABLE_COOPMAT") && (p->coopmat_khr || p->coopmat_nv)) {
-        p->coopmat_khr = p->coopmat_nv = p->coopmat_wg = false;
+        p->coopmat_khr = p->coopmat_nv = p->coopmat_wg = p->coopmat_tensor = false;
         p->n_coopmat_khr = p->n_coopmat_nv = p->n_coopmat_flex = 0;
         p->disabled |= ZVK_OFF_COOPMAT;
     }
@@ -367,6 +368,7 @@ static void apply_overrides(zvk_profile *p) {
         p->coopmat_khr = p->coopmat_khr && p->n_coopmat_khr > 0;
         p->coopmat_nv = p->coopmat_nv && p->n_coopmat_nv > 0;
         p->coopmat_wg = p->coopmat_wg && p->coopmat_khr && p->n_coopmat_flex > 0;
+        p->coopmat_tensor = p->coopmat_tensor && p->coopmat_wg;
         p->disabled |= ZVK_OFF_FP16;
     }
     if (zvki_env_on("ZINC_DISABLE_INT_DOT") && p->int_dot) {

@@ -109,9 +109,9 @@ static void print_verbose(const zvk_profile *p) {
     if (p->coopmat_khr) print_shapes("KHR", p->coopmat_khr_shapes, p->n_coopmat_khr, p->n_coopmat_khr_total);
     if (p->coopmat_wg) {
         printf("    coopmat workgroup scope (NV2): workgroups up to %u, dimensions up to %u, %u B of shared "
-               "memory kept by the driver; flexible dimensions (%u):\n",
+               "memory kept by the driver%s; flexible dimensions (%u):\n",
                p->coopmat_wg_max_invocations, p->coopmat_wg_max_dim, p->coopmat_wg_reserved_smem,
-               p->n_coopmat_flex_total);
+               p->coopmat_tensor ? ", tensor-addressed loads" : "", p->n_coopmat_flex_total);
         const zvk_coopmat *s = p->coopmat_flex_shapes;
         for (uint32_t i = 0; i < p->n_coopmat_flex; i++) {
             char a[16], b[16], c[16], r[16];

@@ -420,6 +420,110 @@ Test(spv_coopmat, workgroup_scope_keeps_its_scope_and_declares_coopmat2) {
     zarena_free(a);
 }
 
+/* ZINC_CM_TENSOR=1 (backend/spv_tensor.c): the workgroup-scope loads from
+ * VRAM as tensor-addressed loads. k_workgroup loads A from a buffer
+ * (row-major) and B from shared memory; k_direct loads both from buffers of
+ * uvec4, B column-major, as matmul_cm.glsl's CM_DIRECT does. */
+static const char k_direct[] =
+    "#version 450\n"
+    "#extension GL_NV_cooperative_matrix : require\n"
+    "#extension GL_KHR_memory_scope_semantics : require\n"
+    "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n"
+    "layout(local_size_x = 128) in;\n"
+    "layout(std430, binding = 0) readonly buffer A { uvec4 a[]; };\n"
+    "layout(std430, binding = 1) readonly buffer B { uvec4 b[]; };\n"
+    "layout(std430, binding = 2) buffer C { float c[]; };\n"
+    "layout(push_constant) uniform P { uint k; } p;\n"
+    "void main() {\n"
+    "    fcoopmatNV<16, gl_ScopeWorkgroup, 64, 32> ma;\n"
+    "    fcoopmatNV<16, gl_ScopeWorkgroup, 32, 64> mb;\n"
+    "    fcoopmatNV<32, gl_ScopeWorkgroup, 64, 64> acc = fcoopmatNV<32, gl_ScopeWorkgroup, 64, 64>(0.0);\n"
+    "    coopMatLoadNV(ma, a, gl_WorkGroupID.x * 4u, p.k / 8u, false);\n"
+    "    coopMatLoadNV(mb, b, 0, p.k / 8u, true);\n"
+    "    acc = coopMatMulAddNV(ma, mb, acc);\n"
+    "    coopMatStoreNV(acc, c, 0, 64, false);\n"
+    "}\n";
+
+/* The module's instructions of opcode op: how many, and the offset of the last. */
+static int count_op(const mod *m, uint32_t op, size_t *last) {
+    int n = 0;
+    for (size_t off = 5; off < m->n; off += m->w[off] >> 16)
+        if ((m->w[off] & 0xffff) == op) n++, *last = off;
+    return n;
+}
+
+/* The instruction (offset) whose result is id: a value's second word, a type's first. */
+static size_t result_at(const mod *m, uint32_t id) {
+    for (size_t off = 5; off < m->n; off += m->w[off] >> 16) {
+        uint32_t op = m->w[off] & 0xffff, wc = m->w[off] >> 16;
+        bool type = (op >= 19 && op <= 39) || op == KHR_TYPE || op == 5370 || op == 5371;
+        bool meta = (op >= 2 && op <= 17) || (op >= 71 && op <= 74) || op == 330 || op == 331 || op == 332 ||
+                    op == 5632 || op == 5633; /* debug, mode and annotation instructions: no result */
+        if (meta) continue;
+        if ((type && wc >= 2 && m->w[off + 1] == id) || (!type && wc >= 3 && m->w[off + 2] == id)) return off;
+    }
+    return 0;
+}
+
+static mod tensor_rewrite(zarena *a, const char *name, const char *src, int want) {
+    mod in = compile(a, name, src, false, ZVK_TARGET_VK12), k, ext, out;
+    zdiag d = {0};
+    int n = -1;
+    cr_assert_eq(zspv_coopmat_nv_to_khr(in.w, in.n, a, &k.w, &k.n, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(zspv_add_coopmat2_extension(k.w, k.n, a, &ext.w, &ext.n, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(zspv_coopmat_tensor_loads(ext.w, ext.n, a, &out.w, &out.n, &n, &d), ZOK, "%s: %s", name, d.msg);
+    cr_expect_eq(n, want, "%s: %d loads rewritten, expected %d", name, n, want);
+    cr_expect_eq(out.w[1], 0x00010600u, "%s: SPIR-V 1.6", name);
+    size_t last = 0;
+    cr_expect_eq(count_op(&out, 5367, &last), want, "%s: OpCooperativeMatrixLoadTensorNV", name);
+    cr_expect_eq(count_op(&out, KHR_LOAD, &last), 2 - want, "%s: the other loads stay KHR", name);
+    cr_expect_eq(count_ext(&out, "SPV_NV_tensor_addressing"), 1);
+    cr_expect_eq(count_ext(&out, "SPV_NV_cooperative_matrix2"), 1);
+    int caps = 0;
+    for (size_t off = 5; off < out.n; off += out.w[off] >> 16)
+        caps += (out.w[off] & 0xffff) == OP_CAPABILITY && (out.w[off + 1] == 5439 || out.w[off + 1] == 5433);
+    cr_expect_eq(caps, 2, "%s: TensorAddressingNV and CooperativeMatrixTensorAddressingNV", name);
+    /* every tensor load: its layout made by SetStride from SetDimension from CreateTensorLayout, ids inside the bound */
+    for (size_t off = 5; off < out.n; off += out.w[off] >> 16) {
+        uint32_t wc = out.w[off] >> 16;
+        cr_assert(wc && off + wc <= out.n);
+        if ((out.w[off] & 0xffff) != 5367) continue;
+        cr_expect(wc == 8 || wc == 9, "%s: a tensor load of %u words", name, wc);
+        size_t st = result_at(&out, out.w[off + 5]);
+        cr_assert(st && (out.w[st] & 0xffff) == 5374, "%s: the load's layout is set by OpTensorLayoutSetStrideNV", name);
+        size_t dm = result_at(&out, out.w[st + 3]);
+        cr_assert(dm && (out.w[dm] & 0xffff) == 5373, "%s: ... from OpTensorLayoutSetDimensionNV", name);
+        size_t cr = result_at(&out, out.w[dm + 3]);
+        cr_assert(cr && (out.w[cr] & 0xffff) == 5372, "%s: ... from OpCreateTensorLayoutNV", name);
+        size_t ob = result_at(&out, out.w[off + 4]);
+        cr_expect(ob && (out.w[ob] & 0xffff) == 1 && out.w[ob + 1] == out.w[off + 1], "%s: the Object is an OpUndef of the matrix type", name);
+        cr_expect_eq(out.w[off + 7], wc == 9 ? 1u : 0u, "%s: a view exactly for a column-major load", name);
+        for (uint32_t i = 1; i < wc; i++)
+            if (i != 6 && i != 7) cr_expect_lt(out.w[off + i], out.w[3], "%s: an id past the bound", name);
+    }
+    return out;
+}
+
+Test(spv_coopmat, tensor_loads_replace_workgroup_loads_from_buffers) {
+    zarena *a = zarena_new();
+    tensor_rewrite(a, "workgroup.comp", k_workgroup, 1); /* the shared-memory load stays */
+    mod out = tensor_rewrite(a, "direct.comp", k_direct, 2);
+    size_t last = 0;
+    cr_expect_eq(count_op(&out, 5377, &last), 1, "one transposing view, for the column-major load");
+    cr_expect_eq(count_op(&out, 5371, &last), 1, "one view type");
+    cr_expect_eq(count_op(&out, 5370, &last), 1, "one layout type");
+    /* a module without workgroup-scope loads from buffers comes back word for word */
+    mod sub = compile(a, "tile.comp", k_tile, false, ZVK_TARGET_VK12), k, same;
+    zdiag d = {0};
+    int n = -1;
+    cr_assert_eq(zspv_coopmat_nv_to_khr(sub.w, sub.n, a, &k.w, &k.n, &d), ZOK, "%s", d.msg);
+    cr_assert_eq(zspv_coopmat_tensor_loads(k.w, k.n, a, &same.w, &same.n, &n, &d), ZOK, "%s", d.msg);
+    cr_expect(n == 0 && same.n == k.n && !memcmp(same.w, k.w, k.n * 4));
+    uint32_t junk[3] = {1, 2, 3};
+    cr_expect_eq(zspv_coopmat_tensor_loads(junk, 3, a, &same.w, &same.n, &n, &d), ZE_FORMAT);
+    zarena_free(a);
+}
+
 Test(spv_coopmat, tile_gets_one_type_per_use_and_its_layouts) {
     zarena *a = zarena_new();
     mod in = compile(a, "tile.comp", k_tile, false, ZVK_TARGET_VK12);
