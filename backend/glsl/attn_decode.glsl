@@ -37,9 +37,10 @@
 // values, each for its own q rows. One workgroup for all eight of
 // Qwen3-30B-A3B's (32 q heads over 4 kv heads) took ~29 us a layer on the
 // H200 against ~16.6 us at the 8B's four, with 228 registers a lane and
-// 4-8 workgroups for the whole GPU at short contexts; halving GQW halves
-// the registers and the serial work a key, and doubles the workgroups (a
-// hypothesis until the H200 measures it: cg_attn.c's decode_qsplit). The
+// 4-8 workgroups for the whole GPU at short contexts; fewer heads a
+// workgroup cut the registers and the serial work a key and multiply the
+// workgroups (run 58: one head a workgroup made the A3B's decode step 8 %
+// faster than two parts of four; cg_attn.c's decode_qsplit). The
 // workgroups of the grid are (kv head, q part, chunk), chunk fastest.
 //
 // Merge: the groups of a subgroup merge by shuffles (fast path), then the

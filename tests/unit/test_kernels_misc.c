@@ -576,7 +576,7 @@ static const hand_opts hand64g1 = {.H = 2,
  * LPK 4; D 128, LPK 4), GQ 1 to 8, unrolls 2 and 3. (D 256 with four
  * slices a lane: hand_fused_tilings, llvmpipe split 4.) */
 Test(kernels_misc, decode_lane_layouts) {
-    decode_deep_on(fit_target("h200"), true, 2, &hand64g8, 400, false, "decode d64 gq8 (2 q parts) at 400");
+    decode_deep_on(fit_target("h200"), true, 8, &hand64g8, 400, false, "decode d64 gq8 (8 q parts) at 400");
     decode_deep(&hand64g1, 260, true, "decode d64 gq1 fp16 at 260");
     decode_deep_sg(8, &hand128, 300, true, "decode sg8 d128 fp16 at 300");
     decode_deep_sg(8, &hand96, 200, false, "decode sg8 d96 at 200");
@@ -599,19 +599,22 @@ static const hand_opts hand128g8 = {.H = 16,
                                     .vocab = 61,
                                     .k_norm = true};
 
-/* The query split (attn_decode.glsl's QSPLIT; 2 by default from GQ 8):
- * workgroups of a kv head's last chunk, one per q part, all store the new
- * key and read it back; partials and tickets per (kv head, q part). With
- * the context split on h200's lanes (llvmpipe's 8-wide subgroups: the slow
- * path) and without it on a target of one compute unit (subgroups of 8:
- * the fast path, two slices a lane); four parts of two q heads (fast path,
- * D 64); and one part of eight heads, the kernel before the split. */
+/* The query split (attn_decode.glsl's QSPLIT; a workgroup a q head by
+ * default from GQ 8, run 58): workgroups of a kv head's last chunk, one per
+ * q part, all store the new key and read it back; partials and tickets per
+ * (kv head, q part). With the context split on h200's lanes (llvmpipe's
+ * 8-wide subgroups: the slow path) and without it on a target of one
+ * compute unit (subgroups of 8: the fast path, two slices a lane); two
+ * parts of four q heads (the default before run 58) and four of two (fast
+ * path, D 64); and one part of eight heads, the kernel before the split. */
 Test(kernels_misc, decode_query_split) {
-    decode_deep_on(fit_target("h200"), true, 2, &hand128g8, 300, true,
-                   "decode d128 gq8 (2 q parts) fp16 at 300");
+    decode_deep_on(fit_target("h200"), true, 8, &hand128g8, 300, true,
+                   "decode d128 gq8 (8 q parts) fp16 at 300");
     ztarget one = fit_target("h200");
     one.n_cu = 1;
     one.subgroup = 8;
+    decode_deep_on(one, false, 8, &hand128g8, 150, false, "decode sg8 d128 gq8 (8 q parts) unsplit at 150");
+    setenv("ZINC_ATTN_QSPLIT", "2", 1);
     decode_deep_on(one, false, 2, &hand128g8, 150, false, "decode sg8 d128 gq8 (2 q parts) unsplit at 150");
     setenv("ZINC_ATTN_QSPLIT", "4", 1);
     decode_deep_on(fit_target("h200"), true, 4, &hand64g8, 300, false, "decode d64 gq8 (4 q parts) at 300");
