@@ -650,6 +650,66 @@ static int prefill_gemv_rows(const zcg_builder *b, int64_t row_groups) {
     return (int)zcg_knob("ZINC_PREFILL_GEMV_ROWS", 1, ZCOST_GEMVN_ROWS, rows);
 }
 
+/* The x pass of the tensor-core multi-row GEMV (gemvn_xh.glsl): the
+ * GEMV's bindings, writing only the fp16 x scratch (binding xh), a
+ * workgroup per token row; the lowering dispatches it just before the
+ * GEMV, as the int8 quantizing pass. */
+static zstatus gemvn_xh_pass(zcg_builder *b, const zir_node *n, const mm_match *m, int xh, zdiag *d) {
+    zcg_kernel *q = zarena_alloc(b->a, sizeof *q);
+    if (!q) return zdiag_set(d, ZE_NOMEM, "codegen: out of memory for '%s'", n->out->name);
+    *q = *b->k;
+    for (int i = 0; i < q->n_bind; i++)
+        q->bind[i].written = i == xh - 1;
+    q->pre = NULL;
+    snprintf(q->name, sizeof q->name, "gemvn_xh_k%lld%s", (long long)m->K, m->norm ? "+norm" : "");
+    q->key[0] = '\0';
+    q->groups[0] = konst(1, 1);
+    q->groups[1] = per_token(1, 1);
+    q->groups[2] = konst(1, 1);
+    zcg_kernel *gemv = b->k;
+    b->k = q;
+    const char *files[6] = {"dequant", "matmul_io"};
+    int nf = 2;
+    if (m->norm) files[nf++] = "attn_reduce";
+    files[nf++] = "gemvn_xh";
+    files[nf] = NULL;
+    zstatus s = zcg_build(b, files, n, d);
+    b->k = gemv;
+    gemv->pre = q;
+    return s;
+}
+
+enum { GEMVN_CM_TOK = 16, GEMVN_CM_BK = 64, GEMVN_CM_NSG = 4 };
+
+/* A batch step's rows on the matrix units (matmul_gemvn_cm.glsl; the
+ * mm-f16 pass marked the matmuls attr.mm_f16 for it): 16 weight rows (of
+ * each matrix) and 16 token rows a workgroup, NSG subgroups splitting K in
+ * steps of 64; x written once a step as fp16 by the kernel's x pass. */
+static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b, zdiag *d) {
+    zstatus s = mm_bindings(b, n, m, d);
+    if (s) return s;
+    int64_t T = b->o->max_tokens > GEMVN_CM_TOK ? b->o->max_tokens : GEMVN_CM_TOK;
+    T = (T + GEMVN_CM_TOK - 1) / GEMVN_CM_TOK * GEMVN_CM_TOK; /* whole 16-row tiles */
+    int xh = zcg_bind(b, "B_XH", NULL, false, (uint64_t)T * (uint64_t)m->K * 2u);
+    const int64_t v[] = {GEMVN_CM_TOK, GEMVN_CM_NSG * ZCG_CM_SG, GEMVN_CM_NSG, ZCG_CM_SG, GEMVN_CM_BK};
+    const char *const names[] = {"NTOK", "WG", "NSG", "SG", "BK"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        zcg_def_i(b, names[i], v[i]);
+    b->k->groups[0] = m->n_seg ? konst(seg_groups(b, m, 16), 1) : konst(m->N, 16);
+    b->k->groups[1] = per_token(1, GEMVN_CM_TOK);
+    b->k->groups[2] = konst(1, 1);
+    bool xg = zcg_knob("ZINC_GEMVN_CM_XG", 0, 1, 0); /* x fragments from the buffer: a measurement */
+    if (xg) zcg_def_i(b, "X_GLOBAL", 1);
+    /* all q4_K: raw blocks fetched a step ahead (ZINC_GEMVN_CM_RAW=0: DQ8 on staging, to measure) */
+    bool raw = gemv_mode(m) == 12 && zcg_knob("ZINC_GEMVN_CM_RAW", 0, 1, 1);
+    if (raw) zcg_def_i(b, "Q4_RAW", 1);
+    mm_name(b, "gemvn", m,
+            zarena_printf(b->a, "_t%d_cm16k%d%s%s", GEMVN_CM_TOK, GEMVN_CM_BK, raw ? "r" : "", xg ? "xg" : ""));
+    if ((s = gemvn_xh_pass(b, n, m, xh, d))) return s;
+    static const char *const files[] = {"dequant", "matmul_io", "gemv_segs", "matmul_gemvn_cm", NULL};
+    return zcg_build(b, files, n, d);
+}
+
 /* A batch step's rows (o->gemv_rows, the cost model's choice), or a
  * prefill matmul of few output rows (attr.mm_gemv, the mm-f16 pass: the
  * cost model priced it under the GEMM's tiles; rows 0: prefill_gemv_rows
@@ -958,6 +1018,14 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     if (s) return s;
     if (m.down) return gen_mlp(n, &m, &b, d);
     if (o->phase == ZPH_DECODE) return gen_gemv(n, &m, &b, d);
+    if (o->gemv_rows > 0 && m.first->attr.mm_f16) {
+        /* the mm-f16 pass marks a batch GEMV so only for a target with
+         * matrix units; elsewhere the scalar GEMM rounds the operands alike */
+        if (o->target->coopmat && o->target->subgroup == ZCG_CM_SG && m.K % GEMVN_CM_BK == 0)
+            return gen_gemvn_cm(n, &m, &b, d);
+        if (m.n_seg) return bad(n, "fp16 operands in a rows kernel need the matrix units (coopmat)", d);
+        return gen_gemm(n, &m, &b, d);
+    }
     if (o->gemv_rows > 0) return gen_gemvn(n, &m, o->gemv_rows, &b, d);
     /* prefill: a matmul of few rows that the cost model sent to the GEMV */
     if (m.first->attr.mm_gemv) return gen_gemvn(n, &m, 0, &b, d);

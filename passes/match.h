@@ -57,6 +57,14 @@ static inline bool zpass_gemv_node(const zir_node *n) {
                                     n->kp.tmpl == ZKT_MATMUL_ROWS));
 }
 
+/* Whether a node's matmul (or a kernel's matmuls) has fp16 operands (attr.mm_f16). */
+static inline bool zpass_gemv_f16(const zir_node *n) {
+    if (n->op == ZOP_MATMUL) return n->attr.mm_f16;
+    for (int i = 0; n->op == ZOP_KERNEL && i < n->n_body; i++)
+        if (n->body[i]->op == ZOP_MATMUL && n->body[i]->attr.mm_f16) return true;
+    return false;
+}
+
 /* Whether a node's matmul (or a kernel's matmuls) has int8 x (attr.gemv_q8). */
 static inline bool zpass_gemv_q8(const zir_node *n) {
     if (n->op == ZOP_MATMUL) return n->attr.gemv_q8;

@@ -82,6 +82,17 @@ static bool idot_gemv(const zir_node *n, const ztarget *t) {
     return k > 0;
 }
 
+/* attr.mm_f16 on a batch GEMV node's matmuls (cm_gemv). */
+static int mark_f16_gemv(zir_node *n) {
+    if (n->op == ZOP_MATMUL) {
+        n->attr.mm_f16 = true;
+        return 1;
+    }
+    for (int i = 0; i < n->n_body; i++)
+        if (n->body[i]->op == ZOP_MATMUL) n->body[i]->attr.mm_f16 = true;
+    return 1;
+}
+
 static int mark_q8(zir_node *n) {
     if (n->op == ZOP_MATMUL) {
         n->attr.gemv_q8 = true;
@@ -92,6 +103,28 @@ static int mark_q8(zir_node *n) {
     return 1;
 }
 
+
+/* A batch GEMV node the tensor-core multi-row GEMV can run: every
+ * matmul's weights a matrix whose rows are a multiple of 64 long (its K
+ * step). */
+static bool cm_gemv(const zir_node *n) {
+    if (!zpass_gemv_node(n)) return false;
+    bool kernel = n->op == ZOP_KERNEL;
+    int k = 0;
+    for (int i = 0; i < (kernel ? n->n_body : 1); i++) {
+        const zir_node *m = kernel ? n->body[i] : n;
+        if (m->op != ZOP_MATMUL) continue;
+        if (m->in[1]->rank != 2 || m->in[1]->shape[1] % 64) return false;
+        k++;
+    }
+    return k > 0;
+}
+
+static bool batch_cm_wanted(const zpass_opts *o) {
+    if (!o->target->coopmat || o->target->subgroup != 32) return false;
+    const char *e = getenv("ZINC_BATCH_CM");
+    return e && *e ? atoi(e) != 0 : o->target->batch_gemv_cm;
+}
 
 static bool idot_wanted(const zpass_opts *o) {
     if (!o->target->int_dot) return false;
@@ -160,12 +193,27 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
         return zdiag_set(d, ZE_INVALID, "mm-f16: GEMV int-dot choice %d: expected target, off or on",
                          (int)o->gemv_idot);
     bool gemvs = o->phase == ZPH_DECODE || zcost_gemv_batch(o);
+    if (gemvs && o->phase != ZPH_DECODE && batch_cm_wanted(o)) {
+        int marked = 0, all = 0;
+        for (uint32_t i = 0; i < g->n_nodes; i++) {
+            zir_node *n = g->nodes[i];
+            all += zpass_gemv_node(n);
+            if (cm_gemv(n)) marked += mark_f16_gemv(n);
+        }
+        zpass_decision *x = marked ? zpass_report_add(o->report) : NULL;
+        if (x) {
+            *x = (zpass_decision){.layer = -1, .group = ZG_OUTPUT, .phase = o->phase, .what = "batch gemv", .width = 1};
+            snprintf(x->reason, sizeof x->reason,
+                     "%d of %d multi-row GEMVs on the matrix units: fp16 operands, fp32 sums (%s)", marked, all,
+                     getenv("ZINC_BATCH_CM") ? "ZINC_BATCH_CM" : "the target's");
+        }
+    }
     if (gemvs && idot_wanted(o)) {
         int marked = 0, gemvs = 0;
         for (uint32_t i = 0; i < g->n_nodes; i++) {
             zir_node *n = g->nodes[i];
             gemvs += zpass_gemv_node(n);
-            if (idot_gemv(n, o->target)) marked += mark_q8(n);
+            if (idot_gemv(n, o->target) && !zpass_gemv_f16(n)) marked += mark_q8(n);
         }
         /* one line for the model, under the output group: the rows of the
          * layers stay the fusions' */

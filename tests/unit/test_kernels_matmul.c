@@ -1216,6 +1216,139 @@ Test(kernels_matmul, rows_type_mixes, .timeout = 300) {
     kh_close(k);
 }
 
+/* ---- the batch schedule's multi-row GEMV on the matrix units --------------- */
+
+/* The batch graph as zincc --parallel compiles it for the h200 with its
+ * GEMVs on the matrix units (ztarget.batch_gemv_cm: the mm-f16 pass marks
+ * them attr.mm_f16, matmul_gemvn_cm.glsl runs them after its x pass). */
+static zir_graph *batch_cm_graph(const gguf_file *f, int rows, ztarget *t) {
+    zir_graph *g = NULL;
+    zdiag d = {0};
+    cr_assert_eq(zir_build_from_gguf(f, &g, &d), ZOK, "%s", d.msg);
+    t->batch_gemv_cm = true;
+    zpass_opts po = kh_pass_opts(t, ZPH_PREFILL);
+    po.batch_rows = rows;
+    cr_assert_eq(zpass_run_pipeline(g, NULL, NULL, &po, &d), ZOK, "%s", d.msg);
+    return g;
+}
+
+/* Every kernel of that graph, the rows GEMV (q, k, v), gate+up, the norm
+ * prologues (in the x pass) and the KV store among them, on the device's
+ * matrix units at steps of 1, 3, 8 and 16 tokens from fresh random tokens,
+ * against the interpreter rounding the same operands to fp16. Cooperative
+ * matrices do not run on llvmpipe: there the test says so and skips; the
+ * device calls run it (docs/performance.md). */
+static void check_gemvn_cm(const mspec *m, int rows) {
+    kh_ctx *k = open_device();
+    if (!k->dev.prof.coopmat_nv && !k->dev.prof.coopmat_khr) {
+        char name[256];
+        snprintf(name, sizeof name, "%s", k->dev.prof.name);
+        kh_close(k);
+        cr_skip_test("%s has no cooperative matrices: the tensor-core multi-row GEMV runs on the H200", name);
+    }
+    gguf_file *f = open_model(m);
+    bool seen[F_COUNT] = {0};
+    worst w[MAX_KINDS] = {0};
+    ztarget t = device_target(k, "h200");
+    zir_graph *g = batch_cm_graph(f, rows, &t);
+    int n_f16 = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        n_f16 += zpass_gemv_node(g->nodes[i]) && zpass_gemv_f16(g->nodes[i]);
+    cr_assert_gt(n_f16, 0, "no GEMV of the batch graph was given fp16 operands");
+    char what[96];
+    snprintf(what, sizeof what, "%s h200/batch on the matrix units, %d rows", m->label, rows);
+    run_ctx r = {k, g, {&t, ZPH_PREFILL, rows, false}, ztarget_find("h200"), what, TOL_MM16, seen, w};
+    r.o.gemv_rows = rows;
+    static const int64_t T[] = {1, 3, 8, 16};
+    static const bool all[] = {true, true, true, true};
+    run_steps(&r, T, all, rows >= 16 ? 4 : 3);
+    cr_expect(seen[F_ROWS] && seen[F_NORM] && seen[F_GATE_UP] && !seen[F_GEMM],
+              "%s: expected the rows GEMV, norm prologues and gate+up, and no GEMM", what);
+    for (int i = 0; i < MAX_KINDS && w[i].kind[0]; i++)
+        cr_log_info("%s: %-18s max error %.3g of the output RMS over %d checks", what, w[i].kind, w[i].err,
+                    w[i].n);
+    /* the fp16 GEMVs that ran were the tensor-core kernel */
+    zarena *a = zarena_new();
+    int cm = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        zcg_kernel kn;
+        zdiag d = {0};
+        if (!in_family(g->nodes[i]) || !zpass_gemv_f16(g->nodes[i])) continue;
+        cr_assert_eq(zcg_node(g, g->nodes[i], &r.o, a, &kn, &d), ZOK, "%s: %s", what, d.msg);
+        cr_expect(strstr(kn.name, "_cm16") != NULL, "%s: %s", what, kn.name);
+        cm++;
+    }
+    cr_expect_eq(cm, n_f16, "%s: %d tensor-core GEMVs of %d", what, cm, n_f16);
+    zarena_free(a);
+    zir_graph_free(g);
+    gguf_close(f);
+    kh_close(k);
+}
+
+Test(kernels_matmul, gemvn_cm_q4_k_m, .timeout = 300) {
+    check_gemvn_cm(&MODELS[M_Q4_K_M], 8);
+    check_gemvn_cm(&MODELS[M_Q4_K_M], 16);
+}
+Test(kernels_matmul, gemvn_cm_q8_0_q6_K, .timeout = 300) {
+    check_gemvn_cm(&MODELS[3], 8);
+    check_gemvn_cm(&MODELS[12], 16);
+}
+
+/* Where it cannot run (llvmpipe): every kernel of the batch graph's
+ * tensor-core GEMVs and their x passes compiles, validates and takes the
+ * NV to KHR rewrite. */
+Test(kernels_matmul, gemvn_cm_compiles_and_rewrites, .timeout = 300) {
+    gguf_file *f = open_model(&MODELS[M_Q4_K_M]);
+    ztarget t = *ztarget_find("h200");
+    zir_graph *g = batch_cm_graph(f, 8, &t);
+    zcg_opts o = {.target = &t, .phase = ZPH_PREFILL, .max_tokens = 8, .gemv_rows = 8};
+    int built = 0, glu = 0, segs = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *n = g->nodes[i];
+        if (!in_family(n) || n->op == ZOP_EMBED) continue;
+        zarena *a = zarena_new();
+        zcg_kernel kn;
+        zdiag d = {0};
+        cr_assert_eq(zcg_node(g, n, &o, a, &kn, &d), ZOK, "'%s': %s", n->out->name, d.msg);
+        if (!zpass_gemv_f16(n)) { /* rows of 288 (q5_0 here): not a multiple of the K step */
+            cr_expect(!strstr(kn.name, "_cm16"), "'%s': %s", n->out->name, kn.name);
+            zarena_free(a);
+            continue;
+        }
+        cr_expect(strstr(kn.name, "_cm16") && kn.pre && strstr(kn.pre->name, "gemvn_xh"), "'%s': %s (%s)",
+                  n->out->name, kn.name, kn.pre ? kn.pre->name : "no x pass");
+        const zcg_kernel *both[] = {&kn, kn.pre};
+        for (int j = 0; j < 2 && both[j]; j++) {
+            zvk_glsl_opts go = {.name = both[j]->name, .optimize = true};
+            zvk_spirv spv;
+            cr_assert_eq(zvk_glsl_compile(a, both[j]->glsl, strlen(both[j]->glsl), &go, &spv, &d), ZOK, "%s: %s",
+                         both[j]->name, d.msg);
+            spv_context ctx = spvContextCreate(SPV_ENV_VULKAN_1_2);
+            spv_const_binary_t bin = {spv.words, spv.n_words};
+            spv_diagnostic diag = NULL;
+            cr_expect_eq(spvValidate(ctx, &bin, &diag), SPV_SUCCESS, "%s: %s", both[j]->name,
+                         diag && diag->error ? diag->error : "invalid");
+            spvDiagnosticDestroy(diag);
+            spvContextDestroy(ctx);
+            if (j == 0) {
+                uint32_t *khr;
+                size_t nk;
+                cr_assert_eq(zspv_coopmat_nv_to_khr(spv.words, spv.n_words, a, &khr, &nk, &d), ZOK, "%s: %s",
+                             kn.name, d.msg);
+                cr_expect(zspv_uses_coopmat_nv(spv.words, spv.n_words) && !zspv_uses_coopmat_nv(khr, nk),
+                          "%s: not rewritten", kn.name);
+            }
+        }
+        built++;
+        glu += strstr(kn.name, "gateup") != NULL;
+        segs += strstr(kn.name, "_rows") != NULL;
+        zarena_free(a);
+    }
+    cr_expect(built >= 5 && glu > 0 && segs > 0, "%d tensor-core GEMVs (%d gate+up, %d rows)", built, glu, segs);
+    zir_graph_free(g);
+    gguf_close(f);
+}
+
 /* ---- the tensor-core GEMM where the device has no matrix units ------------ */
 
 /* llvmpipe cannot run matmul_cm.glsl (no cooperative matrix), so the tests

@@ -1,0 +1,273 @@
+// matmul_gemvn_cm.glsl: a batch step's few rows (zincc --parallel N) on
+// the matrix units: y[t, n] = x[t] . W[n] for up to 16 token rows, the
+// weights read once for all of them, as matmul_gemvn.glsl does with
+// scalar products.
+//
+// Why: the scalar multi-row GEMV streams each weight once but pays each
+// token row's products itself; at 8 rows the 8B's gate+up took 77 us a
+// layer against the one-row GEMV's 27 (run 34): its time grows with the
+// rows. Here a weight is decoded once, to fp16, and the products of all
+// the step's rows are one 16 x 16 x 16 matrix product per 16 weights of
+// 16 rows.
+//
+// A workgroup owns 16 weight rows (of each matrix: gate and up with GLU)
+// and the step's token rows t0 .. t0+15 (the columns of the products).
+// Its NSG subgroups split K: subgroup s takes the BK-wide steps s, s + NSG,
+// ... Each step, every lane of the subgroup decodes four 8-element chunks
+// of each matrix's 16 x BK tile (dequant.glsl's DQ8: any weight type) into
+// the subgroup's own region of shared memory as fp16, and after a
+// subgroup barrier (no workgroup barrier in the K walk) the subgroup
+// multiplies the tile with x's fragments. x comes from the x scratch (the
+// pass gemvn_xh.glsl wrote it as fp16, normalized, before this kernel: a
+// few KB that every workgroup reads through L1 and L2), staged by the
+// subgroup beside its weight tile: loading the fragments straight from
+// the buffer (X_GLOBAL, ZINC_GEMVN_CM_XG=1) measured the 8B's 8-row batch
+// step at 15.6 ms against the int8-x scalar GEMV's 11.1 (run 59).
+// At the end the subgroups' sums meet in shared memory and each
+// invocation finishes two outputs: the SwiGLU of gate and up with GLU,
+// the epilogue (matmul_io.glsl, gemv_segs.glsl).
+//
+// Operands are fp16 and sums fp32: the mm-f16 pass marks the matmuls so
+// (attr.mm_f16) and the interpreter rounds them the same way, so the
+// kernel is checked element by element. A token's sums do not depend on
+// the other rows of the step (a product's columns are independent), so a
+// sequence alone gives the bits it gives among others.
+//
+// Written against GL_NV_cooperative_matrix, as matmul_cm.glsl
+// (spv_coopmat.c rewrites it to KHR where a device has only that).
+//
+// Defines: WG (NSG subgroups of SG), NSG, SG, BK (a multiple of 16, K's
+// divisor), NTOK (16), GLU, W*_TYPE/W*_ROWB, SEGS and the segments'
+// (gemv_segs.glsl), B_XH.
+
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+
+layout(local_size_x = WG) in;
+
+#define CM_AB fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define CM_C fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+
+#if GLU
+#define NMAT 2u
+#else
+#define NMAT 1u
+#endif
+#define BK8 (BK / 8)       /* a tile row's 16-byte vectors */
+#define BKP8 (BK8 + 1)     /* padded */
+#define CPL (16 * BK8 / SG) /* 8-element chunks a lane decodes a step, each matrix */
+
+layout(std430, binding = B_XH) readonly buffer XHb { uvec4 xh8[]; };
+
+shared uvec4 wt8[NSG * NMAT * 16 * BKP8]; // [subgroup][matrix][row][k / 8]
+shared uvec4 red8[NSG * NMAT * 64];      // [subgroup][matrix][row][token / 4]: the sums, fp32
+#ifndef X_GLOBAL
+#define X_GLOBAL 0
+#endif
+#if !X_GLOBAL
+shared uvec4 xs8[NSG * 16 * BKP8]; // [subgroup][token][k / 8]: the step's x tile
+#endif
+
+#if SEGS > 3
+#define DQ_OF(seg, m, row, k, v)                                                                            \
+    if (seg == 0u) {                                                                                       \
+        DQ8(WQ_W0, W0_TYPE, W0_ROWB, row, k, v);                                                           \
+    } else if (seg == 1u) {                                                                                \
+        DQ8(WQ_W1, W1_TYPE, W1_ROWB, row, k, v);                                                           \
+    } else if (seg == 2u) {                                                                                \
+        DQ8(WQ_W2, W2_TYPE, W2_ROWB, row, k, v);                                                           \
+    } else {                                                                                               \
+        DQ8(WQ_W3, W3_TYPE, W3_ROWB, row, k, v);                                                           \
+    }
+#elif SEGS > 2
+#define DQ_OF(seg, m, row, k, v)                                                                            \
+    if (seg == 0u) {                                                                                       \
+        DQ8(WQ_W0, W0_TYPE, W0_ROWB, row, k, v);                                                           \
+    } else if (seg == 1u) {                                                                                \
+        DQ8(WQ_W1, W1_TYPE, W1_ROWB, row, k, v);                                                           \
+    } else {                                                                                               \
+        DQ8(WQ_W2, W2_TYPE, W2_ROWB, row, k, v);                                                           \
+    }
+#elif SEGS || GLU
+#define DQ_OF(seg, m, row, k, v)                                                                            \
+    if (seg == 0u && m == 0u) {                                                                            \
+        DQ8(WQ_W0, W0_TYPE, W0_ROWB, row, k, v);                                                           \
+    } else {                                                                                               \
+        DQ8(WQ_W1, W1_TYPE, W1_ROWB, row, k, v);                                                           \
+    }
+#else
+#define DQ_OF(seg, m, row, k, v) DQ8(WQ_W0, W0_TYPE, W0_ROWB, row, k, v);
+#endif
+
+#ifndef Q4_RAW
+#define Q4_RAW 0
+#endif
+#if Q4_RAW
+// Q4_K raw: lane l of a subgroup owns row l / 2 of the step's tile and the
+// sub-block 2p + (l & 1) of the step's pair p (a step of 64 is one pair):
+// the block's header and the pair's 32 quant bytes, three 16-byte loads
+// a matrix, issued a step ahead of their decoding (dequant.glsl's
+// arithmetic, d * scale * q - dmin * min, as matmul_cm.glsl's stage_q4_K).
+#define WRAW 3
+#define WRAW_T uvec4[NMAT][WRAW]
+void fetch_w(uint n0, uint NS, uint k0, const uint seg, out uvec4 r[NMAT][WRAW]) {
+    uint row = min(n0 + (gl_SubgroupInvocationID >> 1u), NS - 1u); // a tail row repeats the last one
+    uint p = (k0 & 255u) >> 6u;
+    [[unroll]] for (uint m = 0u; m < NMAT; m++) {
+        uint q;
+#if SEGS > 3
+        q = seg == 0u ? row * uint(W0_ROWB) : seg == 1u ? row * uint(W1_ROWB) : seg == 2u ? row * uint(W2_ROWB) : row * uint(W3_ROWB);
+#elif SEGS > 2
+        q = seg == 0u ? row * uint(W0_ROWB) : seg == 1u ? row * uint(W1_ROWB) : row * uint(W2_ROWB);
+#elif SEGS || GLU
+        q = (seg == 0u && m == 0u) ? row * uint(W0_ROWB) : row * uint(W1_ROWB);
+#else
+        q = row * uint(W0_ROWB);
+#endif
+        q = (q + (k0 >> 8u) * 144u) >> 4u;
+        uint which;
+#if SEGS > 3
+        which = seg == 0u ? WQ_W0 : seg == 1u ? WQ_W1 : seg == 2u ? WQ_W2 : WQ_W3;
+#elif SEGS > 2
+        which = seg == 0u ? WQ_W0 : seg == 1u ? WQ_W1 : WQ_W2;
+#elif SEGS || GLU
+        which = (seg == 0u && m == 0u) ? WQ_W0 : WQ_W1;
+#else
+        which = WQ_W0;
+#endif
+        r[m][0] = wquad(which, q);
+        r[m][1] = wquad(which, q + 1u + 2u * p);
+        r[m][2] = wquad(which, q + 2u + 2u * p);
+    }
+}
+void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
+    uint lane = gl_SubgroupInvocationID, h = lane & 1u, row = lane >> 1u;
+    uint j = ((k0 & 255u) >> 5u) + h, sh = 4u * h;
+    [[unroll]] for (uint m = 0u; m < NMAT; m++) {
+        vec2 dm = unpackHalf2x16(r[m][0].x);
+        float sc, mn;
+        k4_scale_min(r[m][0].y, r[m][0].z, r[m][0].w, j, sc, mn);
+        float d1 = dm.x * sc, m1 = dm.y * mn;
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            uvec2 qq = c < 2u ? (c == 0u ? r[m][1].xy : r[m][1].zw) : (c == 2u ? r[m][2].xy : r[m][2].zw);
+            // the 8 elements 8c .. 8c+7 of the sub-block: bytes of qq.x then qq.y
+            vec4 a = d1 * vec4(float((qq.x >> sh) & 0xfu), float((qq.x >> (8u + sh)) & 0xfu),
+                               float((qq.x >> (16u + sh)) & 0xfu), float((qq.x >> (24u + sh)) & 0xfu)) - m1;
+            vec4 b = d1 * vec4(float((qq.y >> sh) & 0xfu), float((qq.y >> (8u + sh)) & 0xfu),
+                               float((qq.y >> (16u + sh)) & 0xfu), float((qq.y >> (24u + sh)) & 0xfu)) - m1;
+            wt8[base + (m * 16u + row) * uint(BKP8) + 4u * h + c] =
+                uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+        }
+    }
+}
+#else
+// Other types: each lane decodes CPL 8-element chunks of each matrix
+// (dequant.glsl's DQ8) when the step is staged; nothing is fetched ahead.
+#define WRAW 1
+void fetch_w(uint n0, uint NS, uint k0, const uint seg, out uvec4 r[NMAT][WRAW]) {
+    [[unroll]] for (uint m = 0u; m < NMAT; m++) r[m][0] = uvec4(n0, NS, k0, seg);
+}
+void stage_w_dq(uint k0, uint base, uint n0, uint NS, const uint seg) {
+    uint lane = gl_SubgroupInvocationID;
+    [[unroll]] for (uint i = 0u; i < uint(CPL); i++) {
+        uint c = lane + i * uint(SG), r = c / uint(BK8), kc = c % uint(BK8);
+        uint row = min(n0 + r, NS - 1u); // a tail row repeats the last one; not written
+        [[unroll]] for (uint m = 0u; m < NMAT; m++) {
+            float v[8];
+            DQ_OF(seg, m, row, k0 + 8u * kc, v)
+            wt8[base + (m * 16u + r) * uint(BKP8) + kc] =
+                uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])),
+                      packHalf2x16(vec2(v[4], v[5])), packHalf2x16(vec2(v[6], v[7])));
+        }
+    }
+}
+#endif
+
+// x's tile of a step: 16 token rows x BK, CPL 16-byte vectors a lane (rows
+// past the step's feed only columns that are never stored).
+void fetch_x(uint t0, uint k0, out uvec4 xr[CPL]) {
+    [[unroll]] for (uint i = 0u; i < uint(CPL); i++) {
+        uint c = gl_SubgroupInvocationID + i * uint(SG), tt = c / uint(BK8), kc = c % uint(BK8);
+        xr[i] = xh8[(t0 + tt) * (uint(K) / 8u) + k0 / 8u + kc];
+    }
+}
+
+// Rows n0 .. n0+15 of segment seg, token rows t0 .. t0+nt-1.
+void rows16(uint t0, uint nt, uint n0, const uint seg) {
+    uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, NS = seg_rows(seg);
+    CM_C acc[NMAT];
+    [[unroll]] for (uint m = 0u; m < NMAT; m++) acc[m] = CM_C(0.0);
+    uint base = sg * NMAT * 16u * uint(BKP8), KS = uint(K) / uint(BK);
+    uvec4 wr[NMAT][WRAW];
+    uvec4 xr[CPL];
+    if (sg < KS) {
+        fetch_w(n0, NS, sg * uint(BK), seg, wr);
+        fetch_x(t0, sg * uint(BK), xr);
+    }
+    for (uint ks = sg; ks < KS; ks += uint(NSG)) {
+        uint k0 = ks * uint(BK);
+#if Q4_RAW
+        stage_w(k0, base, wr);
+#else
+        stage_w_dq(k0, base, n0, NS, seg);
+#endif
+#if !X_GLOBAL
+        [[unroll]] for (uint i = 0u; i < uint(CPL); i++) {
+            uint c = lane + i * uint(SG), tt = c / uint(BK8), kc = c % uint(BK8);
+            xs8[sg * 16u * uint(BKP8) + tt * uint(BKP8) + kc] = xr[i];
+        }
+#endif
+        // the next step's loads, in flight while this one multiplies
+        if (ks + uint(NSG) < KS) {
+            fetch_w(n0, NS, k0 + uint(NSG * BK), seg, wr);
+            fetch_x(t0, k0 + uint(NSG * BK), xr);
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+        [[unroll]] for (uint kk = 0u; kk < uint(BK) / 16u; kk++) {
+            CM_AB a, b;
+            // x's 16 K x 16 tokens, column-major: a token's K contiguous
+#if X_GLOBAL
+            coopMatLoadNV(b, xh8, t0 * (uint(K) / 8u) + k0 / 8u + 2u * kk, uint(K) / 8u, true);
+#else
+            coopMatLoadNV(b, xs8, sg * 16u * uint(BKP8) + 2u * kk, uint(BKP8), true);
+#endif
+            [[unroll]] for (uint m = 0u; m < NMAT; m++) {
+                coopMatLoadNV(a, wt8, base + m * 16u * uint(BKP8) + 2u * kk, uint(BKP8), false);
+                acc[m] = coopMatMulAddNV(a, b, acc[m]);
+            }
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier(); // the tiles are read before the next step overwrites them
+    }
+    [[unroll]] for (uint m = 0u; m < NMAT; m++) coopMatStoreNV(acc[m], red8, (sg * NMAT + m) * 64u, 4u, false);
+    barrier();
+    // output (row r, token t): element r * 16 + t of each subgroup's sums
+    for (uint i = gl_LocalInvocationIndex; i < 256u; i += uint(WG)) {
+        uint r = i >> 4u, t = i & 15u, n = n0 + r;
+        float v = 0.0;
+#if GLU
+        float u = 0.0;
+#endif
+        for (uint s = 0u; s < uint(NSG); s++) {
+            v += uintBitsToFloat(red8[s * NMAT * 64u + (i >> 2u)][i & 3u]);
+#if GLU
+            u += uintBitsToFloat(red8[(s * NMAT + 1u) * 64u + (i >> 2u)][i & 3u]);
+#endif
+        }
+#if GLU
+        v = silu(v) * u;
+#endif
+        if (t < nt && n < NS) store_seg(seg, t0 + t, n, v);
+    }
+}
+
+void main() {
+    uint t0 = gl_WorkGroupID.y * uint(NTOK), wg = gl_WorkGroupID.x;
+    if (t0 >= step.T) return; // uniform across the workgroup
+    uint nt = min(uint(NTOK), step.T - t0);
+#define ROWS16_OF_WG(w, seg) rows16(t0, nt, (w) * 16u, seg)
+    SEG_DISPATCH(wg, ROWS16_OF_WG)
+}
