@@ -24,7 +24,10 @@
  *
  * A batch step whose matmuls are multi-row GEMVs (zpass_opts.batch_rows,
  * zcost_batch_gemv) decides as decode does: int8 x where the target wants
- * it, fp32 operands otherwise (no matrix units run them).
+ * it, fp32 operands otherwise. Where the target's batch GEMVs run on its
+ * matrix units (ztarget.batch_gemv_cm, or ZINC_BATCH_CM=1/0;
+ * matmul_gemvn_cm.glsl), those whose rows are a multiple of 64 long take
+ * fp16 operands (attr.mm_f16) first, and int8 x goes to the rest.
  *
  * Prefill's matmuls of few output rows: a 512-token step of N 32 is 8
  * tensor-core tiles on the H200's 132 SMs, and its time the latency of
