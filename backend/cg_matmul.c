@@ -691,7 +691,13 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
     int64_t T = b->o->max_tokens > GEMVN_CM_TOK ? b->o->max_tokens : GEMVN_CM_TOK;
     T = (T + GEMVN_CM_TOK - 1) / GEMVN_CM_TOK * GEMVN_CM_TOK; /* whole 16-row tiles */
     int xh = zcg_bind(b, "B_XH", NULL, false, (uint64_t)T * (uint64_t)m->K * 2u);
-    const int64_t v[] = {GEMVN_CM_TOK, GEMVN_CM_NSG * ZCG_CM_SG, GEMVN_CM_NSG, ZCG_CM_SG, GEMVN_CM_BK};
+    /* subgroups splitting K (ZINC_GEMVN_CM_NSG, to measure), as many as
+     * their tiles fit shared memory: 16 rows of each matrix and 16 of x,
+     * padded, and the sums */
+    int64_t nsg = zcg_knob("ZINC_GEMVN_CM_NSG", 1, 16, GEMVN_CM_NSG), nmat = m->glu ? 2 : 1;
+    while (nsg > 1 && nsg * (16 * (GEMVN_CM_BK / 8 + 1) * 16 * (nmat + 1) + nmat * 1024) > b->o->target->smem_bytes)
+        nsg /= 2;
+    const int64_t v[] = {GEMVN_CM_TOK, nsg * ZCG_CM_SG, nsg, ZCG_CM_SG, GEMVN_CM_BK};
     const char *const names[] = {"NTOK", "WG", "NSG", "SG", "BK"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
@@ -704,7 +710,8 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
     bool raw = gemv_mode(m) == 12 && zcg_knob("ZINC_GEMVN_CM_RAW", 0, 1, 1);
     if (raw) zcg_def_i(b, "Q4_RAW", 1);
     mm_name(b, "gemvn", m,
-            zarena_printf(b->a, "_t%d_cm16k%d%s%s", GEMVN_CM_TOK, GEMVN_CM_BK, raw ? "r" : "", xg ? "xg" : ""));
+            zarena_printf(b->a, "_t%d_cm16k%d%s%s%s", GEMVN_CM_TOK, GEMVN_CM_BK, raw ? "r" : "", xg ? "xg" : "",
+                          nsg != GEMVN_CM_NSG ? zarena_printf(b->a, "s%lld", (long long)nsg) : ""));
     if ((s = gemvn_xh_pass(b, n, m, xh, d))) return s;
     static const char *const files[] = {"dequant", "matmul_io", "gemv_segs", "matmul_gemvn_cm", NULL};
     return zcg_build(b, files, n, d);
