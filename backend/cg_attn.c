@@ -268,7 +268,7 @@ typedef struct dec_layout {
     int64_t lpk, unroll, rp, split, min_chunk, qsplit, gqw;
 } dec_layout;
 
-/* Workgroups per kv head's q heads: one per q head from eight q heads a
+/* Workgroups per kv head's q heads: one per q head from four q heads a
  * kv head up, else 1. One workgroup for all eight of Qwen3-30B-A3B's (32 q
  * heads, 4 kv heads, D 128) took ~29 us a layer on the H200 against ~16.6
  * us at Qwen3-8B's four (32/8), with 228 registers a lane and 4-8
@@ -277,10 +277,12 @@ typedef struct dec_layout {
  * more times (from L2, as they run side by side) but cut the registers and
  * the serial work a key: run 58 (H100, the A3B's 12 layers) measured the
  * decode step at 1228 us with 2 parts of four heads, 1164 with 4 and 1125
- * with 8 (tg128 859 -> 908 -> 941). At four q heads a kv head (the 8B) it
- * is unmeasured and stays 1. ZINC_ATTN_QSPLIT=N (dividing GQ) sets it. */
+ * with 8 (tg128 859 -> 908 -> 941); run 60 the 8B's tg128 at 286.3 with
+ * one workgroup of its four heads and 301.3 with four. Below four heads a
+ * kv head it is unmeasured and stays 1. ZINC_ATTN_QSPLIT=N (dividing GQ)
+ * sets it. */
 static int64_t decode_qsplit(int64_t gq) {
-    return zcg_knob("ZINC_ATTN_QSPLIT", 1, gq, gq >= 8 ? gq : 1);
+    return zcg_knob("ZINC_ATTN_QSPLIT", 1, gq, gq >= 4 ? gq : 1);
 }
 
 /* Lanes per key: a whole row of 16-byte slices, one a lane (D/8 lanes for

@@ -25,7 +25,8 @@
  * A batch step whose matmuls are multi-row GEMVs (zpass_opts.batch_rows,
  * zcost_batch_gemv) decides as decode does: int8 x where the target wants
  * it, fp32 operands otherwise. Where the target's batch GEMVs run on its
- * matrix units (ztarget.batch_gemv_cm, or ZINC_BATCH_CM=1/0;
+ * matrix units (plans of ztarget.batch_gemv_cm_rows rows or more, or
+ * ZINC_BATCH_CM=1/0;
  * matmul_gemvn_cm.glsl), those whose rows are a multiple of 64 long take
  * fp16 operands (attr.mm_f16) first, and int8 x goes to the rest.
  *
@@ -126,7 +127,8 @@ static bool cm_gemv(const zir_node *n) {
 static bool batch_cm_wanted(const zpass_opts *o) {
     if (!o->target->coopmat || o->target->subgroup != 32) return false;
     const char *e = getenv("ZINC_BATCH_CM");
-    return e && *e ? atoi(e) != 0 : o->target->batch_gemv_cm;
+    if (e && *e) return atoi(e) != 0;
+    return o->target->batch_gemv_cm_rows > 0 && o->batch_rows >= o->target->batch_gemv_cm_rows;
 }
 
 static bool idot_wanted(const zpass_opts *o) {
@@ -208,7 +210,8 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
             *x = (zpass_decision){.layer = -1, .group = ZG_OUTPUT, .phase = o->phase, .what = "batch gemv", .width = 1};
             snprintf(x->reason, sizeof x->reason,
                      "%d of %d multi-row GEMVs on the matrix units: fp16 operands, fp32 sums (%s)", marked, all,
-                     getenv("ZINC_BATCH_CM") ? "ZINC_BATCH_CM" : "the target's");
+                     getenv("ZINC_BATCH_CM") ? "ZINC_BATCH_CM"
+                                             : "the target's, from its measured crossover in rows");
         }
     }
     if (gemvs && idot_wanted(o)) {

@@ -54,11 +54,13 @@ typedef struct ztarget {
      * (--parallel), GEMMs beyond: the GEMV's step grows with its rows, the
      * GEMMs' tiles do not (measured; 0: ZCOST_GEMVN_ROWS, the kernel's limit). */
     int batch_gemv_rows;
-    /* The batch schedule's multi-row GEMVs on the matrix units (fp16
-     * operands, fp32 sums: matmul_gemvn_cm.glsl) where coopmat is there:
-     * the mm-f16 pass marks their matmuls attr.mm_f16 instead of int8 x.
-     * false until measured; ZINC_BATCH_CM=1/0 overrides it. */
-    bool batch_gemv_cm;
+    /* The batch schedule's multi-row GEMVs go on the matrix units (fp16
+     * operands, fp32 sums: matmul_gemvn_cm.glsl) in plans of at least this
+     * many rows (--parallel), where coopmat is there: the mm-f16 pass marks
+     * their matmuls attr.mm_f16 instead of int8 x. The kernel's time hardly
+     * depends on the step's rows, so it pays at full batches and costs at
+     * one row (measured). 0: never; ZINC_BATCH_CM=1/0 overrides it. */
+    int batch_gemv_cm_rows;
     int act_bytes;         /* bytes per element of activations kept in VRAM (2: fp16) */
     /* Decode streams the weights once per token; how fast depends on the
      * kernel's shape, so each family has its measured fraction of

@@ -56,6 +56,11 @@ static const ztarget targets[] = {
       * before it: the GEMMs ahead at 16 rows, 2100 against 1668 for the
       * 2-layer model) */
      .batch_gemv_rows = 16,
+     /* run 60 (H100), the 8B's --parallel 16 plan, tok/s in all at 1, 8
+      * and 16 streams: 150.1, 603.1, 758.7 with the int8-x multi-row GEMV,
+      * 83.9, 603.2, 1121.4 with the GEMVs on the matrix units (the same
+      * 16-column products at any row count) */
+     .batch_gemv_cm_rows = 16,
      .act_bytes = 2,
      /* run 39, zinc bench --profile of the Qwen3-8B shape's decode step
       * (docs/performance.md, session 12): its GEMVs took 2975 us for the

@@ -264,7 +264,7 @@ static zstatus write_report(const zincc_opts *z, const phase_out *ph, const zpas
  * with int8 x), the rows GEMVs (fuse-qkv), the norms in a prologue and
  * those left as kernels of their own. */
 typedef struct batch_census {
-    int matmuls, q8, rows, segs, norm_in, norm_alone, layers;
+    int matmuls, q8, f16, rows, segs, norm_in, norm_alone, layers;
 } batch_census;
 
 static batch_census count_batch(const zir_graph *g) {
@@ -276,6 +276,7 @@ static batch_census count_batch(const zir_graph *g) {
         bool mm = zpass_gemv_node(n);
         c.matmuls += mm;
         c.q8 += mm && zpass_gemv_q8(n);
+        c.f16 += mm && zpass_gemv_f16(n);
         bool rows = n->op == ZOP_KERNEL && n->kp.tmpl == ZKT_MATMUL_ROWS;
         c.rows += rows;
         for (int j = 0; rows && j < n->n_body; j++)
@@ -315,6 +316,8 @@ static void report_batch(const zincc_opts *z, const ztarget *t, const gguf_file 
                   : "a matmul kernel each (fuse-qkv: only where the matmuls are multi-row GEMVs)");
     printf("  norms: %d in the prologue of a matmul kernel, %d kernels of their own\n", c.norm_in,
            c.norm_alone);
+    printf("  matrix units: %d of %d matmul kernels (fp16 operands, fp32 sums; plans of %d rows or more on %s)\n",
+           c.f16, c.matmuls, t->batch_gemv_cm_rows, t->name);
     printf("  x: int8 (q8_1, packed integer dot products) in %d of %d matmul kernels%s\n", c.q8, c.matmuls,
            c.q8 ? "" : " (multi-row GEMVs over q4_K or q6_K weights, where the target wants it or --gemv-x int8)");
 }

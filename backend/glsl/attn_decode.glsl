@@ -39,8 +39,9 @@
 // H200 against ~16.6 us at the 8B's four, with 228 registers a lane and
 // 4-8 workgroups for the whole GPU at short contexts; fewer heads a
 // workgroup cut the registers and the serial work a key and multiply the
-// workgroups (run 58: one head a workgroup made the A3B's decode step 8 %
-// faster than two parts of four; cg_attn.c's decode_qsplit). The
+// workgroups (one head a workgroup: run 58, the A3B's decode step 8 %
+// faster than two parts of four; run 60, the 8B's 5 % faster than one
+// workgroup of four; cg_attn.c's decode_qsplit). The
 // workgroups of the grid are (kv head, q part, chunk), chunk fastest.
 //
 // Merge: the groups of a subgroup merge by shuffles (fast path), then the
