@@ -598,27 +598,38 @@ static int64_t gemvn_xq_row16(int64_t K) {
     return K / 16 + K / 32 + 1;
 }
 
-/* The quantizing pass of an int8-x multi-row GEMV (gemvn_quant.glsl): the
- * same bindings as the GEMV (so one descriptor set serves both), writing
- * only the x scratch (binding xq); a workgroup per token row of the step.
- * The lowering dispatches it just before the GEMV, the scratch one buffer
- * for the two. */
-static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_match *m, int xq, zdiag *d) {
+/* An x pass of a multi-row GEMV (kernel.pre): the GEMV's bindings (so one
+ * descriptor set serves both), writing only its x scratch (binding xb), a
+ * workgroup per token row of the step, built from files with `access`
+ * (when set) defining XQ_ACCESS writeonly. The lowering dispatches it just
+ * before the GEMV, the scratch one buffer for the two. */
+static zstatus gemvn_x_pass(zcg_builder *b, const zir_node *n, int xb, const char *name,
+                            const char *const *files, bool access, zdiag *d) {
     zcg_kernel *q = zarena_alloc(b->a, sizeof *q);
     if (!q) return zdiag_set(d, ZE_NOMEM, "codegen: out of memory for '%s'", n->out->name);
     *q = *b->k;
     for (int i = 0; i < q->n_bind; i++)
-        q->bind[i].written = i == xq - 1;
+        q->bind[i].written = i == xb - 1;
     q->pre = NULL;
     q->int_dot = false;
-    snprintf(q->name, sizeof q->name, "gemvn_xq8_k%lld%s", (long long)m->K, m->norm ? "+norm" : "");
+    snprintf(q->name, sizeof q->name, "%s", name);
     q->key[0] = '\0';
     q->groups[0] = konst(1, 1);
     q->groups[1] = per_token(1, 1);
     q->groups[2] = konst(1, 1);
     zcg_kernel *gemv = b->k;
     b->k = q;
-    zcg_def_s(b, "XQ_ACCESS", "writeonly");
+    if (access) zcg_def_s(b, "XQ_ACCESS", "writeonly");
+    zstatus s = zcg_build(b, files, n, d);
+    if (access) b->nd--; /* the GEMV's own access follows */
+    b->k = gemv;
+    gemv->pre = q;
+    return s;
+}
+
+/* The quantizing pass of an int8-x multi-row GEMV (gemvn_quant.glsl),
+ * writing the x scratch xq. */
+static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_match *m, int xq, zdiag *d) {
     const char *files[8] = {"dequant", "matmul_io"};
     int nf = 2;
     if (m->norm) files[nf++] = "attn_reduce";
@@ -627,11 +638,9 @@ static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_matc
     files[nf++] = "gemvn_xq";
     files[nf++] = "gemvn_quant";
     files[nf] = NULL;
-    zstatus s = zcg_build(b, files, n, d);
-    b->nd--; /* the GEMV's own access follows */
-    b->k = gemv;
-    gemv->pre = q;
-    return s;
+    return gemvn_x_pass(b, n, xq,
+                        zarena_printf(b->a, "gemvn_xq8_k%lld%s", (long long)m->K, m->norm ? "+norm" : ""), files,
+                        true, d);
 }
 
 /* Prefill's multi-row GEMV (attr.mm_gemv): token rows a workgroup, given
@@ -650,33 +659,16 @@ static int prefill_gemv_rows(const zcg_builder *b, int64_t row_groups) {
     return (int)zcg_knob("ZINC_PREFILL_GEMV_ROWS", 1, ZCOST_GEMVN_ROWS, rows);
 }
 
-/* The x pass of the tensor-core multi-row GEMV (gemvn_xh.glsl): the
- * GEMV's bindings, writing only the fp16 x scratch (binding xh), a
- * workgroup per token row; the lowering dispatches it just before the
- * GEMV, as the int8 quantizing pass. */
+/* The x pass of the tensor-core multi-row GEMV (gemvn_xh.glsl): fp16 x,
+ * normalized where the kernel has the norm, into the scratch xh. */
 static zstatus gemvn_xh_pass(zcg_builder *b, const zir_node *n, const mm_match *m, int xh, zdiag *d) {
-    zcg_kernel *q = zarena_alloc(b->a, sizeof *q);
-    if (!q) return zdiag_set(d, ZE_NOMEM, "codegen: out of memory for '%s'", n->out->name);
-    *q = *b->k;
-    for (int i = 0; i < q->n_bind; i++)
-        q->bind[i].written = i == xh - 1;
-    q->pre = NULL;
-    snprintf(q->name, sizeof q->name, "gemvn_xh_k%lld%s", (long long)m->K, m->norm ? "+norm" : "");
-    q->key[0] = '\0';
-    q->groups[0] = konst(1, 1);
-    q->groups[1] = per_token(1, 1);
-    q->groups[2] = konst(1, 1);
-    zcg_kernel *gemv = b->k;
-    b->k = q;
     const char *files[6] = {"dequant", "matmul_io"};
     int nf = 2;
     if (m->norm) files[nf++] = "attn_reduce";
     files[nf++] = "gemvn_xh";
     files[nf] = NULL;
-    zstatus s = zcg_build(b, files, n, d);
-    b->k = gemv;
-    gemv->pre = q;
-    return s;
+    return gemvn_x_pass(b, n, xh, zarena_printf(b->a, "gemvn_xh_k%lld%s", (long long)m->K, m->norm ? "+norm" : ""),
+                        files, false, d);
 }
 
 enum { GEMVN_CM_TOK = 16, GEMVN_CM_BK = 64, GEMVN_CM_NSG = 4 };

@@ -86,24 +86,15 @@ static bool idot_gemv(const zir_node *n, const ztarget *t) {
     return k > 0;
 }
 
-/* attr.mm_f16 on a batch GEMV node's matmuls (cm_gemv). */
-static int mark_f16_gemv(zir_node *n) {
-    if (n->op == ZOP_MATMUL) {
-        n->attr.mm_f16 = true;
-        return 1;
+/* A GEMV node's matmuls (the node itself or its kernel's) marked: int8 x
+ * (attr.gemv_q8) or fp16 operands (attr.mm_f16, cm_gemv). */
+static int mark_gemv(zir_node *n, bool f16) {
+    for (int i = 0; i < (n->op == ZOP_MATMUL ? 1 : n->n_body); i++) {
+        zir_node *m = n->op == ZOP_MATMUL ? n : n->body[i];
+        if (m->op != ZOP_MATMUL) continue;
+        if (f16) m->attr.mm_f16 = true;
+        else m->attr.gemv_q8 = true;
     }
-    for (int i = 0; i < n->n_body; i++)
-        if (n->body[i]->op == ZOP_MATMUL) n->body[i]->attr.mm_f16 = true;
-    return 1;
-}
-
-static int mark_q8(zir_node *n) {
-    if (n->op == ZOP_MATMUL) {
-        n->attr.gemv_q8 = true;
-        return 1;
-    }
-    for (int i = 0; i < n->n_body; i++)
-        if (n->body[i]->op == ZOP_MATMUL) n->body[i]->attr.gemv_q8 = true;
     return 1;
 }
 
@@ -203,7 +194,7 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
         for (uint32_t i = 0; i < g->n_nodes; i++) {
             zir_node *n = g->nodes[i];
             all += zpass_gemv_node(n);
-            if (cm_gemv(n)) marked += mark_f16_gemv(n);
+            if (cm_gemv(n)) marked += mark_gemv(n, true);
         }
         zpass_decision *x = marked ? zpass_report_add(o->report) : NULL;
         if (x) {
@@ -219,7 +210,7 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
         for (uint32_t i = 0; i < g->n_nodes; i++) {
             zir_node *n = g->nodes[i];
             gemvs += zpass_gemv_node(n);
-            if (idot_gemv(n, o->target) && !zpass_gemv_f16(n)) marked += mark_q8(n);
+            if (idot_gemv(n, o->target) && !zpass_gemv_f16(n)) marked += mark_gemv(n, false);
         }
         /* one line for the model, under the output group: the rows of the
          * layers stay the fusions' */

@@ -1216,6 +1216,30 @@ Test(kernels_matmul, rows_type_mixes, .timeout = 300) {
     kh_close(k);
 }
 
+/* A kernel's GLSL compiles with shaderc and passes the validator; with
+ * rewrite, its NV cooperative matrices also take the KHR rewrite, none
+ * left. */
+static void check_spirv(zarena *a, const zcg_kernel *kn, bool rewrite, const char *note) {
+    zdiag d = {0};
+    zvk_glsl_opts go = {.name = kn->name, .optimize = true};
+    zvk_spirv spv;
+    cr_assert_eq(zvk_glsl_compile(a, kn->glsl, strlen(kn->glsl), &go, &spv, &d), ZOK, "%s%s: %s", kn->name, note,
+                 d.msg);
+    spv_context ctx = spvContextCreate(SPV_ENV_VULKAN_1_2);
+    spv_const_binary_t bin = {spv.words, spv.n_words};
+    spv_diagnostic diag = NULL;
+    cr_expect_eq(spvValidate(ctx, &bin, &diag), SPV_SUCCESS, "%s: %s", kn->name,
+                 diag && diag->error ? diag->error : "invalid");
+    spvDiagnosticDestroy(diag);
+    spvContextDestroy(ctx);
+    if (!rewrite) return;
+    uint32_t *khr;
+    size_t nk;
+    cr_assert_eq(zspv_coopmat_nv_to_khr(spv.words, spv.n_words, a, &khr, &nk, &d), ZOK, "%s: %s", kn->name, d.msg);
+    cr_expect(zspv_uses_coopmat_nv(spv.words, spv.n_words) && !zspv_uses_coopmat_nv(khr, nk), "%s: not rewritten",
+              kn->name);
+}
+
 /* ---- the batch schedule's multi-row GEMV on the matrix units --------------- */
 
 /* The batch graph as zincc --parallel compiles it for the h200 with its
@@ -1319,28 +1343,8 @@ Test(kernels_matmul, gemvn_cm_compiles_and_rewrites, .timeout = 300) {
         }
         cr_expect(strstr(kn.name, "_cm16") && kn.pre && strstr(kn.pre->name, "gemvn_xh"), "'%s': %s (%s)",
                   n->out->name, kn.name, kn.pre ? kn.pre->name : "no x pass");
-        const zcg_kernel *both[] = {&kn, kn.pre};
-        for (int j = 0; j < 2 && both[j]; j++) {
-            zvk_glsl_opts go = {.name = both[j]->name, .optimize = true};
-            zvk_spirv spv;
-            cr_assert_eq(zvk_glsl_compile(a, both[j]->glsl, strlen(both[j]->glsl), &go, &spv, &d), ZOK, "%s: %s",
-                         both[j]->name, d.msg);
-            spv_context ctx = spvContextCreate(SPV_ENV_VULKAN_1_2);
-            spv_const_binary_t bin = {spv.words, spv.n_words};
-            spv_diagnostic diag = NULL;
-            cr_expect_eq(spvValidate(ctx, &bin, &diag), SPV_SUCCESS, "%s: %s", both[j]->name,
-                         diag && diag->error ? diag->error : "invalid");
-            spvDiagnosticDestroy(diag);
-            spvContextDestroy(ctx);
-            if (j == 0) {
-                uint32_t *khr;
-                size_t nk;
-                cr_assert_eq(zspv_coopmat_nv_to_khr(spv.words, spv.n_words, a, &khr, &nk, &d), ZOK, "%s: %s",
-                             kn.name, d.msg);
-                cr_expect(zspv_uses_coopmat_nv(spv.words, spv.n_words) && !zspv_uses_coopmat_nv(khr, nk),
-                          "%s: not rewritten", kn.name);
-            }
-        }
+        check_spirv(a, &kn, true, "");
+        check_spirv(a, kn.pre, false, "");
         built++;
         glu += strstr(kn.name, "gateup") != NULL;
         segs += strstr(kn.name, "_rows") != NULL;
@@ -1374,23 +1378,7 @@ static int compile_cm_kernels(const mspec *m, bool act_f16) {
         zdiag d = {0};
         cr_assert_eq(zcg_node(g, n, &o, a, &kn, &d), ZOK, "%s: '%s': %s", m->label, n->out->name, d.msg);
         if (strstr(kn.name, "_cm")) {
-            zvk_glsl_opts go = {.name = kn.name, .optimize = true};
-            zvk_spirv spv;
-            cr_assert_eq(zvk_glsl_compile(a, kn.glsl, strlen(kn.glsl), &go, &spv, &d), ZOK, "%s%s: %s",
-                         kn.name, act_f16 ? " (fp16 x)" : "", d.msg);
-            spv_context ctx = spvContextCreate(SPV_ENV_VULKAN_1_2);
-            spv_const_binary_t bin = {spv.words, spv.n_words};
-            spv_diagnostic diag = NULL;
-            cr_expect_eq(spvValidate(ctx, &bin, &diag), SPV_SUCCESS, "%s: %s", kn.name,
-                         diag && diag->error ? diag->error : "invalid");
-            spvDiagnosticDestroy(diag);
-            spvContextDestroy(ctx);
-            uint32_t *khr;
-            size_t nk;
-            cr_assert_eq(zspv_coopmat_nv_to_khr(spv.words, spv.n_words, a, &khr, &nk, &d), ZOK, "%s: %s",
-                         kn.name, d.msg);
-            cr_expect(zspv_uses_coopmat_nv(spv.words, spv.n_words) && !zspv_uses_coopmat_nv(khr, nk),
-                      "%s: not rewritten", kn.name);
+            check_spirv(a, &kn, true, act_f16 ? " (fp16 x)" : "");
             built++;
         }
         zarena_free(a);
