@@ -106,6 +106,41 @@ float seg_epilogue(const uint seg, uint n, float v) {
 }
 #endif
 
+// OP(which, type, rowb, a, b, c) on the weight of matrix m of segment
+// seg: segment s's W<s> (SEGS), or GLU's gate (m 0, W0) and up (m 1, W1).
+// Each is a branch that folds away where seg and m are constants; the
+// multi-row GEMVs load their weight groups through it.
+#if SEGS > 3
+#define W_SLOT(seg, m, OP, a, b, c)                                                                         \
+    if (seg == 0u) {                                                                                       \
+        OP(WQ_W0, W0_TYPE, W0_ROWB, a, b, c);                                                              \
+    } else if (seg == 1u) {                                                                                \
+        OP(WQ_W1, W1_TYPE, W1_ROWB, a, b, c);                                                              \
+    } else if (seg == 2u) {                                                                                \
+        OP(WQ_W2, W2_TYPE, W2_ROWB, a, b, c);                                                              \
+    } else {                                                                                               \
+        OP(WQ_W3, W3_TYPE, W3_ROWB, a, b, c);                                                              \
+    }
+#elif SEGS > 2
+#define W_SLOT(seg, m, OP, a, b, c)                                                                         \
+    if (seg == 0u) {                                                                                       \
+        OP(WQ_W0, W0_TYPE, W0_ROWB, a, b, c);                                                              \
+    } else if (seg == 1u) {                                                                                \
+        OP(WQ_W1, W1_TYPE, W1_ROWB, a, b, c);                                                              \
+    } else {                                                                                               \
+        OP(WQ_W2, W2_TYPE, W2_ROWB, a, b, c);                                                              \
+    }
+#elif SEGS || GLU
+#define W_SLOT(seg, m, OP, a, b, c)                                                                         \
+    if (seg == 0u && m == 0u) {                                                                            \
+        OP(WQ_W0, W0_TYPE, W0_ROWB, a, b, c);                                                              \
+    } else {                                                                                               \
+        OP(WQ_W1, W1_TYPE, W1_ROWB, a, b, c);                                                              \
+    }
+#else
+#define W_SLOT(seg, m, OP, a, b, c) OP(WQ_W0, W0_TYPE, W0_ROWB, a, b, c);
+#endif
+
 // Rows of segment seg (of the kernel when SEGS is 0).
 uint seg_rows(const uint seg) {
 #if SEGS

@@ -212,37 +212,8 @@ void norm_group(uint g, out float nw[GE]) {
 #endif
 
 // Matrix m's group g of row `row`, for segment seg (SEGS) or the kernel's
-// matrices (m: 0 the first, 1 GLU's up).
-#if SEGS > 3
-#define W_OF(seg, m, row, g, w)                                                                             \
-    if (seg == 0u) {                                                                                       \
-        W_LOAD(WQ_W0, W0_TYPE, W0_ROWB, row, g, w);                                                        \
-    } else if (seg == 1u) {                                                                                \
-        W_LOAD(WQ_W1, W1_TYPE, W1_ROWB, row, g, w);                                                        \
-    } else if (seg == 2u) {                                                                                \
-        W_LOAD(WQ_W2, W2_TYPE, W2_ROWB, row, g, w);                                                        \
-    } else {                                                                                               \
-        W_LOAD(WQ_W3, W3_TYPE, W3_ROWB, row, g, w);                                                        \
-    }
-#elif SEGS > 2
-#define W_OF(seg, m, row, g, w)                                                                             \
-    if (seg == 0u) {                                                                                       \
-        W_LOAD(WQ_W0, W0_TYPE, W0_ROWB, row, g, w);                                                        \
-    } else if (seg == 1u) {                                                                                \
-        W_LOAD(WQ_W1, W1_TYPE, W1_ROWB, row, g, w);                                                        \
-    } else {                                                                                               \
-        W_LOAD(WQ_W2, W2_TYPE, W2_ROWB, row, g, w);                                                        \
-    }
-#elif SEGS || GLU
-#define W_OF(seg, m, row, g, w)                                                                             \
-    if (seg == 0u && m == 0u) {                                                                            \
-        W_LOAD(WQ_W0, W0_TYPE, W0_ROWB, row, g, w);                                                        \
-    } else {                                                                                               \
-        W_LOAD(WQ_W1, W1_TYPE, W1_ROWB, row, g, w);                                                        \
-    }
-#else
-#define W_OF(seg, m, row, g, w) W_LOAD(WQ_W0, W0_TYPE, W0_ROWB, row, g, w);
-#endif
+// matrices (m: 0 the first, 1 GLU's up): gemv_segs.glsl's W_SLOT.
+#define W_OF(seg, m, row, g, w) W_SLOT(seg, m, W_LOAD, row, g, w)
 
 // acc[(t * RS + r) * NMAT + m]: token t's sum for row r of matrix m.
 float acc[NTOK * RS * NMAT];

@@ -76,37 +76,6 @@ shared uvec4 red8[NSG * NMAT * 64];      // [subgroup][matrix][row][token / 4]: 
 shared uvec4 xs8[NSG * 16 * BKP8]; // [subgroup][token][k / 8]: the step's x tile
 #endif
 
-#if SEGS > 3
-#define DQ_OF(seg, m, row, k, v)                                                                            \
-    if (seg == 0u) {                                                                                       \
-        DQ8(WQ_W0, W0_TYPE, W0_ROWB, row, k, v);                                                           \
-    } else if (seg == 1u) {                                                                                \
-        DQ8(WQ_W1, W1_TYPE, W1_ROWB, row, k, v);                                                           \
-    } else if (seg == 2u) {                                                                                \
-        DQ8(WQ_W2, W2_TYPE, W2_ROWB, row, k, v);                                                           \
-    } else {                                                                                               \
-        DQ8(WQ_W3, W3_TYPE, W3_ROWB, row, k, v);                                                           \
-    }
-#elif SEGS > 2
-#define DQ_OF(seg, m, row, k, v)                                                                            \
-    if (seg == 0u) {                                                                                       \
-        DQ8(WQ_W0, W0_TYPE, W0_ROWB, row, k, v);                                                           \
-    } else if (seg == 1u) {                                                                                \
-        DQ8(WQ_W1, W1_TYPE, W1_ROWB, row, k, v);                                                           \
-    } else {                                                                                               \
-        DQ8(WQ_W2, W2_TYPE, W2_ROWB, row, k, v);                                                           \
-    }
-#elif SEGS || GLU
-#define DQ_OF(seg, m, row, k, v)                                                                            \
-    if (seg == 0u && m == 0u) {                                                                            \
-        DQ8(WQ_W0, W0_TYPE, W0_ROWB, row, k, v);                                                           \
-    } else {                                                                                               \
-        DQ8(WQ_W1, W1_TYPE, W1_ROWB, row, k, v);                                                           \
-    }
-#else
-#define DQ_OF(seg, m, row, k, v) DQ8(WQ_W0, W0_TYPE, W0_ROWB, row, k, v);
-#endif
-
 #ifndef Q4_RAW
 #define Q4_RAW 0
 #endif
@@ -117,36 +86,17 @@ shared uvec4 xs8[NSG * 16 * BKP8]; // [subgroup][token][k / 8]: the step's x til
 // a matrix, issued a step ahead of their decoding (dequant.glsl's
 // arithmetic, d * scale * q - dmin * min, as matmul_cm.glsl's stage_q4_K).
 #define WRAW 3
-#define WRAW_T uvec4[NMAT][WRAW]
+// The three loads of one matrix's chunk (which, rowb: gemv_segs.glsl's W_SLOT).
+void q4_fetch(const uint which, uint rowb, uint row, uint k0, out uvec4 r[WRAW]) {
+    uint q = (row * rowb + (k0 >> 8u) * 144u) >> 4u, p = (k0 & 255u) >> 6u;
+    r[0] = wquad(which, q);
+    r[1] = wquad(which, q + 1u + 2u * p);
+    r[2] = wquad(which, q + 2u + 2u * p);
+}
+#define Q4_FETCH(which, ty, rowb, row, k0, r) q4_fetch(which, uint(rowb), row, k0, r)
 void fetch_w(uint n0, uint NS, uint k0, const uint seg, out uvec4 r[NMAT][WRAW]) {
     uint row = min(n0 + (gl_SubgroupInvocationID >> 1u), NS - 1u); // a tail row repeats the last one
-    uint p = (k0 & 255u) >> 6u;
-    [[unroll]] for (uint m = 0u; m < NMAT; m++) {
-        uint q;
-#if SEGS > 3
-        q = seg == 0u ? row * uint(W0_ROWB) : seg == 1u ? row * uint(W1_ROWB) : seg == 2u ? row * uint(W2_ROWB) : row * uint(W3_ROWB);
-#elif SEGS > 2
-        q = seg == 0u ? row * uint(W0_ROWB) : seg == 1u ? row * uint(W1_ROWB) : row * uint(W2_ROWB);
-#elif SEGS || GLU
-        q = (seg == 0u && m == 0u) ? row * uint(W0_ROWB) : row * uint(W1_ROWB);
-#else
-        q = row * uint(W0_ROWB);
-#endif
-        q = (q + (k0 >> 8u) * 144u) >> 4u;
-        uint which;
-#if SEGS > 3
-        which = seg == 0u ? WQ_W0 : seg == 1u ? WQ_W1 : seg == 2u ? WQ_W2 : WQ_W3;
-#elif SEGS > 2
-        which = seg == 0u ? WQ_W0 : seg == 1u ? WQ_W1 : WQ_W2;
-#elif SEGS || GLU
-        which = (seg == 0u && m == 0u) ? WQ_W0 : WQ_W1;
-#else
-        which = WQ_W0;
-#endif
-        r[m][0] = wquad(which, q);
-        r[m][1] = wquad(which, q + 1u + 2u * p);
-        r[m][2] = wquad(which, q + 2u + 2u * p);
-    }
+    [[unroll]] for (uint m = 0u; m < NMAT; m++) { W_SLOT(seg, m, Q4_FETCH, row, k0, r[m]) }
 }
 void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
     uint lane = gl_SubgroupInvocationID, h = lane & 1u, row = lane >> 1u;
@@ -171,10 +121,6 @@ void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
 #else
 // Other types: each lane decodes CPL 8-element chunks of each matrix
 // (dequant.glsl's DQ8) when the step is staged; nothing is fetched ahead.
-#define WRAW 1
-void fetch_w(uint n0, uint NS, uint k0, const uint seg, out uvec4 r[NMAT][WRAW]) {
-    [[unroll]] for (uint m = 0u; m < NMAT; m++) r[m][0] = uvec4(n0, NS, k0, seg);
-}
 void stage_w_dq(uint k0, uint base, uint n0, uint NS, const uint seg) {
     uint lane = gl_SubgroupInvocationID;
     [[unroll]] for (uint i = 0u; i < uint(CPL); i++) {
@@ -182,7 +128,7 @@ void stage_w_dq(uint k0, uint base, uint n0, uint NS, const uint seg) {
         uint row = min(n0 + r, NS - 1u); // a tail row repeats the last one; not written
         [[unroll]] for (uint m = 0u; m < NMAT; m++) {
             float v[8];
-            DQ_OF(seg, m, row, k0 + 8u * kc, v)
+            W_SLOT(seg, m, DQ8, row, k0 + 8u * kc, v)
             wt8[base + (m * 16u + r) * uint(BKP8) + kc] =
                 uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])),
                       packHalf2x16(vec2(v[4], v[5])), packHalf2x16(vec2(v[6], v[7])));
@@ -206,12 +152,12 @@ void rows16(uint t0, uint nt, uint n0, const uint seg) {
     CM_C acc[NMAT];
     [[unroll]] for (uint m = 0u; m < NMAT; m++) acc[m] = CM_C(0.0);
     uint base = sg * NMAT * 16u * uint(BKP8), KS = uint(K) / uint(BK);
+#if Q4_RAW
     uvec4 wr[NMAT][WRAW];
+    if (sg < KS) fetch_w(n0, NS, sg * uint(BK), seg, wr);
+#endif
     uvec4 xr[CPL];
-    if (sg < KS) {
-        fetch_w(n0, NS, sg * uint(BK), seg, wr);
-        fetch_x(t0, sg * uint(BK), xr);
-    }
+    if (sg < KS) fetch_x(t0, sg * uint(BK), xr);
     for (uint ks = sg; ks < KS; ks += uint(NSG)) {
         uint k0 = ks * uint(BK);
 #if Q4_RAW
@@ -227,7 +173,9 @@ void rows16(uint t0, uint nt, uint n0, const uint seg) {
 #endif
         // the next step's loads, in flight while this one multiplies
         if (ks + uint(NSG) < KS) {
+#if Q4_RAW
             fetch_w(n0, NS, k0 + uint(NSG * BK), seg, wr);
+#endif
             fetch_x(t0, k0 + uint(NSG * BK), xr);
         }
         subgroupMemoryBarrierShared();
