@@ -53,17 +53,22 @@ zstatus zcg_topk(const zir_graph *g, const zcg_opts *o, zarena *a, zcg_kernel *o
                           "SLICE",    zcg_i64(a, s.slice),
                           "NSLICE",   zcg_i64(a, s.nslice),
                           "REG",      zcg_i64(a, s.reg),
+                          "BATCH",    o->batch ? "1" : "0",
                           NULL};
     const char *files[] = {"topk", NULL};
-    *out = (zcg_kernel){.n_bind = 3, .groups = {{0, s.nslice, 1}, {0, 1, 1}, {0, 1, 1}}};
-    snprintf(out->name, sizeof out->name, "topk%d_v%lld_s%lld", ZPLAN_TOPK_K, (long long)V,
-             (long long)s.nslice);
+    /* The batch schedule selects every row, each into its own record and
+     * scratch (grid y: the step's rows); the others the last row alone. */
+    int64_t rows = o->batch ? o->max_tokens : 1;
+    *out = (zcg_kernel){.n_bind = 3, .groups = {{0, s.nslice, 1}, {o->batch ? 1 : 0, o->batch ? 0 : 1, 1}, {0, 1, 1}}};
+    snprintf(out->name, sizeof out->name, "topk%d_v%lld_s%lld%s", ZPLAN_TOPK_K, (long long)V,
+             (long long)s.nslice, o->batch ? "_rows" : "");
     out->bind[0] = (zcg_binding){.value = g->logits};
     out->bind[1] = (zcg_binding){.special = ZCG_BIND_TOPK, .written = true};
     /* The arrival counter, each slice's (t_g, c_g) and its list of TOPK_CAP
      * (id, bits) pairs (backend/glsl/topk.glsl). */
     out->bind[2] = (zcg_binding){
-        .scratch_bytes = 4 * (uint64_t)(4 + 2 * s.nslice + 2 * s.nslice * ZPLAN_TOPK_CAP), .written = true};
+        .scratch_bytes = 4 * (uint64_t)rows * (uint64_t)(4 + 2 * s.nslice + 2 * s.nslice * ZPLAN_TOPK_CAP),
+        .written = true};
     if (!(out->glsl = zcg_compose(a, defs, files, o))) return zdiag_set(d, ZE_NOMEM, "out of memory");
     return ZOK;
 }

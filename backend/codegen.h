@@ -117,8 +117,9 @@ int64_t zcg_delta_chunk(const zcg_opts *o, int64_t D);
 zstatus zcg_attention(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
                       zdiag *d);
 
-/* The top-k selection over the logits of a step's last row, appended to
- * each schedule by the lowering (backend/cg_topk.c). */
+/* The top-k selection over the logits of a step's last row (the batch
+ * schedule: of each row, into a record of its own), appended to each
+ * schedule by the lowering (backend/cg_topk.c). */
 zstatus zcg_topk(const zir_graph *g, const zcg_opts *o, zarena *a, zcg_kernel *out, zdiag *d);
 
 /* The load schedule's rewrite of weight w into the weight-layout pass's

@@ -422,11 +422,11 @@ static zstatus lower_phase(lw *w, const zir_graph *g, zplan_phase ph) {
         if (!s && k.glsl) s = add_dispatch(w, g, node, &k, &open, k.pre ? pre : UINT32_MAX);
         if (s && co.batch) zdiag_prefix(w->d, "batch schedule (--parallel %lld)", (long long)w->o->parallel);
     }
-    /* A batch step's rows are sampled from their logits, read back whole:
-     * the top-k kernel selects from one row. */
+    /* The step's top-k candidates: of the last row, or of every row of a
+     * batch step (plans 1.4 on), so that sampling reads no row of logits. */
     zcg_kernel k;
-    if (!s && !co.batch) s = zcg_topk(g, &co, w->tmp, &k, w->d);
-    if (!s && !co.batch) s = add_dispatch(w, g, g->logits->producer->out->name, &k, &open, UINT32_MAX);
+    if (!s) s = zcg_topk(g, &co, w->tmp, &k, w->d);
+    if (!s) s = add_dispatch(w, g, g->logits->producer->out->name, &k, &open, UINT32_MAX);
     free(open.a);
     w->p->sched[ph].count = w->p->n_dispatches - w->p->sched[ph].first;
     /* The first dispatch of a phase waits for whatever ran before. */
@@ -504,7 +504,7 @@ static zstatus header(lw *w, const zir_graph *g) {
     p->step_buffer = add_buffer(w, ZPB_STEP, "step", ZPLAN_STEP_BYTES(o->parallel), 0);
     p->tokens_buffer = add_buffer(w, ZPB_TOKENS, "tokens", rows * 4, 0);
     p->logits_buffer = add_buffer(w, ZPB_LOGITS, "logits", rows * (uint64_t)g->hp.n_vocab * 4, 0);
-    p->topk_buffer = add_buffer(w, ZPB_TOPK, "topk", ZPLAN_TOPK_BYTES, 0);
+    p->topk_buffer = add_buffer(w, ZPB_TOPK, "topk", ZPLAN_TOPK_BYTES * (uint64_t)(o->parallel > 1 ? o->parallel : 1), 0);
     w->act = add_buffer(w, ZPB_ACT, "activations", ALIGN, 0);
     return w->oom ? zdiag_set(w->d, ZE_NOMEM, "out of memory") : ZOK;
 }

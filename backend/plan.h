@@ -30,7 +30,7 @@
 
 #define ZPLAN_MAGIC         "ZINCPLAN" /* 8 bytes */
 #define ZPLAN_VERSION_MAJOR 1
-#define ZPLAN_VERSION_MINOR 3  /* 1.1: the top-k candidates buffer; 1.2: sequence slots, the batch schedule, recurrent state buffers; 1.3: the load schedule */
+#define ZPLAN_VERSION_MINOR 4  /* 1.1: the top-k candidates buffer; 1.2: sequence slots, the batch schedule, recurrent state buffers; 1.3: the load schedule; 1.4: the batch schedule's top-k of every row */
 #define ZPLAN_MAX_BINDINGS  16 /* per dispatch, the step buffer included */
 
 typedef enum zplan_buf_kind {
@@ -56,7 +56,9 @@ typedef struct zplan_buffer {
 /* The last dispatch of each schedule selects the largest logits of the
  * step's last row on the GPU: every logit at least the ZPLAN_TOPK_K-th
  * largest, at most ZPLAN_TOPK_CAP of them (ties can make more; `total` says
- * how many there were). Sampling then reads ~0.5 KiB instead of a row. */
+ * how many there were). Sampling then reads ~0.5 KiB instead of a row.
+ * The batch schedule (1.4 on) selects every row of its step, row i into
+ * the record at i * ZPLAN_TOPK_BYTES (zplan_topk_rows records in all). */
 #define ZPLAN_TOPK_K     64
 #define ZPLAN_TOPK_CAP   256
 #define ZPLAN_TOPK_BYTES (8 + 8 * ZPLAN_TOPK_CAP)
@@ -167,6 +169,15 @@ typedef struct zplan {
 /* The string at offset s (always NUL-terminated after validation). */
 static inline const char *zplan_str(const zplan *p, uint32_t s) {
     return p->strings + s;
+}
+
+/* Whether the batch schedule selects every row's top-k (1.4 on), and the
+ * top-k buffer's records: one a batch row then, else one. */
+static inline bool zplan_batch_top(const zplan *p) {
+    return (p->major > 1 || p->minor >= 4) && p->sched[ZPLAN_BATCH].count && p->sched[ZPLAN_BATCH].max_tokens;
+}
+static inline uint32_t zplan_topk_rows(const zplan *p) {
+    return zplan_batch_top(p) ? p->sched[ZPLAN_BATCH].max_tokens : 1;
 }
 
 /* Writes p to path atomically (temporary file + rename). */

@@ -496,8 +496,9 @@ static zstatus check_io(vctx *v) {
         {"tokens buffer", p->tokens_buffer, ZPB_TOKENS, 4 * max_t, "int32 x max_tokens"},
         {"logits buffer", p->logits_buffer, ZPB_LOGITS, 4 * max_rows * p->n_vocab, "float x rows x n_vocab"},
         {"top-k buffer", p->topk_buffer ? p->topk_buffer : p->step_buffer,
-         p->topk_buffer ? ZPB_TOPK : ZPB_STEP, p->topk_buffer ? ZPLAN_TOPK_BYTES : 16,
-         "count, total, candidates"}};
+         p->topk_buffer ? ZPB_TOPK : ZPB_STEP,
+         p->topk_buffer ? (uint64_t)ZPLAN_TOPK_BYTES * zplan_topk_rows(p) : 16,
+         "count, total, candidates; a record a batch row"}};
     for (size_t i = 0; i < COUNT(io); i++) {
         if (io[i].index >= p->n_buffers)
             return vfail(v, SEC_META, 0, "%s: buffer index out of range: expected < %u, found %u", io[i].what,

@@ -28,6 +28,8 @@ struct zrt_seq {
     int64_t pos;
     int last_T;   /* tokens of the last step: its logits rows */
     int last_row; /* the row of the logits buffer holding its last logits */
+    uint64_t top_step; /* the step (zrt.steps) whose top-k record top_rec holds its last row; 0: none */
+    uint32_t top_rec;
 };
 
 struct zrt {
@@ -39,7 +41,7 @@ struct zrt {
     zvk_pipeline *pipes; /* one per kernel */
     zrt_seq main;        /* the sequence of zrt_open */
     zrt_seq *cur;        /* the one steps run on (zrt_seq_use) */
-    const zrt_seq *top;  /* whose last row the top-k buffer holds, or NULL */
+    uint64_t steps;      /* steps run: a sequence's top-k record is current while its top_step is this */
     bool *slot_used;     /* [n_seqs] */
     zvk_cmd *batch;      /* [n_seqs + 1]: the batch step of n rows, recorded on first use */
     bool *batch_recorded;
@@ -440,7 +442,7 @@ int64_t zrt_pos(const zrt *r) {
 void zrt_reset(zrt *r) {
     r->cur->pos = 0;
     r->cur->last_T = 0;
-    if (r->top == r->cur) r->top = NULL;
+    r->cur->top_step = 0;
 }
 
 /* Refuses before allocating when the device cannot hold another cache. */
@@ -518,7 +520,6 @@ zstatus zrt_seq_new(zrt *r, zrt_seq **out, zdiag *d) {
 void zrt_seq_free(zrt *r, zrt_seq *q) {
     if (!q || q == &r->main) return;
     if (r->cur == q) r->cur = &r->main;
-    if (r->top == q) r->top = NULL;
     if (q->has_slot) r->slot_used[q->slot] = false;
     vkDeviceWaitIdle(r->dev.device);
     zvk_cmd_release(&r->dev, &q->decode);
@@ -585,7 +586,9 @@ zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *log
     r->cur->pos += n;
     r->cur->last_T = n;
     r->cur->last_row = n - 1;
-    r->top = p->topk_buffer ? r->cur : NULL;
+    r->steps++;
+    r->cur->top_step = p->topk_buffer ? r->steps : 0;
+    r->cur->top_rec = 0;
     return ZOK;
 }
 
@@ -647,13 +650,17 @@ zstatus zrt_run_batch(zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n
         s = zvk_download(&r->dev, &r->bufs[p->logits_buffer], 0, logits, sizeof(float) * (size_t)n * p->n_vocab,
                          d);
     if (s) return s;
+    /* Plans from 1.4 on select every row's top-k, row i into record i. */
+    bool top = zplan_batch_top(p);
+    r->steps++;
     for (int i = 0; i < n; i++) {
         zrt_seq *q = seqs[i] ? seqs[i] : &r->main;
         q->pos++;
         q->last_T = 1;
         q->last_row = i;
+        q->top_step = top ? r->steps : 0;
+        q->top_rec = (uint32_t)i;
     }
-    r->top = NULL; /* the top-k buffer holds no batch row */
     return ZOK;
 }
 
@@ -680,10 +687,10 @@ zstatus zrt_top(const zrt *r, zrt_sample_cand *top, size_t *n, zdiag *d) {
     const zplan *p = r->plan;
     if (!p->topk_buffer)
         return zdiag_set(d, ZE_UNSUPPORTED, "the plan selects no top-k (compiled before plan 1.1)");
-    if (r->top != r->cur)
-        return zdiag_set(d, ZE_UNSUPPORTED, "the top-k buffer holds another step's row (a batch step's, or another "
-                                            "sequence's): read the row instead");
-    const uint32_t *t = r->bufs[p->topk_buffer].map;
+    if (!r->cur->top_step || r->cur->top_step != r->steps)
+        return zdiag_set(d, ZE_UNSUPPORTED, "the top-k buffer holds another step's rows (another sequence's, or a "
+                                            "batch step of a plan before 1.4): read the row instead");
+    const uint32_t *t = (const uint32_t *)r->bufs[p->topk_buffer].map + r->cur->top_rec * (ZPLAN_TOPK_BYTES / 4);
     if (t[1] > t[0] || t[0] > ZPLAN_TOPK_CAP)
         return zdiag_set(d, ZE_UNSUPPORTED, "%u logits tie at the top-k threshold: more than the %d kept",
                          t[1], ZPLAN_TOPK_CAP);
@@ -705,6 +712,7 @@ static zstatus timed_run(zrt *r, zplan_phase ph, int n, double *ns, zdiag *d) {
     zvk_timer tm = {0};
     zvk_cmd c = {0};
     double *t = calloc(sc->count + 1, sizeof *t);
+    r->steps++; /* its top-k rows are nobody's */
     zstatus s =
         t ? zvk_timer_create(&r->dev, sc->count + 1, &tm, d) : zdiag_set(d, ZE_NOMEM, "out of memory");
     if (!s) s = record(r, ph, n, &c, &tm, d);

@@ -61,10 +61,12 @@ void zrt_seq_use(zrt *r, zrt_seq *q);
  * receives [n][n_vocab]. */
 zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *logits, zdiag *d);
 
-/* The largest logits of the last step's last row, as the GPU selected them
- * (at least ZPLAN_TOPK_K of them, unordered; top holds ZPLAN_TOPK_CAP).
- * ZE_UNSUPPORTED when the plan has no top-k or ties overflowed it: read
- * the row instead (zrt_last_logits). */
+/* The largest logits of the current sequence's last row, as the GPU
+ * selected them in the last step (at least ZPLAN_TOPK_K of them, unordered;
+ * top holds ZPLAN_TOPK_CAP): its prefill or decode step's, or its row of a
+ * batch step (plans 1.4 on). ZE_UNSUPPORTED when the plan has no top-k,
+ * another step ran since, or ties overflowed it: read the row instead
+ * (zrt_last_logits). */
 zstatus zrt_top(const zrt *r, zrt_sample_cand *top, size_t *n, zdiag *d);
 
 /* Runs one step like zrt_run, with a GPU timestamp after every dispatch, and
@@ -79,7 +81,8 @@ zstatus zrt_profile(zrt *r, zplan_phase ph, const int32_t *tokens, int n, double
  * reads and writes only its own sequence's cache, and its arithmetic does not
  * depend on the other rows: a sequence gets the same logits in a batch of one
  * as among others. logits (may be NULL) receives [n][n_vocab]; afterwards
- * zrt_last_logits on sequence i reads row i, and zrt_top has no candidates. */
+ * zrt_last_logits and zrt_top on sequence i read row i (its logits, its
+ * top-k: with plans from 1.4 on, the step selects every row's). */
 zstatus zrt_run_batch(zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n, float *logits, zdiag *d);
 /* Runs one batch step like zrt_run_batch, timed like zrt_profile: no
  * sequence advances, and no logits are read back. */

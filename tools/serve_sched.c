@@ -297,7 +297,9 @@ static bool assign(srv *s) {
 }
 
 /* One batch step for every generating slot (even one alone: a request's
- * arithmetic is then the same whoever else runs), each sampled from its row. */
+ * arithmetic is then the same whoever else runs), each sampled from its row:
+ * from the row's top-k candidates the GPU selected where the sampler needs
+ * no more (gen_pick), else from the row's logits, read back for it alone. */
 static void batch_step(srv *s) {
     slot *rows[ZPLAN_MAX_SEQS];
     zrt_seq *seqs[ZPLAN_MAX_SEQS];
@@ -311,10 +313,12 @@ static void batch_step(srv *s) {
     if (!n) return;
     zdiag d = {0};
     double t0 = now_s();
-    zstatus st = zrt_run_batch(s->r, seqs, tok, n, s->logits, &d);
+    zstatus st = zrt_run_batch(s->r, seqs, tok, n, NULL, &d);
     int32_t id[ZPLAN_MAX_SEQS];
-    for (int i = 0; i < n && !st; i++)
-        id[i] = zrt_sample(rows[i]->smp, s->logits + (size_t)i * zrt_plan(s->r)->n_vocab);
+    for (int i = 0; i < n && !st; i++) {
+        zrt_seq_use(s->r, seqs[i]);
+        st = gen_pick(s->r, rows[i]->smp, s->logits, &id[i], &d);
+    }
     double dt = now_s() - t0;
     pthread_mutex_lock(&s->mu);
     s->decode_s += dt;
@@ -376,7 +380,7 @@ zstatus srv_open(zrt *r, const zrt_tok *tok, const srv_opts *o, srv **out, zdiag
     pthread_cond_init(&s->work, NULL);
     s->batched = o->batch && zrt_batch_rows(r) >= o->parallel;
     s->slots = calloc((size_t)o->parallel, sizeof *s->slots);
-    s->logits = malloc(sizeof(float) * zrt_plan(r)->n_vocab * (size_t)(s->batched ? o->parallel : 1));
+    s->logits = malloc(sizeof(float) * zrt_plan(r)->n_vocab); /* a row at a time (gen_pick) */
     zstatus st = s->slots && s->logits ? ZOK : zdiag_set(d, ZE_NOMEM, "out of memory");
     /* A plan with sequence slots holds the zrt's own sequence in slot 0. */
     for (int i = zrt_plan(r)->n_seqs > 1 ? 1 : 0; !st && i < o->parallel; i++)

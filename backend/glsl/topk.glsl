@@ -19,22 +19,36 @@
 // equal t_g: they matter only where t_g == T, and `total` counts every one of
 // them, listed or not, so it is exact: ties beyond TOPK_CAP leave
 // total > count and the sampler reads the row, as with one workgroup.
+// BATCH (the batch schedule, zincc --parallel): every row of the step is
+// selected, row gl_WorkGroupID.y by its own NSLICE workgroups, into its own
+// record of the top-k buffer (TOPK_WORDS words a row) with its own scratch
+// (SCR_WORDS a row: its arrival counter, headers and lists), so that the
+// rows' selections never meet and each is the one a step of that row alone
+// makes.
 // Defines: N_VOCAB, TOPK_K (a power of two), TOPK_CAP, WG, PER (logits a
 // thread in stage 1), SLICE = WG * PER, NSLICE, REG >= PER and
-// >= NSLICE * TOPK_K / WG, all at most 15 (a nibble counts a digit).
+// >= NSLICE * TOPK_K / WG, all at most 15 (a nibble counts a digit); BATCH.
 
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
 layout(local_size_x = WG) in;
 layout(std430, set = 0, binding = 1) readonly buffer Logits { float logits[]; };
-layout(std430, set = 0, binding = 2) buffer Top {
-    uint count;
-    uint total;
-    uvec2 cand[]; // (token id, float bits of the logit)
-} top;
+// A row's record at tb: count, total, then (token id, float bits of the logit) pairs.
+layout(std430, set = 0, binding = 2) buffer Top { uint topw[]; };
 // [0] arrival counter (back to 0 after the merge, for the next replay);
 // [HDR + 2g] t_g, c_g; [LIST + 2 * (g * TOPK_CAP + i)] id, bits of entry i.
+// All at sb, the row's scratch.
 layout(std430, set = 0, binding = 3) coherent buffer Scratch { uint scr[]; };
+#ifndef BATCH
+#define BATCH 0
+#endif
+#define TOPK_WORDS (2u + 2u * uint(TOPK_CAP))
+#define SCR_WORDS (4u + 2u * uint(NSLICE) + 2u * uint(NSLICE) * uint(TOPK_CAP))
+uint tb, sb; // the row's top-k record and scratch
+void put_cand(uint at, uint id, uint bits) {
+    topw[tb + 2u + 2u * at] = id;
+    topw[tb + 3u + 2u * at] = bits;
+}
 
 #define HDR 4u
 #define LIST (4u + 2u * uint(NSLICE))
@@ -116,12 +130,12 @@ void publish(uint key[REG], uint okm, uint t, uint gt, uint eq, uint g, uint fir
         if (((okm >> i) & 1u) == 0u || key[i] < t) continue;
         uint slot = key[i] > t ? above++ : tie++, e = LIST + 2u * (g * uint(TOPK_CAP) + slot);
         if (slot >= uint(TOPK_CAP)) continue;
-        scr[e] = first + i * uint(WG) + lid;
-        scr[e + 1u] = key_bits(key[i]);
+        scr[sb + e] = first + i * uint(WG) + lid;
+        scr[sb + e + 1u] = key_bits(key[i]);
     }
     if (lid == 0u) {
-        scr[HDR + 2u * g] = t;
-        scr[HDR + 2u * g + 1u] = gt + eq;
+        scr[sb + HDR + 2u * g] = t;
+        scr[sb + HDR + 2u * g + 1u] = gt + eq;
     }
 }
 
@@ -130,16 +144,16 @@ void publish(uint key[REG], uint okm, uint t, uint gt, uint eq, uint g, uint fir
 uint gather(out uint key[REG], out uint okm, out uint kmax) {
     uint lid = gl_LocalInvocationIndex, tmax = 0u, m = 0u;
     for (uint g = lid; g < uint(NSLICE); g += uint(WG)) {
-        st[g] = scr[HDR + 2u * g];
-        sc[g] = scr[HDR + 2u * g + 1u];
+        st[g] = scr[sb + HDR + 2u * g];
+        sc[g] = scr[sb + HDR + 2u * g + 1u];
         tmax = max(tmax, st[g]);
     }
     okm = 0u;
     [[unroll]] for (uint i = 0u; i < uint(REG); i++) {
         uint j = i * uint(WG) + lid, g = j / uint(TOPK_K), r = j % uint(TOPK_K);
         key[i] = 0u;
-        if (j >= uint(NSLICE * TOPK_K) || r >= min(scr[HDR + 2u * g + 1u], uint(TOPK_K))) continue;
-        key[i] = order_key(scr[LIST + 2u * (g * uint(TOPK_CAP) + r) + 1u]);
+        if (j >= uint(NSLICE * TOPK_K) || r >= min(scr[sb + HDR + 2u * g + 1u], uint(TOPK_K))) continue;
+        key[i] = order_key(scr[sb + LIST + 2u * (g * uint(TOPK_CAP) + r) + 1u]);
         okm |= 1u << i;
         m = max(m, key[i]);
     }
@@ -164,7 +178,7 @@ void write_ties(uint T, uint at) {
         uint w = st[g] >= T ? min(sc[g], uint(TOPK_CAP)) : 0u, n = w > uint(TOPK_K) ? w - uint(TOPK_K) : 0u;
         for (uint r = lid; r < n && at + r < uint(TOPK_CAP); r += uint(WG)) {
             uint e = LIST + 2u * (g * uint(TOPK_CAP) + uint(TOPK_K) + r);
-            top.cand[at + r] = uvec2(scr[e], scr[e + 1u]);
+            put_cand(at + r, scr[sb + e], scr[sb + e + 1u]);
         }
         at += n;
     }
@@ -186,7 +200,7 @@ void merge(uint q) {
     [[unroll]] for (uint i = 0u; i < uint(REG); i++) {
         if (((okm >> i) & 1u) == 0u || key[i] < T) continue;
         uint j = i * uint(WG) + lid, e = LIST + 2u * ((j / uint(TOPK_K)) * uint(TOPK_CAP) + j % uint(TOPK_K));
-        if (at < uint(TOPK_CAP)) top.cand[at] = uvec2(scr[e], scr[e + 1u]);
+        if (at < uint(TOPK_CAP)) put_cand(at, scr[sb + e], scr[sb + e + 1u]);
         at++;
     }
     // Logits >= T past the lists' first TOPK_K: listed ones (ovf), all (extra).
@@ -205,15 +219,23 @@ void merge(uint q) {
     barrier();
     if (s_ovf != 0u) write_ties(T, s_ctr[1]);
     if (lid == 0u) {
-        top.total = s_ctr[1] + s_extra;
-        top.count = min(s_ctr[1] + s_ovf, uint(TOPK_CAP));
-        scr[0] = 0u;
+        topw[tb + 1u] = s_ctr[1] + s_extra;
+        topw[tb] = min(s_ctr[1] + s_ovf, uint(TOPK_CAP));
+        scr[sb] = 0u;
     }
 }
 
 void main() {
     uint lid = gl_LocalInvocationIndex, g = gl_WorkGroupID.x, first = g * uint(SLICE);
-    uint row = (step.T - 1u) * uint(N_VOCAB), key[REG], okm = 0u;
+#if BATCH
+    uint r = gl_WorkGroupID.y; // each row of the step
+    if (r >= step.T) return;   // uniform across the workgroup
+#else
+    uint r = step.T - 1u; // the step's last row, into record 0
+#endif
+    tb = BATCH != 0 ? r * TOPK_WORDS : 0u;
+    sb = BATCH != 0 ? r * SCR_WORDS : 0u;
+    uint row = r * uint(N_VOCAB), key[REG], okm = 0u;
     if (lid < 8u) hist[0][lid] = 0u;
     if (lid == 0u) {
         s_ctr[0] = s_ctr[1] = s_extra = s_ovf = s_tstar = s_max = 0u;
@@ -233,7 +255,7 @@ void main() {
     publish(key, okm, prefix, uint(TOPK_K) - need, eq, g, first);
     memoryBarrierBuffer();
     barrier();
-    if (lid == 0u) s_last = atomicAdd(scr[0], 1u) == uint(NSLICE) - 1u;
+    if (lid == 0u) s_last = atomicAdd(scr[sb], 1u) == uint(NSLICE) - 1u;
     barrier();
     if (!s_last) return;
     memoryBarrierBuffer();

@@ -97,7 +97,8 @@ static zplan *compile(model *m, int64_t parallel, zpass_idot idot, zir_graph **b
  * dispatch's kernel is what its node of the batch graph decided: a rows
  * GEMV for fuse-qkv's kernels, int8 x (_idot) exactly for the matmuls
  * marked gemv_q8 (as many as want says: 0 none, else some), each after its
- * quantizing pass, no norm left as a kernel of its own before a matmul. */
+ * quantizing pass, no norm left as a kernel of its own before a matmul;
+ * last, the top-k of every row (plans 1.4 on). */
 static void uses_gemvn(const zplan *p, const zir_graph *bg, bool want_q8) {
     const zplan_schedule *s = &p->sched[ZPLAN_BATCH];
     int n = 0, rows = 0, q8 = 0;
@@ -107,6 +108,11 @@ static void uses_gemvn(const zplan *p, const zir_graph *bg, bool want_q8) {
         cr_assert_not_null(v, "batch dispatch %u (%s): no node '%s' in the batch graph", i, k,
                            zplan_str(p, p->dispatches[i].node));
         const zir_node *nd = v->producer;
+        if (!strncmp(k, "topk", 4)) {
+            cr_expect(i + 1 == s->first + s->count && strstr(k, "_rows"),
+                      "batch dispatch %u runs %s: expected the top-k of every row, last", i, k);
+            continue;
+        }
         if (!strncmp(k, "gemvn_xq8_", 10)) { /* the quantizing pass, just before its int8-x GEMV */
             bool next =
                 i + 1 < s->first + s->count &&
@@ -174,7 +180,8 @@ static void start(zrt *rt, seq *s, uint64_t seed, int n_prompt, int V, bool by_b
 }
 
 /* One batch step over rows[0..n): each feeds its next token and takes the
- * greedy one after it. */
+ * greedy one after it. Each row's top-k, which the step selects on the GPU,
+ * must be that of its row of logits (tu_top_matches). */
 static void step(zrt *rt, seq **rows, int n, int V) {
     zrt_seq *qs[NSEQ];
     int32_t tok[NSEQ];
@@ -183,6 +190,16 @@ static void step(zrt *rt, seq **rows, int n, int V) {
         qs[i] = rows[i]->q, tok[i] = rows[i]->tok[rows[i]->n_fed];
     zdiag d = {0};
     cr_assert_eq(zrt_run_batch(rt, qs, tok, n, lg, &d), ZOK, "%s", d.msg);
+    for (int i = 0; i < n; i++) {
+        zrt_sample_cand top[ZPLAN_TOPK_CAP];
+        size_t nt = 0;
+        char why[256];
+        zrt_seq_use(rt, qs[i]);
+        cr_assert_eq(zrt_top(rt, top, &nt, &d), ZOK, "batch row %d of %d: %s", i, n, d.msg);
+        cr_assert(tu_top_matches(top, nt, lg + (size_t)i * V, V, ZPLAN_TOPK_K, why, sizeof why),
+                  "batch row %d of %d: top-k: %s", i, n, why);
+    }
+    zrt_seq_use(rt, NULL);
     for (int i = 0; i < n; i++) {
         seq *s = rows[i];
         memcpy(s->logits + (size_t)s->steps * V, lg + (size_t)i * V, sizeof(float) * (size_t)V);
@@ -259,6 +276,12 @@ static void run_identity(zmk_arch arch, zmk_quant q, const char *name, zpass_ido
         step(rt, (seq *[]){&c, &b, &a}, 3, V);
     step(rt, (seq *[]){&a, &b}, 2, V);
     step(rt, (seq *[]){&b, &a}, 2, V);
+    /* C sat the last steps out: the top-k buffer holds no row of C's now. */
+    zrt_sample_cand top[ZPLAN_TOPK_CAP];
+    size_t nt = 0;
+    zrt_seq_use(rt, c.q);
+    cr_assert_eq(zrt_top(rt, top, &nt, &d), ZE_UNSUPPORTED, "a sequence's stale top-k was read as current");
+    zrt_seq_use(rt, NULL);
 
     cr_assert_eq(a.steps, GEN);
     cr_assert(!memcmp(a.tok, alone.tok, sizeof(int32_t) * (size_t)(a.n_fed + 1)),

@@ -19,11 +19,6 @@
 #include "runtime/zrt.h"
 #include "testutil.h"
 
-static int cmp_float_desc(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x > y ? -1 : x < y;
-}
-
 typedef struct fixture {
     gguf_file *f;
     zir_graph *ref;
@@ -104,30 +99,15 @@ static double compare(const float *got, const float *want, int n, int V, double 
     return worst;
 }
 
-/* The GPU's top-k of the last step against its own row of logits: at least
- * ZPLAN_TOPK_K candidates, each logit as stated, every one at or above the
- * K-th largest, and none of the larger ones missing. */
+/* The GPU's top-k of the last step against its own row of logits
+ * (tu_top_matches). */
 static void check_top(zrt *rt, const float *row, int V) {
     zrt_sample_cand top[ZPLAN_TOPK_CAP];
     size_t n = 0;
     zdiag d = {0};
+    char why[256];
     cr_assert_eq(zrt_top(rt, top, &n, &d), ZOK, "%s", d.msg);
-    float *sorted = malloc(sizeof(float) * V);
-    memcpy(sorted, row, sizeof(float) * V);
-    qsort(sorted, V, sizeof(float), cmp_float_desc);
-    float kth = sorted[ZPLAN_TOPK_K - 1];
-    int above = 0;
-    for (int i = 0; i < V; i++)
-        above += row[i] >= kth;
-    cr_assert_eq((int)n, above, "top-k kept %zu candidates, %d logits are >= the %d-th largest", n, above,
-                 ZPLAN_TOPK_K);
-    for (size_t i = 0; i < n; i++) {
-        cr_assert(top[i].id >= 0 && top[i].id < V);
-        cr_assert_eq(top[i].logit, row[top[i].id], "candidate %d: logit %g, row says %g", top[i].id,
-                     top[i].logit, row[top[i].id]);
-        cr_assert(top[i].logit >= kth);
-    }
-    free(sorted);
+    cr_assert(tu_top_matches(top, n, row, V, ZPLAN_TOPK_K, why, sizeof why), "top-k: %s", why);
 }
 
 /* n random token ids (seeded) into tok, and the reference interpreter's

@@ -21,6 +21,11 @@
 #include "../../backend/shaderc.h"
 #include "testutil.h"
 
+/* This build's plan format, "major.minor". */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define FMT STR(ZPLAN_VERSION_MAJOR) "." STR(ZPLAN_VERSION_MINOR)
+
 /* ---- the synthetic plan ------------------------------------------------------ */
 
 static const char scale_src[] = "#version 450\n"
@@ -646,7 +651,7 @@ static zplan *read_older_meta(uint32_t bytes, int minor, const char *too_short) 
 /* A 1.1 plan (META of 120 bytes: no sequence slots, no batch schedule)
  * reads as a plan of one slot without a batch schedule. */
 Test(plan_header, older_minor_with_the_shorter_meta) {
-    zplan *p = read_older_meta(120, 1, "section META: record size: expected 156 bytes (format 1.3), found 120");
+    zplan *p = read_older_meta(120, 1, "section META: record size: expected 156 bytes (format " FMT "), found 120");
     cr_expect_eq(p->n_seqs, 1);
     cr_expect_eq(p->sched[ZPLAN_BATCH].count, 0);
     zplan_free(p);
@@ -655,7 +660,7 @@ Test(plan_header, older_minor_with_the_shorter_meta) {
 /* A 1.2 plan (META of 140 bytes: no load schedule) reads as a plan whose
  * weights keep ggml's layout. */
 Test(plan_header, a_1_2_plan_has_no_load_schedule) {
-    zplan *p = read_older_meta(140, 2, "section META: record size: expected 156 bytes (format 1.3), found 140");
+    zplan *p = read_older_meta(140, 2, "section META: record size: expected 156 bytes (format " FMT "), found 140");
     cr_expect_eq(p->sched[ZPLAN_LOAD].count, 0);
     zplan_free(p);
 }
@@ -1013,7 +1018,7 @@ Test(plan_print, summary_and_verbose) {
     zplan_print(p, f, true);
     fclose(f);
     cr_log_info("%s", text);
-    const char *want[] = {"zinc plan 1.3",
+    const char *want[] = {"zinc plan " FMT,
                           "identity fedcba9876543210",
                           "qwen3, 1 layers, n_embd 16",
                           "device 'NVIDIA H200'",
@@ -1051,7 +1056,7 @@ Test(plan_print, zinc_info) {
     char *out = NULL;
     int rc = tu_run(&out, "%s/zinc info %s", ZINC_BINARY_DIR, path);
     cr_expect_eq(rc, 0, "%s", out);
-    cr_expect(strstr(out, "format:    zinc plan 1.3") && strstr(out, "cache_k.0") && strstr(out, "scale") &&
+    cr_expect(strstr(out, "format:    zinc plan " FMT) && strstr(out, "cache_k.0") && strstr(out, "scale") &&
                   !strstr(out, "bindings:"),
               "%s", out);
     free(out);
@@ -1108,7 +1113,7 @@ Test(plan_print, plan_from_zincc, .timeout = 600) {
     cr_expect_eq(sb.st_mode & 0777, 0644, "mode %o", sb.st_mode & 0777);
     rc = tu_run(&out, "%s/zinc info %s", ZINC_BINARY_DIR, plan);
     cr_expect_eq(rc, 0, "%s", out);
-    cr_expect(strstr(out, "zinc plan 1.3") && strstr(out, "decode:") && strstr(out, "token_embd.weight"),
+    cr_expect(strstr(out, "zinc plan " FMT) && strstr(out, "decode:") && strstr(out, "token_embd.weight"),
               "%s", out);
     free(out);
 }

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime/sampler.h"
+
 const char *tu_tmp(const char *name) {
     static char dir[256];
     static char path[8][512];
@@ -102,4 +104,40 @@ int tu_write_file(const char *path, const void *data, size_t size) {
     if (!f) return -1;
     size_t w = fwrite(data, 1, size, f);
     return (fclose(f) == 0 && w == size) ? 0 : -1;
+}
+
+static int cmp_float_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x > y ? -1 : x < y;
+}
+
+bool tu_top_matches(const zrt_sample_cand *top, size_t n, const float *row, int V, int k, char *why, size_t why_len) {
+    float *sorted = malloc(sizeof(float) * (size_t)V);
+    if (!sorted) return snprintf(why, why_len, "out of memory"), false;
+    memcpy(sorted, row, sizeof(float) * (size_t)V);
+    qsort(sorted, (size_t)V, sizeof(float), cmp_float_desc);
+    float kth = sorted[(k < V ? k : V) - 1];
+    free(sorted);
+    int above = 0;
+    for (int i = 0; i < V; i++)
+        above += row[i] >= kth;
+    if ((int)n != above)
+        return snprintf(why, why_len, "%zu candidates, where %d logits are >= the %d-th largest", n, above, k),
+               false;
+    for (size_t i = 0; i < n; i++) {
+        if (top[i].id < 0 || top[i].id >= V)
+            return snprintf(why, why_len, "candidate %zu: token %d out of range", i, top[i].id), false;
+        if (memcmp(&top[i].logit, &row[top[i].id], sizeof(float)))
+            return snprintf(why, why_len, "candidate %d: logit %.9g, its row says %.9g", top[i].id, top[i].logit,
+                            row[top[i].id]),
+                   false;
+        if (!(top[i].logit >= kth))
+            return snprintf(why, why_len, "candidate %d: logit %.9g below the %d-th largest %.9g", top[i].id,
+                            top[i].logit, k, kth),
+                   false;
+        for (size_t j = 0; j < i; j++)
+            if (top[j].id == top[i].id)
+                return snprintf(why, why_len, "token %d is a candidate twice", top[i].id), false;
+    }
+    return true;
 }

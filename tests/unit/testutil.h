@@ -3,6 +3,7 @@
 #ifndef ZINC_TESTUTIL_H
 #define ZINC_TESTUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,5 +30,12 @@ int tu_run(char **out, const char *fmt, ...)
 /* Reads a whole file into a malloc'd buffer; NULL on failure. */
 void *tu_read_file(const char *path, size_t *size);
 int tu_write_file(const char *path, const void *data, size_t size);
+
+/* Whether top[0..n) is the GPU's top-k of row[0..V) (backend/glsl/topk.glsl):
+ * every logit at or above the k-th largest, none missing, each with its
+ * row's value, in any order. false with why (what differs) otherwise. */
+struct zrt_sample_cand;
+bool tu_top_matches(const struct zrt_sample_cand *top, size_t n, const float *row, int V, int k, char *why,
+                    size_t why_len);
 
 #endif
