@@ -125,3 +125,111 @@ zstatus zvk_calibrate(zvk_device *dev, uint32_t wide_groups, zvk_calib *out, zdi
     if (s) zdiag_prefix(d, "calibrating %s", dev->prof.name);
     return s;
 }
+
+/* ---- the layout of a subgroup's matrix fragments ------------------------ */
+
+/* Loads A (16 x 16), B and C (16 x 8: the M16 N8 K16 product, whose three
+ * types differ, so that the KHR rewrite gives each its use and their
+ * lengths stay defined) from shared memory where element (r, c) is
+ * r * 16 + c, and writes each lane's elements; one product keeps them
+ * alive. */
+static const char FRAG_GLSL[] =
+    "#version 450\n"
+    "#extension GL_NV_cooperative_matrix : require\n"
+    "#extension GL_KHR_memory_scope_semantics : require\n"
+    "#extension GL_KHR_shader_subgroup_basic : require\n"
+    "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n"
+    "layout(local_size_x = 32) in;\n"
+    "layout(std430, binding = 0) buffer O { float o[]; };\n"
+    "shared float16_t h[256];\n"
+    "shared float f[256];\n"
+    "void main() {\n"
+    "    uint l = gl_LocalInvocationIndex;\n"
+    "    for (uint i = l; i < 256u; i += 32u) { h[i] = float16_t(float(i)); f[i] = float(i); }\n"
+    "    barrier();\n"
+    "    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a;\n"
+    "    fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> b;\n"
+    "    fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> c;\n"
+    "    coopMatLoadNV(a, h, 0u, 16u, false);\n"
+    "    coopMatLoadNV(b, h, 0u, 16u, false);\n"
+    "    coopMatLoadNV(c, f, 0u, 16u, false);\n"
+    "    if (l == 0u) { o[0] = float(a.length()); o[1] = float(b.length()); o[2] = float(c.length()); }\n"
+    "    for (int i = 0; i < a.length() && i < 16; i++) o[4u + l * 16u + uint(i)] = float(a[i]);\n"
+    "    for (int i = 0; i < b.length() && i < 16; i++) o[516u + l * 16u + uint(i)] = float(b[i]);\n"
+    "    for (int i = 0; i < c.length() && i < 16; i++) o[1028u + l * 16u + uint(i)] = c[i];\n"
+    "    c = coopMatMulAddNV(a, b, c);\n"
+    "    coopMatStoreNV(c, o, 1540u, 8u, false);\n"
+    "}\n";
+
+static bool has_f16_16(const zvk_profile *p) {
+    uint32_t n = p->coopmat_khr ? p->n_coopmat_khr : p->n_coopmat_nv;
+    const zvk_coopmat *sh = p->coopmat_khr ? p->coopmat_khr_shapes : p->coopmat_nv_shapes;
+    for (uint32_t i = 0; i < n; i++)
+        if (sh[i].m == 16 && sh[i].n == 8 && sh[i].k == 16 && sh[i].scope == 3 && sh[i].a == sh[i].b &&
+            sh[i].c != sh[i].a)
+            return true;
+    return false;
+}
+
+zstatus zvk_probe_fragmap(zvk_device *dev, zvk_fragmap *m, zdiag *d) {
+    memset(m, 0, sizeof *m);
+    const zvk_profile *p = &dev->prof;
+    if (!(p->coopmat_khr || p->coopmat_nv) || !has_f16_16(p) || p->subgroup_size != 32)
+        return zdiag_set(d, ZE_UNSUPPORTED,
+                         "fragment layout: %s has no 16x8x16 fp16 subgroup matrices on 32-lane subgroups",
+                         p->name);
+    enum { N = 1540 + 128 };
+    zvk_buffer buf = {0};
+    zvk_rig rig = {0};
+    zvk_cmd c = {0};
+    float *o = malloc(sizeof(float) * N);
+    zstatus s = o ? zvk_buffer_create(dev, sizeof(float) * N, ZVK_MEM_DEVICE, "fragment probe", &buf, d)
+                  : zdiag_set(d, ZE_NOMEM, "out of memory");
+    zvk_binding b = {&buf, 0, 0};
+    if (!s) s = zvk_rig_open(dev, "fragmap.comp", FRAG_GLSL, false, &b, 1, 1, 2, &rig, d);
+    if (!s) s = zvk_cmd_begin(dev, &c, d);
+    if (!s) zvk_cmd_dispatch(&c, &rig.p, rig.set, NULL, 1, 1, 1);
+    if (!s) s = zvk_cmd_end(dev, &c, d);
+    if (!s) s = zvk_cmd_submit_wait(dev, &c, d);
+    if (!s) s = zvk_download(dev, &buf, 0, o, sizeof(float) * N, d);
+    for (int u = 0; !s && u < ZVK_FRAG_USES; u++) {
+        float len = o[u];
+        if (!(len >= 1 && len <= 16 && len == (float)(int)len)) {
+            s = zdiag_set(d, ZE_UNSUPPORTED, "fragment layout: use %d holds %g elements a lane: expected 1..16", u,
+                          len);
+            break;
+        }
+        m->len[u] = (uint32_t)len;
+        for (int l = 0; l < 32 && !s; l++)
+            for (uint32_t i = 0; i < m->len[u]; i++) {
+                float v = o[4 + 512 * u + 16 * l + (int)i];
+                if (!(v >= 0 && v < 256 && v == (float)(int)v)) {
+                    s = zdiag_set(d, ZE_UNSUPPORTED, "fragment layout: use %d lane %d element %u reads %g", u, l, i,
+                                  v);
+                    break;
+                }
+                m->row[u][l][i] = (uint8_t)((int)v / 16), m->col[u][l][i] = (uint8_t)((int)v % 16);
+            }
+    }
+    zvk_cmd_release(dev, &c);
+    zvk_rig_close(dev, &rig);
+    zvk_buffer_destroy(dev, &buf);
+    free(o);
+    if (s) zdiag_prefix(d, "probing %s", p->name);
+    return s;
+}
+
+bool zvk_fragmap_is_mma(const zvk_fragmap *m) {
+    for (int u = 0; u < ZVK_FRAG_USES; u++) {
+        if (m->len[u] != (u == ZVK_FRAG_A ? 8u : 4u)) return false;
+        for (int l = 0; l < 32; l++)
+            for (int i = 0; i < (int)m->len[u]; i++) {
+                /* the lane's group and its place in it; i: a pair, 8 down, 8 right */
+                int g = l / 4, q = 2 * (l % 4) + (i & 1), down = (i >> 1) & 1, right = (i >> 2) & 1;
+                int r = g + 8 * down, c = q + 8 * right;
+                if (u == ZVK_FRAG_B) r = q + 8 * down, c = g + 8 * right; /* B: pairs down a column */
+                if (m->row[u][l][i] != r || m->col[u][l][i] != c) return false;
+            }
+    }
+    return true;
+}

@@ -42,4 +42,27 @@ typedef struct zvk_calib {
  * kind (8 per compute unit fills a GPU; 0: 1024). */
 zstatus zvk_calibrate(zvk_device *dev, uint32_t wide_groups, zvk_calib *out, zdiag *d);
 
+/* Where a subgroup's cooperative matrices of the M16 N8 K16 fp16 product
+ * keep their elements: the layout is the implementation's, and a kernel
+ * that decodes weights straight into a fragment's registers, with no trip
+ * through shared memory, must know it. For each use (ZVK_FRAG_A: 16 x 16,
+ * M x K; _B: 16 x 8, K x N, both fp16; _C: the fp32 accumulator, 16 x 8,
+ * M x N) the elements a lane holds, and lane l's element i's row and
+ * column. Probed by loading matrices whose every element is its own index
+ * r * 16 + c (exact in fp16), then reading each lane's elements. */
+enum { ZVK_FRAG_A, ZVK_FRAG_B, ZVK_FRAG_C, ZVK_FRAG_USES };
+typedef struct zvk_fragmap {
+    uint32_t len[ZVK_FRAG_USES];
+    uint8_t row[ZVK_FRAG_USES][32][16], col[ZVK_FRAG_USES][32][16];
+} zvk_fragmap;
+/* ZE_UNSUPPORTED without that product on subgroup matrices, or with
+ * subgroups other than 32 lanes. */
+zstatus zvk_probe_fragmap(zvk_device *dev, zvk_fragmap *m, zdiag *d);
+/* Whether m is the layout of the m16n8k16 fragments of NVIDIA's mma
+ * instructions (a lane's pairs of neighbours in a row of A and C, or in a
+ * column of B; lane l at row l / 4 and column 2 (l % 4), then 8 further
+ * down, then (A) 8 further right): what a kernel with fragments decoded
+ * in registers (FRAG_MMA) assumes. */
+bool zvk_fragmap_is_mma(const zvk_fragmap *m);
+
 #endif

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/calib.h"
 #include "backend/codegen.h"
 #include "backend/shaderc.h"
 #include "backend/spv_coopmat.h"
@@ -1318,6 +1319,41 @@ Test(kernels_matmul, gemvn_cm_q4_k_m, .timeout = 300) {
 Test(kernels_matmul, gemvn_cm_q8_0_q6_K, .timeout = 300) {
     check_gemvn_cm(&MODELS[3], 8);
     check_gemvn_cm(&MODELS[12], 16);
+}
+
+/* The layout of the device's matrix fragments (zvk_probe_fragmap): every
+ * element of A, B and C found once, where the device has the matrices;
+ * the log says whether it is mma's (what FRAG_MMA kernels assume). */
+Test(kernels_matmul, fragment_layout, .timeout = 60) {
+    kh_ctx *k = open_device();
+    if (!k->dev.prof.coopmat_nv && !k->dev.prof.coopmat_khr) {
+        char name[256];
+        snprintf(name, sizeof name, "%s", k->dev.prof.name);
+        kh_close(k);
+        cr_skip_test("%s has no cooperative matrices: the fragment probe runs on the H200", name);
+    }
+    zvk_fragmap m;
+    zdiag d = {0};
+    cr_assert_eq(zvk_probe_fragmap(&k->dev, &m, &d), ZOK, "%s", d.msg);
+    static const char *use[] = {"A", "B", "C"};
+    for (int u = 0; u < ZVK_FRAG_USES; u++) {
+        int seen[256] = {0}, cols = u == ZVK_FRAG_A ? 16 : 8;
+        for (int l = 0; l < 32; l++)
+            for (uint32_t i = 0; i < m.len[u]; i++)
+                seen[m.row[u][l][i] * 16 + m.col[u][l][i]]++;
+        for (int e = 0; e < 256; e++)
+            cr_expect_eq(seen[e], e % 16 < cols, "%s: element (%d, %d) held %d times", use[u], e / 16, e % 16,
+                         seen[e]);
+        char line[512];
+        int at = 0;
+        for (int l = 0; l < 4; l++)
+            for (uint32_t i = 0; i < m.len[u] && at < 480; i++)
+                at += snprintf(line + at, sizeof line - (size_t)at, " %d:(%d,%d)", l, m.row[u][l][i], m.col[u][l][i]);
+        cr_log_info("fragments of %s: %u a lane; lanes 0-3 hold%s", use[u], m.len[u], line);
+    }
+    cr_log_info("fragment layout on %s: %s", k->dev.prof.name,
+                zvk_fragmap_is_mma(&m) ? "mma's (m16n8k16)" : "not mma's: FRAG_MMA kernels stay off");
+    kh_close(k);
 }
 
 /* Where it cannot run (llvmpipe): every kernel of the batch graph's
