@@ -35,17 +35,18 @@ double zvk_median(double *v, size_t n) {
     return n ? v[n / 2] : 0.0;
 }
 
-zstatus zvk_rig_open(zvk_device *dev, const char *name, const char *glsl, bool int_dot, const zvk_binding *b,
+zstatus zvk_rig_open(zvk_device *dev, const char *name, const char *glsl, unsigned flags, const zvk_binding *b,
                      uint32_t n, uint32_t n_sets, uint32_t marks, zvk_rig *r, zdiag *d) {
     memset(r, 0, sizeof *r);
     if (n_sets < 1 || n_sets > ZVK_RIG_MAX_SETS)
         return zdiag_set(d, ZE_INTERNAL, "timing rig: %u descriptor sets, expected 1..%d", n_sets,
                          ZVK_RIG_MAX_SETS);
     zarena *a = zarena_new();
-    zvk_glsl_opts go = {.name = name, .optimize = true, .int_dot = int_dot};
+    zvk_glsl_opts go = {.name = name, .optimize = true, .int_dot = (flags & ZVK_RIG_INT_DOT) != 0};
     zvk_spirv spv = {0};
     zstatus s = a ? zvk_glsl_compile(a, glsl, strlen(glsl), &go, &spv, d) : ZE_NOMEM;
-    zvk_pipeline_desc pd = {.name = name, .spirv = spv.words, .n_words = spv.n_words, .n_buffers = n};
+    zvk_pipeline_desc pd = {
+        .name = name, .spirv = spv.words, .n_words = spv.n_words, .n_buffers = n, .keep_nv = (flags & ZVK_RIG_KEEP_NV) != 0};
     if (!s) s = zvk_pipeline_create(dev, &pd, &r->p, d);
     if (!s) s = zvk_desc_pool_create(dev, n_sets, n * n_sets, &r->pool, d);
     for (uint32_t i = 0; !s && i < n_sets; i++)
@@ -111,7 +112,7 @@ zstatus zvk_calibrate(zvk_device *dev, uint32_t wide_groups, zvk_calib *out, zdi
     uint32_t wide = wide_groups ? wide_groups : 1024;
     zstatus s = zvk_buffer_create(dev, 4096, ZVK_MEM_DEVICE, "calibration", &buf, d);
     zvk_binding b = {&buf, 0, 0};
-    if (!s) s = zvk_rig_open(dev, "calib.comp", CALIB_GLSL, false, &b, 1, 1, 2 * 3 * CALIB_REPS, &rig, d);
+    if (!s) s = zvk_rig_open(dev, "calib.comp", CALIB_GLSL, 0, &b, 1, 1, 2 * 3 * CALIB_REPS, &rig, d);
     if (!s) s = record(dev, &rig.p, rig.set, wide, &c, &rig.tm, d);
     if (!s) s = zvk_cmd_submit_wait(dev, &c, d);
     if (!s) s = zvk_timer_read(dev, &rig.tm, ns, d);
@@ -186,7 +187,10 @@ zstatus zvk_probe_fragmap(zvk_device *dev, zvk_fragmap *m, zdiag *d) {
     zstatus s = o ? zvk_buffer_create(dev, sizeof(float) * N, ZVK_MEM_DEVICE, "fragment probe", &buf, d)
                   : zdiag_set(d, ZE_NOMEM, "out of memory");
     zvk_binding b = {&buf, 0, 0};
-    if (!s) s = zvk_rig_open(dev, "fragmap.comp", FRAG_GLSL, false, &b, 1, 1, 2, &rig, d);
+    /* NV where the device has it: the KHR form of this probe (lengths, and
+     * elements read by a running index) crashed NVIDIA's driver 580.159 in
+     * run 62; the layouts are the same hardware registers. */
+    if (!s) s = zvk_rig_open(dev, "fragmap.comp", FRAG_GLSL, ZVK_RIG_KEEP_NV, &b, 1, 1, 2, &rig, d);
     if (!s) s = zvk_cmd_begin(dev, &c, d);
     if (!s) zvk_cmd_dispatch(&c, &rig.p, rig.set, NULL, 1, 1, 1);
     if (!s) s = zvk_cmd_end(dev, &c, d);
@@ -219,17 +223,19 @@ zstatus zvk_probe_fragmap(zvk_device *dev, zvk_fragmap *m, zdiag *d) {
     return s;
 }
 
-bool zvk_fragmap_is_mma(const zvk_fragmap *m) {
-    for (int u = 0; u < ZVK_FRAG_USES; u++) {
-        if (m->len[u] != (u == ZVK_FRAG_A ? 8u : 4u)) return false;
-        for (int l = 0; l < 32; l++)
-            for (int i = 0; i < (int)m->len[u]; i++) {
-                /* the lane's group and its place in it; i: a pair, 8 down, 8 right */
-                int g = l / 4, q = 2 * (l % 4) + (i & 1), down = (i >> 1) & 1, right = (i >> 2) & 1;
-                int r = g + 8 * down, c = q + 8 * right;
-                if (u == ZVK_FRAG_B) r = q + 8 * down, c = g + 8 * right; /* B: pairs down a column */
-                if (m->row[u][l][i] != r || m->col[u][l][i] != c) return false;
-            }
+bool zvk_fragmap_a_quads(const zvk_fragmap *m, int *right_bit, int *down_bit) {
+    if (m->len[ZVK_FRAG_A] != 8) return false;
+    for (int right = 1; right <= 2; right++) {
+        int down = 3 - right;
+        bool ok = true;
+        for (int l = 0; l < 32 && ok; l++)
+            for (int i = 0; i < 8 && ok; i++)
+                ok = m->row[ZVK_FRAG_A][l][i] == l / 4 + 8 * ((i >> down) & 1) &&
+                     m->col[ZVK_FRAG_A][l][i] == 2 * (l % 4) + (i & 1) + 8 * ((i >> right) & 1);
+        if (ok) {
+            *right_bit = right, *down_bit = down;
+            return true;
+        }
     }
-    return true;
+    return false;
 }

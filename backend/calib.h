@@ -20,10 +20,12 @@ typedef struct zvk_rig {
     zvk_timer tm;
 } zvk_rig;
 
-/* b: n_sets x n bindings, set by set. int_dot: the source calls the
- * integer dot-product markers (shaderc.h). On failure everything made so
- * far is released. */
-zstatus zvk_rig_open(zvk_device *dev, const char *name, const char *glsl, bool int_dot, const zvk_binding *b,
+/* b: n_sets x n bindings, set by set. flags: ZVK_RIG_INT_DOT (the source
+ * calls the integer dot-product markers, shaderc.h), ZVK_RIG_KEEP_NV (its
+ * NV cooperative matrices stay NV where the device has them). On failure
+ * everything made so far is released. */
+enum { ZVK_RIG_INT_DOT = 1u << 0, ZVK_RIG_KEEP_NV = 1u << 1 };
+zstatus zvk_rig_open(zvk_device *dev, const char *name, const char *glsl, unsigned flags, const zvk_binding *b,
                      uint32_t n, uint32_t n_sets, uint32_t marks, zvk_rig *r, zdiag *d);
 void zvk_rig_close(zvk_device *dev, zvk_rig *r);
 
@@ -58,11 +60,12 @@ typedef struct zvk_fragmap {
 /* ZE_UNSUPPORTED without that product on subgroup matrices, or with
  * subgroups other than 32 lanes. */
 zstatus zvk_probe_fragmap(zvk_device *dev, zvk_fragmap *m, zdiag *d);
-/* Whether m is the layout of the m16n8k16 fragments of NVIDIA's mma
- * instructions (a lane's pairs of neighbours in a row of A and C, or in a
- * column of B; lane l at row l / 4 and column 2 (l % 4), then 8 further
- * down, then (A) 8 further right): what a kernel with fragments decoded
- * in registers (FRAG_MMA) assumes. */
-bool zvk_fragmap_is_mma(const zvk_fragmap *m);
+/* Whether A's layout is in quads, as mma's m16n8k16 fragments are: lane l
+ * holds rows l / 4 and l / 4 + 8, columns 2 (l % 4) + {0, 1} and + 8;
+ * element i's bit 0 picks the pair's column, bit *right_bit 8 further
+ * right, bit *down_bit 8 further down (NVIDIA's driver 580: 1 and 2, run
+ * 62). What matmul_gemvn_cm.glsl's FRAG_A assumes (ZCG_FRAG_RIGHT_BIT,
+ * ZCG_FRAG_DOWN_BIT). */
+bool zvk_fragmap_a_quads(const zvk_fragmap *m, int *right_bit, int *down_bit);
 
 #endif

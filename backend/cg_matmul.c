@@ -701,8 +701,13 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
     /* all q4_K: raw blocks fetched a step ahead (ZINC_GEMVN_CM_RAW=0: DQ8 on staging, to measure) */
     bool raw = gemv_mode(m) == 12 && zcg_knob("ZINC_GEMVN_CM_RAW", 0, 1, 1);
     if (raw) zcg_def_i(b, "Q4_RAW", 1);
+    /* the weights' A fragments decoded in registers (ZINC_GEMVN_CM_FRAG=1, a
+     * measurement): the layout zvk_probe_fragmap found on NVIDIA's driver */
+    bool frag = raw && zcg_knob("ZINC_GEMVN_CM_FRAG", 0, 1, 0);
+    if (frag) zcg_def_i(b, "FRAG_A", 1), zcg_def_i(b, "FRAG_RIGHT", ZCG_FRAG_RIGHT_BIT),
+        zcg_def_i(b, "FRAG_DOWN", ZCG_FRAG_DOWN_BIT);
     mm_name(b, "gemvn", m,
-            zarena_printf(b->a, "_t%d_cm16k%d%s%s%s", GEMVN_CM_TOK, GEMVN_CM_BK, raw ? "r" : "", xg ? "xg" : "",
+            zarena_printf(b->a, "_t%d_cm16k%d%s%s%s%s", GEMVN_CM_TOK, GEMVN_CM_BK, raw ? "r" : "", frag ? "f" : "", xg ? "xg" : "",
                           nsg != GEMVN_CM_NSG ? zarena_printf(b->a, "s%lld", (long long)nsg) : ""));
     if ((s = gemvn_xh_pass(b, n, m, xh, d))) return s;
     static const char *const files[] = {"dequant", "matmul_io", "gemv_segs", "matmul_gemvn_cm", NULL};

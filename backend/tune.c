@@ -173,7 +173,7 @@ static zstatus time_kernel(zvk_device *dev, const zcg_kernel *k, const bench *b,
     for (int i = 0; i < b->copies; i++)
         copy_bindings(k, b, i, bind + (size_t)i * (size_t)(b->n + 1));
     double *t = calloc((size_t)reps * 2, sizeof *t);
-    zstatus s = t ? zvk_rig_open(dev, k->name, k->glsl, k->int_dot, bind, (uint32_t)b->n + 1, (uint32_t)b->copies,
+    zstatus s = t ? zvk_rig_open(dev, k->name, k->glsl, k->int_dot ? ZVK_RIG_INT_DOT : 0, bind, (uint32_t)b->n + 1, (uint32_t)b->copies,
                                  (uint32_t)reps * 2, &rig, d)
                   : zdiag_set(d, ZE_NOMEM, "tune: out of memory");
     if (!s) s = record(dev, k, &rig, laps, reps, &c, d);

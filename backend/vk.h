@@ -247,6 +247,7 @@ typedef struct zvk_pipeline_desc {
     const zvk_spec *spec; /* n_spec specialization constants */
     uint32_t n_spec;
     uint32_t subgroup_size; /* 0: the driver's choice; else required (subgroup size control) */
+    bool keep_nv;           /* NV cooperative matrices stay NV where the device has them (no KHR rewrite) */
 } zvk_pipeline_desc;
 
 /* What the driver says about a compiled pipeline, for the cost model.

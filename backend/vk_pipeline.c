@@ -232,6 +232,7 @@ static bool want_khr(const zvk_device *dev, const zvk_pipeline_desc *pd) {
     const char *e = getenv("ZINC_COOPMAT");
     bool nv = e && !strcasecmp(e, "nv") && dev->prof.coopmat_nv;
     bool wg = zspv_coopmat_workgroup_scope(pd->spirv, pd->n_words); /* NV2: KHR types only */
+    nv = nv || (pd->keep_nv && dev->prof.coopmat_nv);
     return (dev->prof.coopmat_khr || !dev->prof.coopmat_nv) && (!nv || wg) &&
            zspv_uses_coopmat_nv(pd->spirv, pd->n_words);
 }

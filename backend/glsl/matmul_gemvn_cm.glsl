@@ -42,6 +42,18 @@
 // Written against GL_NV_cooperative_matrix, as matmul_cm.glsl
 // (spv_coopmat.c rewrites it to KHR where a device has only that).
 //
+// FRAG_A (with Q4_RAW; ZINC_GEMVN_CM_FRAG=1, a measurement): no weight
+// tile in shared memory. Each lane decodes exactly the elements of the A
+// fragments it holds, from the raw blocks in its registers, and writes
+// them into the fragment: products of M16 N8 K16 (two for the 16 token
+// rows, x staged as before), whose A layout zvk_probe_fragmap measured:
+// lane l holds rows l / 4 and l / 4 + 8, columns 2 (l % 4) + {0, 1} and
+// + 8 of a 16 x 16 tile; element i's column moves 8 right with bit
+// FRAG_RIGHT of i and its row 8 down with bit FRAG_DOWN (NVIDIA's driver:
+// 1 and 2), bit 0 the pair. Per step (a q4_K pair of sub-blocks) a lane
+// needs both nibbles of 8 bytes of each of its two rows: the pair's 32
+// bytes and the block's header, three 16-byte loads a row and matrix.
+//
 // Defines: WG (NSG subgroups of SG), NSG, SG, BK (a multiple of 16, K's
 // divisor), NTOK (16), GLU, W*_TYPE/W*_ROWB, SEGS and the segments'
 // (gemv_segs.glsl), B_XH.
@@ -67,7 +79,9 @@ layout(local_size_x = WG) in;
 
 layout(std430, binding = B_XH) readonly buffer XHb { uvec4 xh8[]; };
 
+#if !FRAG_A
 shared uvec4 wt8[NSG * NMAT * 16 * BKP8]; // [subgroup][matrix][row][k / 8]
+#endif
 shared uvec4 red8[NSG * NMAT * 64];      // [subgroup][matrix][row][token / 4]: the sums, fp32
 #ifndef X_GLOBAL
 #define X_GLOBAL 0
@@ -78,6 +92,12 @@ shared uvec4 xs8[NSG * 16 * BKP8]; // [subgroup][token][k / 8]: the step's x til
 
 #ifndef Q4_RAW
 #define Q4_RAW 0
+#endif
+#ifndef FRAG_A
+#define FRAG_A 0
+#endif
+#if FRAG_A && !Q4_RAW
+#error "FRAG_A decodes raw q4_K blocks"
 #endif
 #if Q4_RAW
 // Q4_K raw: lane l of a subgroup owns row l / 2 of the step's tile and the
@@ -98,6 +118,44 @@ void fetch_w(uint n0, uint NS, uint k0, const uint seg, out uvec4 r[NMAT][WRAW])
     uint row = min(n0 + (gl_SubgroupInvocationID >> 1u), NS - 1u); // a tail row repeats the last one
     [[unroll]] for (uint m = 0u; m < NMAT; m++) { W_SLOT(seg, m, Q4_FETCH, row, k0, r[m]) }
 }
+#if FRAG_A
+#define CM_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define CM_B8 fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
+#define CM_C8 fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
+// The step's raw blocks of the lane's two rows (l / 4 and l / 4 + 8), each matrix.
+void fetch_wa(uint n0, uint NS, uint k0, const uint seg, out uvec4 r[NMAT][2][WRAW]) {
+    uint g = gl_SubgroupInvocationID >> 2u;
+    [[unroll]] for (uint h = 0u; h < 2u; h++) {
+        uint row = min(n0 + g + 8u * h, NS - 1u); // a tail row repeats the last one
+        [[unroll]] for (uint m = 0u; m < NMAT; m++) { W_SLOT(seg, m, Q4_FETCH, row, k0, r[m][h]) }
+    }
+}
+// The A fragment of slice kk (K kk*16 .. kk*16+15 of the step) from a
+// matrix's raw blocks: slices 0 and 1 are sub-block 2p (low nibbles of
+// bytes 0-31), 2 and 3 sub-block 2p + 1 (their high nibbles); sc: d * scale
+// and dmin * min of (row half, sub-block).
+CM_A frag_a(uvec4 r[2][WRAW], vec2 sc[2][2], uint kk) {
+    CM_A a;
+    uint q = 2u * (gl_SubgroupInvocationID & 3u), sh = 4u * (kk >> 1u);
+    [[unroll]] for (uint h = 0u; h < 2u; h++)
+        [[unroll]] for (uint c = 0u; c < 2u; c++) {
+            uint jb = (kk & 1u) * 16u + 8u * c + q; // the pair's byte, even
+            uvec4 v = jb < 16u ? r[h][1] : r[h][2];
+            uint w = v[(jb & 15u) >> 2u] >> (8u * (jb & 3u));
+            vec2 s = sc[h][kk >> 1u];
+            uint i = (c << uint(FRAG_RIGHT)) | (h << uint(FRAG_DOWN));
+            a[i] = float16_t(s.x * float((w >> sh) & 0xfu) - s.y);
+            a[i + 1u] = float16_t(s.x * float((w >> (8u + sh)) & 0xfu) - s.y);
+        }
+    return a;
+}
+vec2 q4_scale(uvec4 hd, uint j) {
+    vec2 dm = unpackHalf2x16(hd.x);
+    float sc, mn;
+    k4_scale_min(hd.y, hd.z, hd.w, j, sc, mn);
+    return vec2(dm.x * sc, dm.y * mn);
+}
+#else
 void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
     uint lane = gl_SubgroupInvocationID, h = lane & 1u, row = lane >> 1u;
     uint j = ((k0 & 255u) >> 5u) + h, sh = 4u * h;
@@ -118,6 +176,7 @@ void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
         }
     }
 }
+#endif
 #else
 // Other types: each lane decodes CPL 8-element chunks of each matrix
 // (dequant.glsl's DQ8) when the step is staged; nothing is fetched ahead.
@@ -146,6 +205,9 @@ void fetch_x(uint t0, uint k0, out uvec4 xr[CPL]) {
     }
 }
 
+void sums_out(uint t0, uint nt, uint n0, const uint seg);
+
+#if !FRAG_A
 // Rows n0 .. n0+15 of segment seg, token rows t0 .. t0+nt-1.
 void rows16(uint t0, uint nt, uint n0, const uint seg) {
     uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, NS = seg_rows(seg);
@@ -198,7 +260,14 @@ void rows16(uint t0, uint nt, uint n0, const uint seg) {
     }
     [[unroll]] for (uint m = 0u; m < NMAT; m++) coopMatStoreNV(acc[m], red8, (sg * NMAT + m) * 64u, 4u, false);
     barrier();
-    // output (row r, token t): element r * 16 + t of each subgroup's sums
+    sums_out(t0, nt, n0, seg);
+}
+#endif
+
+// The subgroups' sums, met in shared memory: output (row r, token t) is
+// element r * 16 + t of each subgroup's.
+void sums_out(uint t0, uint nt, uint n0, const uint seg) {
+    uint NS = seg_rows(seg);
     for (uint i = gl_LocalInvocationIndex; i < 256u; i += uint(WG)) {
         uint r = i >> 4u, t = i & 15u, n = n0 + r;
         float v = 0.0;
@@ -218,10 +287,67 @@ void rows16(uint t0, uint nt, uint n0, const uint seg) {
     }
 }
 
+#if FRAG_A
+// rows16 with the weights' fragments decoded in registers (FRAG_A).
+void rows16_frag(uint t0, uint nt, uint n0, const uint seg) {
+    uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, NS = seg_rows(seg);
+    CM_C8 acc[NMAT][2];
+    [[unroll]] for (uint m = 0u; m < NMAT; m++) acc[m][0] = acc[m][1] = CM_C8(0.0);
+    uint KS = uint(K) / uint(BK);
+    uvec4 wr[NMAT][2][WRAW];
+    if (sg < KS) fetch_wa(n0, NS, sg * uint(BK), seg, wr);
+    uvec4 xr[CPL];
+    if (sg < KS) fetch_x(t0, sg * uint(BK), xr);
+    for (uint ks = sg; ks < KS; ks += uint(NSG)) {
+        uint k0 = ks * uint(BK), j = (k0 & 255u) >> 5u;
+        [[unroll]] for (uint i = 0u; i < uint(CPL); i++) {
+            uint c = lane + i * uint(SG), tt = c / uint(BK8), kc = c % uint(BK8);
+            xs8[sg * 16u * uint(BKP8) + tt * uint(BKP8) + kc] = xr[i];
+        }
+        // this step's blocks out of the prefetch registers, the next step's loads in flight
+        uvec4 cur[NMAT][2][WRAW] = wr;
+        if (ks + uint(NSG) < KS) {
+            fetch_wa(n0, NS, k0 + uint(NSG * BK), seg, wr);
+            fetch_x(t0, k0 + uint(NSG * BK), xr);
+        }
+        vec2 sc[NMAT][2][2];
+        [[unroll]] for (uint m = 0u; m < NMAT; m++)
+            [[unroll]] for (uint h = 0u; h < 2u; h++) {
+                sc[m][h][0] = q4_scale(cur[m][h][0], j);
+                sc[m][h][1] = q4_scale(cur[m][h][0], j + 1u);
+            }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+        [[unroll]] for (uint kk = 0u; kk < uint(BK) / 16u; kk++) {
+            CM_B8 b0, b1;
+            // x's 16 K x 8 tokens, twice, column-major: a token's K contiguous
+            coopMatLoadNV(b0, xs8, sg * 16u * uint(BKP8) + 2u * kk, uint(BKP8), true);
+            coopMatLoadNV(b1, xs8, sg * 16u * uint(BKP8) + 8u * uint(BKP8) + 2u * kk, uint(BKP8), true);
+            [[unroll]] for (uint m = 0u; m < NMAT; m++) {
+                CM_A a = frag_a(cur[m], sc[m], kk);
+                acc[m][0] = coopMatMulAddNV(a, b0, acc[m][0]);
+                acc[m][1] = coopMatMulAddNV(a, b1, acc[m][1]);
+            }
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier(); // x's tile is read before the next step overwrites it
+    }
+    [[unroll]] for (uint m = 0u; m < NMAT; m++)
+        [[unroll]] for (uint h = 0u; h < 2u; h++)
+            coopMatStoreNV(acc[m][h], red8, (sg * NMAT + m) * 64u + 2u * h, 4u, false);
+    barrier();
+    sums_out(t0, nt, n0, seg);
+}
+#endif
+
 void main() {
     uint t0 = gl_WorkGroupID.y * uint(NTOK), wg = gl_WorkGroupID.x;
     if (t0 >= step.T) return; // uniform across the workgroup
     uint nt = min(uint(NTOK), step.T - t0);
+#if FRAG_A
+#define ROWS16_OF_WG(w, seg) rows16_frag(t0, nt, (w) * 16u, seg)
+#else
 #define ROWS16_OF_WG(w, seg) rows16(t0, nt, (w) * 16u, seg)
+#endif
     SEG_DISPATCH(wg, ROWS16_OF_WG)
 }

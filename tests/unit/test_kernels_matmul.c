@@ -1323,7 +1323,8 @@ Test(kernels_matmul, gemvn_cm_q8_0_q6_K, .timeout = 300) {
 
 /* The layout of the device's matrix fragments (zvk_probe_fragmap): every
  * element of A, B and C found once, where the device has the matrices;
- * the log says whether it is mma's (what FRAG_MMA kernels assume). */
+ * the log says whether A's is in mma's quads, and in which order (what
+ * FRAG_A kernels assume). */
 Test(kernels_matmul, fragment_layout, .timeout = 60) {
     kh_ctx *k = open_device();
     if (!k->dev.prof.coopmat_nv && !k->dev.prof.coopmat_khr) {
@@ -1351,8 +1352,14 @@ Test(kernels_matmul, fragment_layout, .timeout = 60) {
                 at += snprintf(line + at, sizeof line - (size_t)at, " %d:(%d,%d)", l, m.row[u][l][i], m.col[u][l][i]);
         cr_log_info("fragments of %s: %u a lane; lanes 0-3 hold%s", use[u], m.len[u], line);
     }
-    cr_log_info("fragment layout on %s: %s", k->dev.prof.name,
-                zvk_fragmap_is_mma(&m) ? "mma's (m16n8k16)" : "not mma's: FRAG_MMA kernels stay off");
+    int right, down;
+    bool quads = zvk_fragmap_a_quads(&m, &right, &down);
+    cr_log_info("A's fragments on %s: %s (right bit %d, down bit %d)", k->dev.prof.name,
+                quads ? "in mma's quads" : "not in quads", quads ? right : -1, quads ? down : -1);
+    /* FRAG_A kernels are compiled for NVIDIA's order */
+    if (quads && k->dev.prof.vendor_id == 0x10de)
+        cr_expect(right == ZCG_FRAG_RIGHT_BIT && down == ZCG_FRAG_DOWN_BIT,
+                  "A's element order differs from what FRAG_A kernels are compiled with");
     kh_close(k);
 }
 
