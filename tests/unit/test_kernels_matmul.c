@@ -160,6 +160,19 @@ static kh_ctx *open_device(void) {
     return &k;
 }
 
+/* The device, where it has cooperative matrices; elsewhere (llvmpipe) the
+ * test says what runs on the H200 and skips. */
+static kh_ctx *open_coopmat_device(const char *what) {
+    kh_ctx *k = open_device();
+    if (!k->dev.prof.coopmat_nv && !k->dev.prof.coopmat_khr) {
+        char name[256];
+        snprintf(name, sizeof name, "%s", k->dev.prof.name);
+        kh_close(k);
+        cr_skip_test("%s has no cooperative matrices: %s runs on the H200", name, what);
+    }
+    return k;
+}
+
 /* ---- which nodes, and what they exercise ------------------------------------ */
 
 static bool in_family(const zir_node *n) {
@@ -1264,13 +1277,7 @@ static zir_graph *batch_cm_graph(const gguf_file *f, int rows, ztarget *t) {
  * matrices do not run on llvmpipe: there the test says so and skips; the
  * device calls run it (docs/performance.md). */
 static void check_gemvn_cm(const mspec *m, int rows) {
-    kh_ctx *k = open_device();
-    if (!k->dev.prof.coopmat_nv && !k->dev.prof.coopmat_khr) {
-        char name[256];
-        snprintf(name, sizeof name, "%s", k->dev.prof.name);
-        kh_close(k);
-        cr_skip_test("%s has no cooperative matrices: the tensor-core multi-row GEMV runs on the H200", name);
-    }
+    kh_ctx *k = open_coopmat_device("the tensor-core multi-row GEMV");
     gguf_file *f = open_model(m);
     bool seen[F_COUNT] = {0};
     worst w[MAX_KINDS] = {0};
@@ -1326,13 +1333,7 @@ Test(kernels_matmul, gemvn_cm_q8_0_q6_K, .timeout = 300) {
  * the log says whether A's is in mma's quads, and in which order (what
  * FRAG_A kernels assume). */
 Test(kernels_matmul, fragment_layout, .timeout = 60) {
-    kh_ctx *k = open_device();
-    if (!k->dev.prof.coopmat_nv && !k->dev.prof.coopmat_khr) {
-        char name[256];
-        snprintf(name, sizeof name, "%s", k->dev.prof.name);
-        kh_close(k);
-        cr_skip_test("%s has no cooperative matrices: the fragment probe runs on the H200", name);
-    }
+    kh_ctx *k = open_coopmat_device("the fragment probe");
     zvk_fragmap m;
     zdiag d = {0};
     cr_assert_eq(zvk_probe_fragmap(&k->dev, &m, &d), ZOK, "%s", d.msg);
