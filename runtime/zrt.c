@@ -570,6 +570,7 @@ zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *log
     zstatus s = check_step(r, ph, tokens, n, d);
     if (s) return s;
     write_step(r, tokens, n, logits != NULL);
+    r->steps++; /* whatever the top-k buffer held is stale from here, even if the step fails */
     zvk_cmd c = {0};
     if (ph == ZPLAN_DECODE && r->cur->decode_recorded)
         s = zvk_cmd_submit_wait(&r->dev, &r->cur->decode, d);
@@ -586,7 +587,6 @@ zstatus zrt_run(zrt *r, zplan_phase ph, const int32_t *tokens, int n, float *log
     r->cur->pos += n;
     r->cur->last_T = n;
     r->cur->last_row = n - 1;
-    r->steps++;
     r->cur->top_step = p->topk_buffer ? r->steps : 0;
     r->cur->top_rec = 0;
     return ZOK;
@@ -637,6 +637,7 @@ zstatus zrt_run_batch(zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n
     zstatus s = check_batch(r, seqs, tokens, n, d);
     if (s) return s;
     write_batch_step(r, seqs, tokens, n);
+    r->steps++; /* as in zrt_run */
     if (!r->batch_recorded[n]) { /* the batch dispatches bind every slot: the zrt's own sets */
         zrt_seq *was = r->cur;
         r->cur = &r->main;
@@ -652,7 +653,6 @@ zstatus zrt_run_batch(zrt *r, zrt_seq *const *seqs, const int32_t *tokens, int n
     if (s) return s;
     /* Plans from 1.4 on select every row's top-k, row i into record i. */
     bool top = zplan_batch_top(p);
-    r->steps++;
     for (int i = 0; i < n; i++) {
         zrt_seq *q = seqs[i] ? seqs[i] : &r->main;
         q->pos++;
