@@ -45,6 +45,7 @@ zstatus zcg_topk(const zir_graph *g, const zcg_opts *o, zarena *a, zcg_kernel *o
         return zdiag_set(d, ZE_UNSUPPORTED,
                          "codegen: top-k of %lld logits: at most about 3.6 million fit the merge",
                          (long long)V);
+    int64_t scr_words = 4 + 2 * s.nslice + 2 * s.nslice * ZPLAN_TOPK_CAP;
     const char *defs[] = {"N_VOCAB",  zcg_i64(a, V),
                           "TOPK_K",   zcg_i64(a, ZPLAN_TOPK_K),
                           "TOPK_CAP", zcg_i64(a, ZPLAN_TOPK_CAP),
@@ -54,6 +55,10 @@ zstatus zcg_topk(const zir_graph *g, const zcg_opts *o, zarena *a, zcg_kernel *o
                           "NSLICE",   zcg_i64(a, s.nslice),
                           "REG",      zcg_i64(a, s.reg),
                           "BATCH",    o->batch ? "1" : "0",
+                          /* a row's record and scratch words: the arrival counter, each slice's
+                           * (t_g, c_g) and its list of TOPK_CAP (id, bits) pairs */
+                          "TOPK_WORDS", zcg_i64(a, ZPLAN_TOPK_BYTES / 4),
+                          "SCR_WORDS",  zcg_i64(a, scr_words),
                           NULL};
     const char *files[] = {"topk", NULL};
     /* The batch schedule selects every row, each into its own record and
@@ -64,10 +69,9 @@ zstatus zcg_topk(const zir_graph *g, const zcg_opts *o, zarena *a, zcg_kernel *o
              (long long)s.nslice, o->batch ? "_rows" : "");
     out->bind[0] = (zcg_binding){.value = g->logits};
     out->bind[1] = (zcg_binding){.special = ZCG_BIND_TOPK, .written = true};
-    /* The arrival counter, each slice's (t_g, c_g) and its list of TOPK_CAP
-     * (id, bits) pairs (backend/glsl/topk.glsl). */
+    /* SCR_WORDS a row (backend/glsl/topk.glsl) */
     out->bind[2] = (zcg_binding){
-        .scratch_bytes = 4 * (uint64_t)rows * (uint64_t)(4 + 2 * s.nslice + 2 * s.nslice * ZPLAN_TOPK_CAP),
+        .scratch_bytes = 4 * (uint64_t)rows * (uint64_t)scr_words,
         .written = true};
     if (!(out->glsl = zcg_compose(a, defs, files, o))) return zdiag_set(d, ZE_NOMEM, "out of memory");
     return ZOK;

@@ -27,7 +27,8 @@
 // makes.
 // Defines: N_VOCAB, TOPK_K (a power of two), TOPK_CAP, WG, PER (logits a
 // thread in stage 1), SLICE = WG * PER, NSLICE, REG >= PER and
-// >= NSLICE * TOPK_K / WG, all at most 15 (a nibble counts a digit); BATCH.
+// >= NSLICE * TOPK_K / WG, all at most 15 (a nibble counts a digit); BATCH,
+// TOPK_WORDS and SCR_WORDS (a row's record and scratch).
 
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
@@ -42,8 +43,6 @@ layout(std430, set = 0, binding = 3) coherent buffer Scratch { uint scr[]; };
 #ifndef BATCH
 #define BATCH 0
 #endif
-#define TOPK_WORDS (2u + 2u * uint(TOPK_CAP))
-#define SCR_WORDS (4u + 2u * uint(NSLICE) + 2u * uint(NSLICE) * uint(TOPK_CAP))
 uint tb, sb; // the row's top-k record and scratch
 void put_cand(uint at, uint id, uint bits) {
     topw[tb + 2u + 2u * at] = id;
@@ -233,8 +232,8 @@ void main() {
 #else
     uint r = step.T - 1u; // the step's last row, into record 0
 #endif
-    tb = BATCH != 0 ? r * TOPK_WORDS : 0u;
-    sb = BATCH != 0 ? r * SCR_WORDS : 0u;
+    tb = BATCH != 0 ? r * uint(TOPK_WORDS) : 0u;
+    sb = BATCH != 0 ? r * uint(SCR_WORDS) : 0u;
     uint row = r * uint(N_VOCAB), key[REG], okm = 0u;
     if (lid < 8u) hist[0][lid] = 0u;
     if (lid == 0u) {
