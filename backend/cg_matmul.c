@@ -680,8 +680,19 @@ enum { GEMVN_CM_TOK = 16, GEMVN_CM_BK = 64, GEMVN_CM_NSG = 4 };
 static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b, zdiag *d) {
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    int64_t T = b->o->max_tokens > GEMVN_CM_TOK ? b->o->max_tokens : GEMVN_CM_TOK;
-    T = (T + GEMVN_CM_TOK - 1) / GEMVN_CM_TOK * GEMVN_CM_TOK; /* whole 16-row tiles */
+    /* all q4_K: raw blocks fetched a step ahead (ZINC_GEMVN_CM_RAW=0: DQ8 on staging, to measure) */
+    bool raw = gemv_mode(m) == 12 && zcg_knob("ZINC_GEMVN_CM_RAW", 0, 1, 1);
+    /* the weights' A fragments decoded in registers (ZINC_GEMVN_CM_FRAG=1, a
+     * measurement): the layout zvk_probe_fragmap found on NVIDIA's driver */
+    bool frag = raw && zcg_knob("ZINC_GEMVN_CM_FRAG", 0, 1, 0);
+    /* K permuted in each step so that a quad of lanes reads its rows' bytes
+     * once, straight into A fragments (ZINC_GEMVN_CM_PERM=1; 2 decodes in
+     * fp32): the same layout */
+    int64_t perm = raw && !frag ? zcg_knob("ZINC_GEMVN_CM_PERM", 0, 2, 0) : 0;
+    /* with PERM_K a plan of 8 rows or fewer takes products of 8 token columns */
+    int64_t ntok = perm && b->o->max_tokens <= 8 ? 8 : GEMVN_CM_TOK;
+    int64_t T = b->o->max_tokens > ntok ? b->o->max_tokens : ntok;
+    T = (T + ntok - 1) / ntok * ntok; /* whole tiles of token rows */
     int xh = zcg_bind(b, "B_XH", NULL, false, (uint64_t)T * (uint64_t)m->K * 2u);
     /* subgroups splitting K (ZINC_GEMVN_CM_NSG, to measure), as many as
      * their tiles fit shared memory: 16 rows of each matrix and 16 of x,
@@ -689,29 +700,27 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
     int64_t nsg = zcg_knob("ZINC_GEMVN_CM_NSG", 1, 16, GEMVN_CM_NSG), nmat = m->glu ? 2 : 1;
     while (nsg > 1 && nsg * (16 * (GEMVN_CM_BK / 8 + 1) * 16 * (nmat + 1) + nmat * 1024) > b->o->target->smem_bytes)
         nsg /= 2;
-    const int64_t v[] = {GEMVN_CM_TOK, nsg * ZCG_CM_SG, nsg, ZCG_CM_SG, GEMVN_CM_BK};
+    const int64_t v[] = {ntok, nsg * ZCG_CM_SG, nsg, ZCG_CM_SG, GEMVN_CM_BK};
     const char *const names[] = {"NTOK", "WG", "NSG", "SG", "BK"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
     b->k->groups[0] = m->n_seg ? konst(seg_groups(b, m, 16), 1) : konst(m->N, 16);
-    b->k->groups[1] = per_token(1, GEMVN_CM_TOK);
+    b->k->groups[1] = per_token(1, ntok);
     b->k->groups[2] = konst(1, 1);
     bool xg = zcg_knob("ZINC_GEMVN_CM_XG", 0, 1, 0); /* x fragments from the buffer: a measurement */
     if (xg) zcg_def_i(b, "X_GLOBAL", 1);
-    /* all q4_K: raw blocks fetched a step ahead (ZINC_GEMVN_CM_RAW=0: DQ8 on staging, to measure) */
-    bool raw = gemv_mode(m) == 12 && zcg_knob("ZINC_GEMVN_CM_RAW", 0, 1, 1);
     if (raw) zcg_def_i(b, "Q4_RAW", 1);
-    /* the weights' A fragments decoded in registers (ZINC_GEMVN_CM_FRAG=1, a
-     * measurement): the layout zvk_probe_fragmap found on NVIDIA's driver */
-    bool frag = raw && zcg_knob("ZINC_GEMVN_CM_FRAG", 0, 1, 0);
-    if (frag) zcg_def_i(b, "FRAG_A", 1), zcg_def_i(b, "FRAG_RIGHT", ZCG_FRAG_RIGHT_BIT),
+    if (frag || perm) zcg_def_i(b, frag ? "FRAG_A" : "PERM_K", 1), zcg_def_i(b, "FRAG_RIGHT", ZCG_FRAG_RIGHT_BIT),
         zcg_def_i(b, "FRAG_DOWN", ZCG_FRAG_DOWN_BIT);
+    if (perm == 2) zcg_def_i(b, "PERM_F32", 1);
     mm_name(b, "gemvn", m,
-            zarena_printf(b->a, "_t%d_cm16k%d%s%s%s%s", GEMVN_CM_TOK, GEMVN_CM_BK, raw ? "r" : "", frag ? "f" : "", xg ? "xg" : "",
+            zarena_printf(b->a, "_t%lld_cm16k%d%s%s%s%s%s", (long long)ntok, GEMVN_CM_BK, raw ? "r" : "",
+                          frag ? "f" : "", perm ? (perm == 2 ? "p32" : "p") : "", xg ? "xg" : "",
                           nsg != GEMVN_CM_NSG ? zarena_printf(b->a, "s%lld", (long long)nsg) : ""));
     if ((s = gemvn_xh_pass(b, n, m, xh, d))) return s;
     static const char *const files[] = {"dequant", "matmul_io", "gemv_segs", "matmul_gemvn_cm", NULL};
-    return zcg_build(b, files, n, d);
+    static const char *const files_perm[] = {"dequant", "matmul_io", "gemv_segs", "perm_q4k", "matmul_gemvn_cm", NULL};
+    return zcg_build(b, perm ? files_perm : files, n, d);
 }
 
 /* A batch step's rows (o->gemv_rows, the cost model's choice), or a

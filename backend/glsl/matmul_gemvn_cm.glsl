@@ -81,7 +81,7 @@ layout(local_size_x = WG) in;
 
 layout(std430, binding = B_XH) readonly buffer XHb { uvec4 xh8[]; };
 
-#if !FRAG_A
+#if !FRAG_A && !PERM_K
 shared uvec4 wt8[NSG * NMAT * 16 * BKP8]; // [subgroup][matrix][row][k / 8]
 #endif
 shared uvec4 red8[NSG * NMAT * 64];      // [subgroup][matrix][row][token / 4]: the sums, fp32
@@ -89,8 +89,9 @@ shared uvec4 red8[NSG * NMAT * 64];      // [subgroup][matrix][row][token / 4]: 
 #define X_GLOBAL 0
 #endif
 #if !X_GLOBAL
-shared uvec4 xs8[NSG * 16 * BKP8]; // [subgroup][token][k / 8]: the step's x tile
+shared uvec4 xs8[NSG * NTOK * BKP8]; // [subgroup][token][k / 8]: the step's x tile (PERM_K: K permuted)
 #endif
+#define XPL (NTOK * BK8 / SG) /* x's 16-byte vectors a lane stages a step */
 
 #ifndef Q4_RAW
 #define Q4_RAW 0
@@ -98,8 +99,11 @@ shared uvec4 xs8[NSG * 16 * BKP8]; // [subgroup][token][k / 8]: the step's x til
 #ifndef FRAG_A
 #define FRAG_A 0
 #endif
-#if FRAG_A && !Q4_RAW
-#error "FRAG_A decodes raw q4_K blocks"
+#ifndef PERM_K
+#define PERM_K 0
+#endif
+#if (FRAG_A || PERM_K) && !Q4_RAW
+#error "FRAG_A and PERM_K decode raw q4_K blocks"
 #endif
 #if Q4_RAW
 // Q4_K raw: lane l of a subgroup owns row l / 2 of the step's tile and the
@@ -124,6 +128,18 @@ void fetch_w(uint n0, uint NS, uint k0, const uint seg, out uvec4 r[NMAT][WRAW])
 #define CM_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define CM_B8 fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
 #define CM_C8 fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
+#endif
+#if PERM_K
+// The step's raw bytes of the lane's two rows (l / 4 and l / 4 + 8), each matrix.
+void fetch_pk(uint n0, uint NS, uint k0, const uint seg, out PK4 r[NMAT][2]) {
+    uint g = gl_SubgroupInvocationID >> 2u;
+    [[unroll]] for (uint h = 0u; h < 2u; h++) {
+        uint row = min(n0 + g + 8u * h, NS - 1u); // a tail row repeats the last one
+        [[unroll]] for (uint m = 0u; m < NMAT; m++) { W_SLOT(seg, m, PK_FETCH, row, k0, r[m][h]) }
+    }
+}
+#endif
+#if FRAG_A
 // The step's raw blocks of the lane's two rows (l / 4 and l / 4 + 8), each matrix.
 void fetch_wa(uint n0, uint NS, uint k0, const uint seg, out uvec4 r[NMAT][2][WRAW]) {
     uint g = gl_SubgroupInvocationID >> 2u;
@@ -157,7 +173,7 @@ vec2 q4_scale(uvec4 hd, uint j) {
     k4_scale_min(hd.y, hd.z, hd.w, j, sc, mn);
     return vec2(dm.x * sc, dm.y * mn);
 }
-#else
+#elif !PERM_K
 void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
     uint lane = gl_SubgroupInvocationID, h = lane & 1u, row = lane >> 1u;
     uint j = ((k0 & 255u) >> 5u) + h, sh = 4u * h;
@@ -198,10 +214,10 @@ void stage_w_dq(uint k0, uint base, uint n0, uint NS, const uint seg) {
 }
 #endif
 
-// x's tile of a step: 16 token rows x BK, CPL 16-byte vectors a lane (rows
-// past the step's feed only columns that are never stored).
-void fetch_x(uint t0, uint k0, out uvec4 xr[CPL]) {
-    [[unroll]] for (uint i = 0u; i < uint(CPL); i++) {
+// x's tile of a step: NTOK token rows x BK, XPL 16-byte vectors a lane
+// (rows past the step's feed only columns that are never stored).
+void fetch_x(uint t0, uint k0, out uvec4 xr[XPL]) {
+    [[unroll]] for (uint i = 0u; i < uint(XPL); i++) {
         uint c = gl_SubgroupInvocationID + i * uint(SG), tt = c / uint(BK8), kc = c % uint(BK8);
         xr[i] = xh8[(t0 + tt) * (uint(K) / 8u) + k0 / 8u + kc];
     }
@@ -209,7 +225,7 @@ void fetch_x(uint t0, uint k0, out uvec4 xr[CPL]) {
 
 void sums_out(uint t0, uint nt, uint n0, const uint seg);
 
-#if !FRAG_A
+#if !FRAG_A && !PERM_K
 // Rows n0 .. n0+15 of segment seg, token rows t0 .. t0+nt-1.
 void rows16(uint t0, uint nt, uint n0, const uint seg) {
     uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, NS = seg_rows(seg);
@@ -220,7 +236,7 @@ void rows16(uint t0, uint nt, uint n0, const uint seg) {
     uvec4 wr[NMAT][WRAW];
     if (sg < KS) fetch_w(n0, NS, sg * uint(BK), seg, wr);
 #endif
-    uvec4 xr[CPL];
+    uvec4 xr[XPL];
     if (sg < KS) fetch_x(t0, sg * uint(BK), xr);
     for (uint ks = sg; ks < KS; ks += uint(NSG)) {
         uint k0 = ks * uint(BK);
@@ -230,7 +246,7 @@ void rows16(uint t0, uint nt, uint n0, const uint seg) {
         stage_w_dq(k0, base, n0, NS, seg);
 #endif
 #if !X_GLOBAL
-        [[unroll]] for (uint i = 0u; i < uint(CPL); i++) {
+        [[unroll]] for (uint i = 0u; i < uint(XPL); i++) {
             uint c = lane + i * uint(SG), tt = c / uint(BK8), kc = c % uint(BK8);
             xs8[sg * 16u * uint(BKP8) + tt * uint(BKP8) + kc] = xr[i];
         }
@@ -298,11 +314,11 @@ void rows16_frag(uint t0, uint nt, uint n0, const uint seg) {
     uint KS = uint(K) / uint(BK);
     uvec4 wr[NMAT][2][WRAW];
     if (sg < KS) fetch_wa(n0, NS, sg * uint(BK), seg, wr);
-    uvec4 xr[CPL];
+    uvec4 xr[XPL];
     if (sg < KS) fetch_x(t0, sg * uint(BK), xr);
     for (uint ks = sg; ks < KS; ks += uint(NSG)) {
         uint k0 = ks * uint(BK), j = (k0 & 255u) >> 5u;
-        [[unroll]] for (uint i = 0u; i < uint(CPL); i++) {
+        [[unroll]] for (uint i = 0u; i < uint(XPL); i++) {
             uint c = lane + i * uint(SG), tt = c / uint(BK8), kc = c % uint(BK8);
             xs8[sg * 16u * uint(BKP8) + tt * uint(BKP8) + kc] = xr[i];
         }
@@ -342,12 +358,65 @@ void rows16_frag(uint t0, uint nt, uint n0, const uint seg) {
 }
 #endif
 
+#if PERM_K
+// rows16 with K permuted inside each step (PERM_K, perm_q4k.glsl says
+// how): no weight tile in shared memory, x's tile staged in the permuted
+// order.
+#define NB8 (NTOK / 8) /* the products' 8-token halves */
+void rows16_perm(uint t0, uint nt, uint n0, const uint seg) {
+    uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, NS = seg_rows(seg);
+    CM_C8 acc[NMAT][NB8];
+    [[unroll]] for (uint m = 0u; m < NMAT; m++)
+        [[unroll]] for (uint u = 0u; u < uint(NB8); u++) acc[m][u] = CM_C8(0.0);
+    uint KS = uint(K) / uint(BK), xb = sg * uint(NTOK) * uint(BKP8);
+    PK4 wr[NMAT][2];
+    uvec4 xr[XPL];
+    if (sg < KS) {
+        fetch_pk(n0, NS, sg * uint(BK), seg, wr);
+        fetch_x(t0, sg * uint(BK), xr);
+    }
+    for (uint ks = sg; ks < KS; ks += uint(NSG)) {
+        uint k0 = ks * uint(BK), j = (k0 & 255u) >> 5u;
+        // x's tile in the permuted order: slice s's pairs q and q + 4 at
+        // 16-byte vector 2s and 2s + 1, component q
+        [[unroll]] for (uint i = 0u; i < uint(XPL); i++) {
+            uint c = lane + i * uint(SG), tt = c / uint(BK8), kc = c % uint(BK8);
+            PK_STAGE_X(xs8, xb + tt * uint(BKP8), kc, xr[i])
+        }
+        PK4 cur[NMAT][2] = wr;
+        if (ks + uint(NSG) < KS) { // the next step's loads, in flight while this one multiplies
+            fetch_pk(n0, NS, k0 + uint(NSG * BK), seg, wr);
+            fetch_x(t0, k0 + uint(NSG * BK), xr);
+        }
+        CM_A a[NMAT][4];
+        [[unroll]] for (uint m = 0u; m < NMAT; m++) pk_frags(cur[m], j, a[m]);
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+        [[unroll]] for (uint kk = 0u; kk < 4u; kk++)
+            [[unroll]] for (uint u = 0u; u < uint(NB8); u++) {
+                CM_B8 b; // x's 16 K x 8 tokens, column-major: a token's K contiguous
+                coopMatLoadNV(b, xs8, xb + 8u * u * uint(BKP8) + 2u * kk, uint(BKP8), true);
+                [[unroll]] for (uint m = 0u; m < NMAT; m++) acc[m][u] = coopMatMulAddNV(a[m][kk], b, acc[m][u]);
+            }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier(); // x's tile is read before the next step overwrites it
+    }
+    [[unroll]] for (uint m = 0u; m < NMAT; m++)
+        [[unroll]] for (uint u = 0u; u < uint(NB8); u++)
+            coopMatStoreNV(acc[m][u], red8, (sg * NMAT + m) * 64u + 2u * u, 4u, false);
+    barrier();
+    sums_out(t0, nt, n0, seg);
+}
+#endif
+
 void main() {
     uint t0 = gl_WorkGroupID.y * uint(NTOK), wg = gl_WorkGroupID.x;
     if (t0 >= step.T) return; // uniform across the workgroup
     uint nt = min(uint(NTOK), step.T - t0);
 #if FRAG_A
 #define ROWS16_OF_WG(w, seg) rows16_frag(t0, nt, (w) * 16u, seg)
+#elif PERM_K
+#define ROWS16_OF_WG(w, seg) rows16_perm(t0, nt, (w) * 16u, seg)
 #else
 #define ROWS16_OF_WG(w, seg) rows16(t0, nt, (w) * 16u, seg)
 #endif
