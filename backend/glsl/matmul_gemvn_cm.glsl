@@ -377,8 +377,7 @@ void rows16_perm(uint t0, uint nt, uint n0, const uint seg) {
     }
     for (uint ks = sg; ks < KS; ks += uint(NSG)) {
         uint k0 = ks * uint(BK), j = (k0 & 255u) >> 5u;
-        // x's tile in the permuted order: slice s's pairs q and q + 4 at
-        // 16-byte vector 2s and 2s + 1, component q
+        // x's tile in the permuted order
         [[unroll]] for (uint i = 0u; i < uint(XPL); i++) {
             uint c = lane + i * uint(SG), tt = c / uint(BK8), kc = c % uint(BK8);
             PK_STAGE_X(xs8, xb + tt * uint(BKP8), kc, xr[i])

@@ -1,6 +1,6 @@
 // perm_q4k.glsl: Q4_K weights decoded straight into the A fragments of
 // 16 x 16 x 16 products, with K permuted inside each step of 64 (one pair
-// of sub-blocks); for matmul_gemvn_cm.glsl (PERM_K) and matmul_cmp.glsl.
+// of sub-blocks); for matmul_gemvn_cm.glsl (PERM_K), and meant for the prefill GEMM too.
 // Needs CM_A, FRAG_RIGHT and FRAG_DOWN (the layout zvk_probe_fragmap
 // measured), PERM_F32, and dequant.glsl's wquad, wpair and k4_scale_min.
 //
@@ -17,7 +17,7 @@
 // nibbles that a mask puts in a word's halves are one fp16 pair:
 //   element (kk, c) = 32 (kk >> 1) + 8q + 4 (kk & 1) + (0, 2, 1, 3)[e],
 //   q = (c & 7) >> 1, e = (c & 1) | ((c >> 3) << 1).
-// x (the B side) is staged in that order (pk_stage_x).
+// x (the B side) is staged in that order (PK_STAGE_X).
 //
 // PERM_F32 decodes in fp32, bit for bit as dequant.glsl (a nibble in the
 // mantissa of 2^23, less 2^23: float() of an integer is a slow
@@ -61,7 +61,7 @@ void pk_frags(PK4 r[2], uint j, out CM_A a[4]) {
         k4_scale_min(r[h].hd.y, r[h].hd.z, r[h].hd.w, j + 1u, sc1, mn1);
         [[unroll]] for (uint kk = 0u; kk < 4u; kk++) {
             uint w = (kk & 1u) == 0u ? r[h].qv.x : r[h].qv.y, sh = 4u * (kk >> 1u);
-            float s = (kk >> 1u) == 0u ? dm.x * sc0 : dm.x * sc1, o = (kk >> 1u) == 0u ? dm.y * mn0 : dm.y * mn1;
+            float scf = (kk >> 1u) == 0u ? sc0 : sc1, o = dm.y * ((kk >> 1u) == 0u ? mn0 : mn1);
             uint lo = (w >> sh) & 0x000f000fu, hi = (w >> (sh + 8u)) & 0x000f000fu; // e = 0, 1 and 2, 3
             uint i0 = h << uint(FRAG_DOWN), i2 = i0 | (1u << uint(FRAG_RIGHT));
 #if PERM_F32
@@ -71,6 +71,7 @@ void pk_frags(PK4 r[2], uint j, out CM_A a[4]) {
             float f1 = uintBitsToFloat((lo >> 16u) | 0x4b000000u) - 8388608.0;
             float f2 = uintBitsToFloat((hi & 0xfu) | 0x4b000000u) - 8388608.0;
             float f3 = uintBitsToFloat((hi >> 16u) | 0x4b000000u) - 8388608.0;
+            float s = dm.x * scf;
             a[kk][i0] = float16_t(s * f0 - o);
             a[kk][i0 + 1u] = float16_t(s * f1 - o);
             a[kk][i2] = float16_t(s * f2 - o);
@@ -79,7 +80,6 @@ void pk_frags(PK4 r[2], uint j, out CM_A a[4]) {
             // fp16: scale * q is an exact integer (<= 945), d an fp16 of
             // the block, so only dmin * min is rounded before the fma's
             // one rounding
-            float scf = (kk >> 1u) == 0u ? sc0 : sc1;
             f16vec2 sc2 = f16vec2(float16_t(scf)), d2 = f16vec2(float16_t(dm.x)), o2 = f16vec2(float16_t(-o));
             f16vec2 m2 = f16vec2(float16_t(1024.0));
             f16vec2 v01 = fma(d2, (unpackFloat2x16(lo | 0x64006400u) - m2) * sc2, o2);
