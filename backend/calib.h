@@ -64,8 +64,8 @@ zstatus zvk_probe_fragmap(zvk_device *dev, zvk_fragmap *m, zdiag *d);
  * holds rows l / 4 and l / 4 + 8, columns 2 (l % 4) + {0, 1} and + 8;
  * element i's bit 0 picks the pair's column, bit *right_bit 8 further
  * right, bit *down_bit 8 further down (NVIDIA's driver 580: 1 and 2, run
- * 62). What matmul_gemvn_cm.glsl's FRAG_A assumes (ZCG_FRAG_RIGHT_BIT,
- * ZCG_FRAG_DOWN_BIT). */
+ * 62). What kernels that write fragment elements
+ * themselves assume (ztarget.frag_right, frag_down). */
 bool zvk_fragmap_a_quads(const zvk_fragmap *m, int *right_bit, int *down_bit);
 
 #endif

@@ -684,11 +684,12 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
     bool raw = gemv_mode(m) == 12 && zcg_knob("ZINC_GEMVN_CM_RAW", 0, 1, 1);
     /* the weights' A fragments decoded in registers (ZINC_GEMVN_CM_FRAG=1, a
      * measurement): the layout zvk_probe_fragmap found on NVIDIA's driver */
-    bool frag = raw && zcg_knob("ZINC_GEMVN_CM_FRAG", 0, 1, 0);
+    const ztarget *t = b->o->target;
+    bool frag = raw && t->frag_right && zcg_knob("ZINC_GEMVN_CM_FRAG", 0, 1, 0);
     /* K permuted in each step so that a quad of lanes reads its rows' bytes
      * once, straight into A fragments (ZINC_GEMVN_CM_PERM=1; 2 decodes in
-     * fp32): the same layout */
-    int64_t perm = raw && !frag ? zcg_knob("ZINC_GEMVN_CM_PERM", 0, 2, 0) : 0;
+     * fp32): the same layout (the target's, where it is known) */
+    int64_t perm = raw && !frag && t->frag_right ? zcg_knob("ZINC_GEMVN_CM_PERM", 0, 2, 0) : 0;
     /* with PERM_K a plan of 8 rows or fewer takes products of 8 token columns */
     int64_t ntok = perm && b->o->max_tokens <= 8 ? 8 : GEMVN_CM_TOK;
     int64_t T = b->o->max_tokens > ntok ? b->o->max_tokens : ntok;
@@ -710,8 +711,8 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
     bool xg = zcg_knob("ZINC_GEMVN_CM_XG", 0, 1, 0); /* x fragments from the buffer: a measurement */
     if (xg) zcg_def_i(b, "X_GLOBAL", 1);
     if (raw) zcg_def_i(b, "Q4_RAW", 1);
-    if (frag || perm) zcg_def_i(b, frag ? "FRAG_A" : "PERM_K", 1), zcg_def_i(b, "FRAG_RIGHT", ZCG_FRAG_RIGHT_BIT),
-        zcg_def_i(b, "FRAG_DOWN", ZCG_FRAG_DOWN_BIT);
+    if (frag || perm) zcg_def_i(b, frag ? "FRAG_A" : "PERM_K", 1), zcg_def_i(b, "FRAG_RIGHT", t->frag_right),
+        zcg_def_i(b, "FRAG_DOWN", t->frag_down);
     if (perm == 2) zcg_def_i(b, "PERM_F32", 1);
     mm_name(b, "gemvn", m,
             zarena_printf(b->a, "_t%lld_cm16k%d%s%s%s%s%s", (long long)ntok, GEMVN_CM_BK, raw ? "r" : "",
@@ -938,6 +939,43 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const zcg_cm *c
     return zcg_build(b, files, n, d);
 }
 
+/* The prefill GEMM with K permuted (matmul_cmp.glsl: the weights' A
+ * fragments decoded in registers, no weight tile in shared memory), for
+ * matmuls whose weights are all Q4_K, where the target's fragment layout
+ * is known (ztarget.frag_right). ZINC_CM_PERM=1 (fp16 decode) or
+ * 2 (fp32): a measurement until the device says; ZINC_CMP_LAYOUT=bm,nsg
+ * and ZINC_CMP_MFIRST=1 (token tiles along x) to measure others. */
+static int cm_perm(const zcg_builder *b, const zir_node *n, const mm_match *m) {
+    if (!m->first->attr.mm_f16 || m->n_seg || gemv_mode(m) != 12 || m->K % 64 || prefill_logits(b, n)) return 0;
+    const ztarget *t = b->o->target;
+    if (!t->coopmat || t->subgroup != ZCG_CM_SG || !t->frag_right) return 0;
+    return (int)zcg_knob("ZINC_CM_PERM", 0, 2, 0);
+}
+
+static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, zcg_builder *b, zdiag *d) {
+    zstatus s = mm_bindings(b, n, m, d);
+    if (s) return s;
+    int bm = 64, nsg = 4;
+    const char *e = getenv("ZINC_CMP_LAYOUT");
+    int w0, w1;
+    if (e && sscanf(e, "%d,%d", &w0, &w1) == 2 && w0 >= 16 && w0 <= 256 && w0 % 16 == 0 && w1 >= 1 && w1 <= 16)
+        bm = w0, nsg = w1;
+    int mfirst = (int)zcg_knob("ZINC_CMP_MFIRST", 0, 1, 0);
+    const ztarget *t = b->o->target;
+    const int64_t v[] = {bm, nsg, ZCG_CM_SG, nsg * ZCG_CM_SG, mfirst, t->frag_right, t->frag_down};
+    const char *const names[] = {"BM", "NSG", "SG", "WG", "MFIRST", "FRAG_RIGHT", "FRAG_DOWN"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        zcg_def_i(b, names[i], v[i]);
+    if (perm == 2) zcg_def_i(b, "PERM_F32", 1);
+    b->k->groups[mfirst] = konst(m->N, 16 * nsg);
+    b->k->groups[!mfirst] = per_token(1, bm);
+    b->k->groups[2] = konst(1, 1);
+    mm_name(b, "gemm", m,
+            zarena_printf(b->a, "_cmp%dx%d%s%s", bm, 16 * nsg, perm == 2 ? "p32" : "", mfirst ? "m" : ""));
+    static const char *const files[] = {"dequant", "matmul_io", "perm_q4k", "matmul_cmp", NULL};
+    return zcg_build(b, files, n, d);
+}
+
 /* How an MLP kernel is laid out: TT tokens per workgroup, the intermediate
  * cut into NSPLIT slices of SLICE rows. */
 typedef struct mlp_cfg {
@@ -1043,6 +1081,8 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     /* prefill: a matmul of few rows that the cost model sent to the GEMV */
     if (m.first->attr.mm_gemv) return gen_gemvn(n, &m, 0, &b, d);
     if (m.n_seg) return bad(n, "a horizontal GEMV runs in decode or as a batch step's multi-row GEMV", d);
+    int perm = cm_perm(&b, n, &m);
+    if (perm) return gen_gemm_cmp(n, &m, perm, &b, d);
     zcg_cm c = zcg_cm_default(&b, m.glu != NULL, m.K, prefill_logits(&b, n), 0);
     return use_coopmat(&b, &m, &c) ? gen_gemm_cm(n, &m, &c, &b, d) : gen_gemm(n, &m, &b, d);
 }

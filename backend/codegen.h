@@ -40,9 +40,6 @@ static inline int64_t zcg_affine_eval(zcg_affine f, int64_t T) {
 
 /* Bindings that are neither a value nor scratch. */
 enum { ZCG_BIND_TOPK = 1 /* the plan's top-k candidates buffer */ };
-/* The order of an A fragment's elements that FRAG_A kernels assume
- * (matmul_gemvn_cm.glsl): NVIDIA's driver 580, probed (zvk_fragmap_a_quads). */
-enum { ZCG_FRAG_RIGHT_BIT = 1, ZCG_FRAG_DOWN_BIT = 2 };
 
 typedef struct zcg_binding {
     const zir_value *value; /* NULL: per-dispatch scratch of scratch_bytes, or a special buffer */

@@ -12,7 +12,9 @@
 void zvk_target_from_profile(const zvk_profile *p, ztarget *t, char *name_buf, size_t n);
 
 /* Opens the instance, selects the device (request: an index as text, or
- * NULL for $ZINC_DEVICE or the default), reads its profile and fills t. */
+ * NULL for $ZINC_DEVICE or the default), reads its profile and fills t;
+ * where it has matrix units, runs zvk_probe_fragmap for t->frag_right and
+ * frag_down (0 where A's fragments are not in mma's quads). */
 zstatus zvk_target_from_device(const char *request, ztarget *t, zvk_profile *prof, char *name_buf, size_t n,
                                zdiag *d);
 

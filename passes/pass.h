@@ -61,6 +61,12 @@ typedef struct ztarget {
      * depends on the step's rows, so it pays at full batches and costs at
      * one row (measured). 0: never; ZINC_BATCH_CM=1/0 overrides it. */
     int batch_gemv_cm_rows;
+    /* Where A's 16 x 16 fp16 fragments are in mma's quads (lane l: rows
+     * l / 4 and + 8, columns 2 (l % 4) + {0, 1} and + 8), the element bits
+     * that move 8 right and 8 down (zvk_fragmap_a_quads); 0: unknown, and
+     * no kernel that writes fragment elements itself (PERM_K, FRAG_A) is
+     * compiled. The live device's are probed (zvk_target_from_device). */
+    int frag_right, frag_down;
     int act_bytes;         /* bytes per element of activations kept in VRAM (2: fp16) */
     /* Decode streams the weights once per token; how fast depends on the
      * kernel's shape, so each family has its measured fraction of

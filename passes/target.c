@@ -61,6 +61,9 @@ static const ztarget targets[] = {
       * 83.9, 603.2, 1121.4 with the GEMVs on the matrix units (the same
       * 16-column products at any row count) */
      .batch_gemv_cm_rows = 16,
+     /* NVIDIA's driver 580 (H100 and H200, run 62) */
+     .frag_right = 1,
+     .frag_down = 2,
      .act_bytes = 2,
      /* run 39, zinc bench --profile of the Qwen3-8B shape's decode step
       * (docs/performance.md, session 12): its GEMVs took 2975 us for the

@@ -313,13 +313,7 @@ void fetch(uint m0, uint n0, uint k0, uint T) {
         uint i = tid + r * uint(PT);
         uint t = m0 + i / uint(BK / 8), kk = k0 + (i % uint(BK / 8)) * 8u;
 #if X_RAW
-        uvec4 v = uvec4(0u);
-        if (i < uint(XV) && t < T) {
-            uint o = (XROW(t) * uint(K) + kk) >> 2u;
-            f16vec4 a = xin4[o], b = xin4[o + 1u];
-            v = uvec4(packFloat2x16(a.xy), packFloat2x16(a.zw), packFloat2x16(b.xy), packFloat2x16(b.zw));
-        }
-        xr[r] = v;
+        xr[r] = i < uint(XV) && t < T ? x8_halves(XROW(t) * uint(K) + kk) : uvec4(0u);
 #else
         [[unroll]] for (uint h = 0u; h < 2u; h++) {
             vec4 v = vec4(0.0);
@@ -409,11 +403,8 @@ void stage(uint buf, uint k0) {
         vec4 v0 = xr[r][0], v1 = xr[r][1];
 #if HAS_NORM
         uint k8 = k0 + (i % uint(BK / 8)) * 8u;
-        float sc = sc_s[m];
-        v0 = v0 * sc * vec4(DQ1(WQ_NW, NW_TYPE, k8), DQ1(WQ_NW, NW_TYPE, k8 + 1u), DQ1(WQ_NW, NW_TYPE, k8 + 2u),
-                            DQ1(WQ_NW, NW_TYPE, k8 + 3u));
-        v1 = v1 * sc * vec4(DQ1(WQ_NW, NW_TYPE, k8 + 4u), DQ1(WQ_NW, NW_TYPE, k8 + 5u),
-                            DQ1(WQ_NW, NW_TYPE, k8 + 6u), DQ1(WQ_NW, NW_TYPE, k8 + 7u));
+        v0 = x4_normed(v0, sc_s[m], k8);
+        v1 = x4_normed(v1, sc_s[m], k8 + 4u);
 #endif
         xs8[buf * uint(XS_LEN) + m * uint(BKP8) + i % uint(BK / 8)] = uvec4(pack4(v0), pack4(v1));
 #endif

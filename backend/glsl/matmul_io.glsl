@@ -38,6 +38,22 @@ void load_x8(uint off, out float xv[8]) {
     vec4 a = vec4(xin4[off >> 2u]), b = vec4(xin4[(off >> 2u) + 1u]);
     xv = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
 }
+#ifdef ACT_F16
+// x[o8 .. o8+7] (o8 % 8 == 0) as four fp16 pairs, bit for bit.
+uvec4 x8_halves(uint o8) {
+    f16vec4 a = xin4[o8 >> 2u], b = xin4[(o8 >> 2u) + 1u];
+    return uvec4(packFloat2x16(a.xy), packFloat2x16(a.zw), packFloat2x16(b.xy), packFloat2x16(b.zw));
+}
+#endif
+#if HAS_NORM
+// x[k .. k+3] of a row (v), times the row's 1 / rms (sc) and the norm weight.
+vec4 x4_normed(vec4 v, float sc, uint k) {
+    return v * sc *
+           vec4(DQ1(WQ_NW, NW_TYPE, k), DQ1(WQ_NW, NW_TYPE, k + 1u), DQ1(WQ_NW, NW_TYPE, k + 2u),
+                DQ1(WQ_NW, NW_TYPE, k + 3u));
+}
+#endif
+
 // x[xo + k0 .. +7] times the norm weight (HAS_NORM; ss += x.x of the raw
 // values), and sum += the 8 results. Needs dequant.glsl (the norm weight).
 void x8_normed(uint xo, uint k0, out float v[8], inout float ss, inout float sum) {

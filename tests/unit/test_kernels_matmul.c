@@ -141,7 +141,7 @@ static zir_graph *compile(const gguf_file *f, const ztarget *t, zpass_phase ph) 
 }
 
 /* A target profile limited to what the test device really has. */
-static ztarget device_target(const kh_ctx *k, const char *name) {
+static ztarget device_target(kh_ctx *k, const char *name) {
     const ztarget *t = ztarget_find(name);
     cr_assert_not_null(t);
     ztarget r = *t;
@@ -150,6 +150,13 @@ static ztarget device_target(const kh_ctx *k, const char *name) {
      * target run on the scalar GEMM, which rounds its operands the same way. */
     r.coopmat = r.coopmat && (k->dev.prof.coopmat_nv || k->dev.prof.coopmat_khr);
     r.int_dot = r.int_dot && k->dev.prof.int_dot;
+    /* the device's own fragment order, as zincc --target device probes it */
+    r.frag_right = r.frag_down = 0;
+    zvk_fragmap fm;
+    zdiag d = {0};
+    int right, down;
+    if (r.coopmat && zvk_probe_fragmap(&k->dev, &fm, &d) == ZOK && zvk_fragmap_a_quads(&fm, &right, &down))
+        r.frag_right = right, r.frag_down = down;
     return r;
 }
 
@@ -1357,10 +1364,12 @@ Test(kernels_matmul, fragment_layout, .timeout = 60) {
     bool quads = zvk_fragmap_a_quads(&m, &right, &down);
     cr_log_info("A's fragments on %s: %s (right bit %d, down bit %d)", k->dev.prof.name,
                 quads ? "in mma's quads" : "not in quads", quads ? right : -1, quads ? down : -1);
-    /* FRAG_A kernels are compiled for NVIDIA's order */
+    /* the h200 profile names NVIDIA's order (plans compiled for it offline) */
+    const ztarget *h = ztarget_find("h200");
     if (quads && k->dev.prof.vendor_id == 0x10de)
-        cr_expect(right == ZCG_FRAG_RIGHT_BIT && down == ZCG_FRAG_DOWN_BIT,
-                  "A's element order differs from what FRAG_A kernels are compiled with");
+        cr_expect(right == h->frag_right && down == h->frag_down,
+                  "A's element order differs from the h200 profile's (frag_right %d, frag_down %d)", h->frag_right,
+                  h->frag_down);
     kh_close(k);
 }
 
@@ -1409,6 +1418,7 @@ Test(kernels_matmul, gemvn_cm_compiles_and_rewrites, .timeout = 300) {
  * (f16), with fp32 and fp16 activations (fp16 x with no norm is staged as
  * bit copies), compiles with shaderc, passes the validator, and takes the
  * NV to KHR rewrite with no NV left. */
+static int n_cmp; /* of them, matmul_cmp.glsl's (K permuted) */
 static int compile_cm_kernels(const mspec *m, bool act_f16) {
     gguf_file *f = open_model(m);
     zir_graph *g = compile(f, ztarget_find("h200"), ZPH_PREFILL);
@@ -1424,6 +1434,7 @@ static int compile_cm_kernels(const mspec *m, bool act_f16) {
         if (strstr(kn.name, "_cm")) {
             check_spirv(a, &kn, true, act_f16 ? " (fp16 x)" : "");
             built++;
+            n_cmp += strstr(kn.name, "_cmp") != NULL;
         }
         zarena_free(a);
     }
@@ -1438,4 +1449,19 @@ Test(kernels_matmul, tensor_core_kernels_compile_and_rewrite, .timeout = 300) {
         for (int f16 = 0; f16 < 2; f16++)
             cr_expect_gt(compile_cm_kernels(&MODELS[models[i]], f16), 2, "%s: too few tensor-core kernels",
                          MODELS[models[i]].label);
+}
+
+/* The prefill GEMM with K permuted (ZINC_CM_PERM, off by default): its
+ * q4_K matmuls, gate+up among them, with the fp16 and the fp32 decode and
+ * fp32 and fp16 x, compile, validate and take the KHR rewrite. It runs on
+ * the H200 (kernels_matmul/q4_k_m* with ZINC_CM_PERM set). */
+Test(kernels_matmul, perm_gemm_compiles_and_rewrites, .timeout = 300) {
+    for (int perm = 1; perm <= 2; perm++) {
+        setenv("ZINC_CM_PERM", perm == 1 ? "1" : "2", 1);
+        n_cmp = 0;
+        for (int f16 = 0; f16 < 2; f16++)
+            compile_cm_kernels(&MODELS[M_Q4_K_M], f16);
+        cr_expect_gt(n_cmp, 2, "ZINC_CM_PERM=%d: %d permuted GEMMs", perm, n_cmp);
+    }
+    unsetenv("ZINC_CM_PERM");
 }
