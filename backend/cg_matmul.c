@@ -720,7 +720,7 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
                           nsg != GEMVN_CM_NSG ? zarena_printf(b->a, "s%lld", (long long)nsg) : ""));
     if ((s = gemvn_xh_pass(b, n, m, xh, d))) return s;
     static const char *const files[] = {"dequant", "matmul_io", "gemv_segs", "matmul_gemvn_cm", NULL};
-    static const char *const files_perm[] = {"dequant", "matmul_io", "gemv_segs", "perm_q4k", "matmul_gemvn_cm", NULL};
+    static const char *const files_perm[] = {"dequant", "matmul_io", "gemv_segs", "perm_k", "matmul_gemvn_cm", NULL};
     return zcg_build(b, perm ? files_perm : files, n, d);
 }
 
@@ -793,7 +793,7 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, zcg_builder *b, zd
     int tile = n->op == ZOP_KERNEL && n->kp.token_tile > 0 ? n->kp.token_tile : t->prefill_tile;
     int bm = tile <= 16 ? 16 : tile <= 32 ? 32 : 64;
     while (bm > 16 && gemm_smem(bm) > t->smem_bytes)
-        bm /= 2;
+        bm -= 16;
     if (gemm_smem(bm) > t->smem_bytes)
         return zdiag_set(d, ZE_UNSUPPORTED,
                          "codegen: '%s': a 16-token GEMM tile needs %u B of shared memory, %s has %u",
@@ -946,7 +946,10 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const zcg_cm *c
  * 2 (fp32): a measurement until the device says; ZINC_CMP_LAYOUT=bm,nsg
  * and ZINC_CMP_MFIRST=1 (token tiles along x) to measure others. */
 static int cm_perm(const zcg_builder *b, const zir_node *n, const mm_match *m) {
-    if (!m->first->attr.mm_f16 || m->n_seg || gemv_mode(m) != 12 || m->K % 64 || prefill_logits(b, n)) return 0;
+    /* Q6_K in the weight-layout pass's planes (8-byte aligned fields), one matrix */
+    bool q6 = gemv_mode(m) == 14 && !m->glu && m->first->in[1]->layout == ZWL_Q6_PLANES;
+    if (!m->first->attr.mm_f16 || m->n_seg || (gemv_mode(m) != 12 && !q6) || m->K % 128 || prefill_logits(b, n))
+        return 0;
     const ztarget *t = b->o->target;
     if (!t->coopmat || t->subgroup != ZCG_CM_SG || !t->frag_right) return 0;
     return (int)zcg_knob("ZINC_CM_PERM", 0, 2, 0);
@@ -962,6 +965,10 @@ static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, zcg_
         bm = w0, nsg = w1;
     int mfirst = (int)zcg_knob("ZINC_CMP_MFIRST", 0, 1, 0);
     const ztarget *t = b->o->target;
+    /* two x tiles of BM tokens x one step (64, Q6_K 128), padded, in shared memory */
+    int bk = m->first->in[1]->dtype == ZT_Q6_K ? 128 : 64;
+    while (bm > 16 && (uint32_t)(2 * bm * (bk / 8 + 1) * 16) > t->smem_bytes)
+        bm -= 16;
     const int64_t v[] = {bm, nsg, ZCG_CM_SG, nsg * ZCG_CM_SG, mfirst, t->frag_right, t->frag_down};
     const char *const names[] = {"BM", "NSG", "SG", "WG", "MFIRST", "FRAG_RIGHT", "FRAG_DOWN"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
@@ -972,7 +979,7 @@ static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, zcg_
     b->k->groups[2] = konst(1, 1);
     mm_name(b, "gemm", m,
             zarena_printf(b->a, "_cmp%dx%d%s%s", bm, 16 * nsg, perm == 2 ? "p32" : "", mfirst ? "m" : ""));
-    static const char *const files[] = {"dequant", "matmul_io", "perm_q4k", "matmul_cmp", NULL};
+    static const char *const files[] = {"dequant", "matmul_io", "perm_k", "matmul_cmp", NULL};
     return zcg_build(b, files, n, d);
 }
 

@@ -1,6 +1,6 @@
 // matmul_cmp.glsl: prefill y[T, N] = x[T, K] . W[N, K]^T for Q4_K weights
-// on the matrix units, with K permuted inside each step of 64
-// (perm_q4k.glsl): the weights are the A side of the products, decoded
+// (or Q6_K planes, one matrix) on the matrix units, with K permuted inside
+// each step of 64 (Q6_K 128; perm_k.glsl): the weights are the A side of the products, decoded
 // by each lane from the bytes it loaded straight into its fragments, and
 // never pass through shared memory. (matmul_cm.glsl, the general prefill
 // GEMM, stages a decoded weight tile in shared memory a step: run 29
@@ -9,7 +9,7 @@
 // A workgroup owns BM tokens and NSG x 16 weight rows (of each matrix:
 // gate and up with GLU). Subgroup s owns 16 of the rows and all BM
 // tokens: its sums are NMAT x (BM / 16) fragments of 16 rows x 16 tokens.
-// Each step of 64, every invocation stages its share of x's BM x 64 tile
+// Each step, every invocation stages its share of x's BM x 64 tile
 // in the permuted order (PK_STAGE_X: normalized on the way with HAS_NORM)
 // into one of two buffers, one workgroup barrier, then each subgroup
 // loads its rows' raw bytes of the next step (and x's next chunks) while
@@ -26,10 +26,10 @@
 // Operands fp16, sums fp32, as matmul_cm.glsl (the mm-f16 pass marks the
 // matmuls; the interpreter rounds the same way). PERM_F32 decodes the
 // weights in fp32 (bit for bit dequant.glsl's value, then rounded);
-// without it in fp16 arithmetic (perm_q4k.glsl says what rounds).
+// without it in fp16 arithmetic (perm_k.glsl says what rounds).
 //
-// Defines: BM (a multiple of 16), NSG, SG, WG = NSG * SG, GLU, W0_ROWB
-// (and W1_ROWB; both Q4_K), HAS_NORM, MFIRST (token tiles along x, so
+// Defines: BM (a multiple of 16), NSG, SG, WG = NSG * SG, GLU, W0_TYPE
+// (12, or 14 in planes without GLU), W0_ROWB (and W1_ROWB, Q4_K), HAS_NORM, MFIRST (token tiles along x, so
 // the workgroups that read one weight tile run together), PERM_F32,
 // FRAG_RIGHT, FRAG_DOWN (zvk_probe_fragmap's layout).
 
@@ -41,9 +41,21 @@ layout(local_size_x = WG) in;
 #define NMAT 1u
 #endif
 #define CM_C fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#if W0_TYPE == 14
+#define Q6 1
+#define BK 128
+#define PKW PK6
+#else
+#define Q6 0
 #define BK 64
-#define BK8 8              /* a step's 16-byte vectors of a token row */
-#define BKP8 9             /* padded */
+#define PKW PK4
+#endif
+#if Q6 && GLU
+#error "Q6_K planes take one matrix"
+#endif
+#define NSL (BK / 16)      /* a step's slices of 16 */
+#define BK8 (BK / 8)       /* a step's 16-byte vectors of a token row */
+#define BKP8 (BK8 + 1)     /* padded */
 #define FT (BM / 16)       /* token fragments */
 #define XV (BM * BK8)      /* the x tile's 16-byte vectors a step */
 #define XPT ((XV + WG - 1) / WG)
@@ -102,11 +114,15 @@ void stage_x(uint buf, uint k0) {
 
 // The step's raw bytes of the lane's two rows (l / 4 and l / 4 + 8 of the
 // subgroup's 16), each matrix; a row past N repeats the last one.
-void fetch_w(uint r0, uint k0, out PK4 r[NMAT][2]) {
+void fetch_w(uint r0, uint k0, out PKW r[NMAT][2]) {
     uint g = gl_SubgroupInvocationID >> 2u;
     [[unroll]] for (uint h = 0u; h < 2u; h++) {
         uint row = min(r0 + g + 8u * h, uint(N) - 1u);
+#if Q6
+        PK6_FETCH(WQ_W0, 14, W0_ROWB, row, k0, r[0][h]);
+#else
         PK_FETCH(WQ_W0, 12, W0_ROWB, row, k0, r[0][h]);
+#endif
 #if GLU
         PK_FETCH(WQ_W1, 12, W1_ROWB, row, k0, r[1][h]);
 #endif
@@ -133,22 +149,26 @@ void main() {
     CM_C acc[NMAT][FT];
     [[unroll]] for (uint m = 0u; m < NMAT; m++)
         [[unroll]] for (uint u = 0u; u < uint(FT); u++) acc[m][u] = CM_C(0.0);
-    PK4 wr[NMAT][2];
+    PKW wr[NMAT][2];
     fetch_w(r0, 0u, wr);
     fetch_x(m0, 0u, T);
     uint KS = uint(K) / uint(BK);
     for (uint ks = 0u; ks < KS; ks++) {
-        uint k0 = ks * uint(BK), buf = ks & 1u, j = (k0 & 255u) >> 5u;
+        uint k0 = ks * uint(BK), buf = ks & 1u;
         stage_x(buf, k0);
-        PK4 cur[NMAT][2] = wr;
+        PKW cur[NMAT][2] = wr;
         barrier();
         if (ks + 1u < KS) { // the next step's loads, in flight while this one multiplies
             fetch_w(r0, k0 + uint(BK), wr);
             fetch_x(m0, k0 + uint(BK), T);
         }
-        CM_A a[NMAT][4];
-        [[unroll]] for (uint m = 0u; m < NMAT; m++) pk_frags(cur[m], j, a[m]);
-        [[unroll]] for (uint kk = 0u; kk < 4u; kk++)
+        CM_A a[NMAT][NSL];
+#if Q6
+        pk6_frags(cur[0], k0 >> 8u, a[0]);
+#else
+        [[unroll]] for (uint m = 0u; m < NMAT; m++) pk_frags(cur[m], (k0 & 255u) >> 5u, a[m]);
+#endif
+        [[unroll]] for (uint kk = 0u; kk < uint(NSL); kk++)
             [[unroll]] for (uint u = 0u; u < uint(FT); u++) {
                 CM_A b; // x's 16 K x 16 tokens, column-major: a token's K contiguous
                 coopMatLoadNV(b, xs8, buf * uint(XS_LEN) + 16u * u * uint(BKP8) + 2u * kk, uint(BKP8), true);

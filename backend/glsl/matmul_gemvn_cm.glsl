@@ -359,7 +359,7 @@ void rows16_frag(uint t0, uint nt, uint n0, const uint seg) {
 #endif
 
 #if PERM_K
-// rows16 with K permuted inside each step (PERM_K, perm_q4k.glsl says
+// rows16 with K permuted inside each step (PERM_K, perm_k.glsl says
 // how): no weight tile in shared memory, x's tile staged in the permuted
 // order.
 #define NB8 (NTOK / 8) /* the products' 8-token halves */

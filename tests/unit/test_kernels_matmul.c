@@ -1452,16 +1452,20 @@ Test(kernels_matmul, tensor_core_kernels_compile_and_rewrite, .timeout = 300) {
 }
 
 /* The prefill GEMM with K permuted (ZINC_CM_PERM, off by default): its
- * q4_K matmuls, gate+up among them, with the fp16 and the fp32 decode and
- * fp32 and fp16 x, compile, validate and take the KHR rewrite. It runs on
- * the H200 (kernels_matmul/q4_k_m* with ZINC_CM_PERM set). */
+ * q4_K matmuls, gate+up among them, and its q6_K planes, with the fp16 and
+ * the fp32 decode and fp32 and fp16 x, compile, validate and take the KHR
+ * rewrite. It runs on the H200 (kernels_matmul/q4_k_m* and
+ * kernels_matmul/q6_K_planes with ZINC_CM_PERM set). */
 Test(kernels_matmul, perm_gemm_compiles_and_rewrites, .timeout = 300) {
     for (int perm = 1; perm <= 2; perm++) {
         setenv("ZINC_CM_PERM", perm == 1 ? "1" : "2", 1);
         n_cmp = 0;
         for (int f16 = 0; f16 < 2; f16++)
             compile_cm_kernels(&MODELS[M_Q4_K_M], f16);
-        cr_expect_gt(n_cmp, 2, "ZINC_CM_PERM=%d: %d permuted GEMMs", perm, n_cmp);
+        cr_expect_gt(n_cmp, 2, "ZINC_CM_PERM=%d: %d permuted q4_K GEMMs", perm, n_cmp);
+        n_cmp = 0;
+        compile_cm_kernels(&Q6_PLANES, false);
+        cr_expect_geq(n_cmp, 2, "ZINC_CM_PERM=%d: %d permuted GEMMs of q6_K planes", perm, n_cmp);
     }
     unsetenv("ZINC_CM_PERM");
 }

@@ -1,6 +1,8 @@
-// perm_q4k.glsl: Q4_K weights decoded straight into the A fragments of
-// 16 x 16 x 16 products, with K permuted inside each step of 64 (one pair
-// of sub-blocks); for matmul_gemvn_cm.glsl (PERM_K), and meant for the prefill GEMM too.
+// perm_k.glsl: Q4_K weights (and Q6_K in the weight-layout pass's
+// planes) decoded straight into the A fragments of 16 x 16 x 16 products,
+// with K permuted inside each step of 64 (one pair of Q4_K sub-blocks) or
+// 128 (half a Q6_K block); for matmul_gemvn_cm.glsl (PERM_K) and
+// matmul_cmp.glsl (the prefill GEMM).
 // Needs CM_A, FRAG_RIGHT and FRAG_DOWN (the layout zvk_probe_fragmap
 // measured), PERM_F32, and dequant.glsl's wquad, wpair and k4_scale_min.
 //
@@ -93,8 +95,73 @@ void pk_frags(PK4 r[2], uint j, out CM_A a[4]) {
     }
 }
 
+// Q6_K planes (dequant.glsl's <slot>_Q6P: a row's quant nibbles, 128
+// bytes a block, then its high bits, 64, its scales, 16, and its d's),
+// steps of 128, half a block, the same permutation over 8 slices: quarter
+// P = kk >> 1 of the half (elements 32 P .. 32 P + 31) is the low (P < 2)
+// or high nibble of quant bytes 32 (P & 1) .. + 31 and bits 2 P of high-bit
+// bytes 0 .. 31, scale 2 P + (l / 16) of the half's 8 (ggml's
+// dequantize_row_q6_K). Lane q loads bytes 8q .. 8q+7 of both quant runs
+// and of the high bits, the half's 8 scales and the block's d: element
+// (kk, c) = 32 (kk >> 1) + 8q + 4 (kk & 1) + (0, 2, 1, 3)[e], as Q4_K's
+// formula over 8 slices, so PK_STAGE_X stages x for it unchanged.
+struct PK6 {
+    uvec2 ql0, ql1, qh, sc;
+    uint dw;
+};
+void pk6_fetch(const uint which, uint rowb, uint row, uint k0, out PK6 r) {
+    uint off = row * rowb, nb = rowb / 210u, j = k0 >> 8u, h = (k0 >> 7u) & 1u;
+    uint q8 = 8u * (gl_SubgroupInvocationID & 3u);
+    r.ql0 = wpair(which, (off + 128u * j + 64u * h + q8) >> 3u);
+    r.ql1 = wpair(which, (off + 128u * j + 64u * h + 32u + q8) >> 3u);
+    r.qh = wpair(which, (off + 128u * nb + 64u * j + 32u * h + q8) >> 3u);
+    r.sc = wpair(which, (off + 192u * nb + 16u * j + 8u * h) >> 3u);
+    r.dw = wword(which, (off + 208u * nb + 2u * j) >> 2u);
+}
+#define PK6_FETCH(which, ty, rowb, row, k0, r) pk6_fetch(which, uint(rowb), row, k0, r)
+
+// One matrix's eight A fragments of a Q6_K step (block j), with
+// dequant.glsl's arithmetic, (d * scale) * (q - 32): in fp32 with
+// PERM_F32, else d * scale rounded to fp16 times the exact q - 32 (no
+// offset to cancel against, as Q4_K's dmin * min).
+void pk6_frags(PK6 r[2], uint j, out CM_A a[8]) {
+    uint qs = (gl_SubgroupInvocationID & 3u) >> 1u;
+    [[unroll]] for (uint h = 0u; h < 2u; h++) {
+        float d = unpackHalf2x16(r[h].dw >> (16u * (j & 1u))).x;
+        [[unroll]] for (uint p = 0u; p < 4u; p++) {
+            uint sb = qs + 2u * p;
+            float ds = d * float(bitfieldExtract(int(sb < 4u ? r[h].sc.x : r[h].sc.y), int(8u * (sb & 3u)), 8));
+            uvec2 w = (p & 1u) == 0u ? r[h].ql0 : r[h].ql1;
+            [[unroll]] for (uint wi = 0u; wi < 2u; wi++) {
+                uint kk = 2u * p + wi;
+                uint q = ((w[wi] >> (4u * (p >> 1u))) & 0x0f0f0f0fu) | (((r[h].qh[wi] >> (2u * p)) & 0x03030303u) << 4u);
+                uint lo = q & 0x00ff00ffu, hi = (q >> 8u) & 0x00ff00ffu; // e = 0, 1 and 2, 3
+                uint i0 = h << uint(FRAG_DOWN), i2 = i0 | (1u << uint(FRAG_RIGHT));
+#if PERM_F32
+                float f0 = uintBitsToFloat((lo & 0xffu) | 0x4b000000u) - 8388640.0; // 2^23 + 32
+                float f1 = uintBitsToFloat((lo >> 16u) | 0x4b000000u) - 8388640.0;
+                float f2 = uintBitsToFloat((hi & 0xffu) | 0x4b000000u) - 8388640.0;
+                float f3 = uintBitsToFloat((hi >> 16u) | 0x4b000000u) - 8388640.0;
+                a[kk][i0] = float16_t(ds * f0);
+                a[kk][i0 + 1u] = float16_t(ds * f1);
+                a[kk][i2] = float16_t(ds * f2);
+                a[kk][i2 + 1u] = float16_t(ds * f3);
+#else
+                f16vec2 ds2 = f16vec2(float16_t(ds)), m2 = f16vec2(float16_t(1056.0)); // 1024 + 32
+                f16vec2 v01 = ds2 * (unpackFloat2x16(lo | 0x64006400u) - m2);
+                f16vec2 v23 = ds2 * (unpackFloat2x16(hi | 0x64006400u) - m2);
+                a[kk][i0] = v01.x;
+                a[kk][i0 + 1u] = v01.y;
+                a[kk][i2] = v23.x;
+                a[kk][i2 + 1u] = v23.y;
+#endif
+            }
+        }
+    }
+}
+
 // An 8-element chunk of x (natural order, fp16 pairs in v) into a staged
-// row in the permuted order: chunk kc (0 .. 7) of a step is slices
+// row in the permuted order: chunk kc (0 .. 7, Q6_K 0 .. 15) of a step is slices
 // 2 (kc >> 2) and 2 (kc >> 2) + 1, their pairs q = kc & 3 (elements 0 and
 // 2) and q + 4 (1 and 3), at 16-byte vectors 2s and 2s + 1 of the row.
 #define PK_STAGE_X(arr, row0, kc, v)                                                                         \
