@@ -941,10 +941,15 @@ static zstatus gen_gemm_cm(const zir_node *n, const mm_match *m, const zcg_cm *c
 
 /* The prefill GEMM with K permuted (matmul_cmp.glsl: the weights' A
  * fragments decoded in registers, no weight tile in shared memory), for
- * matmuls whose weights are all Q4_K, where the target's fragment layout
- * is known (ztarget.frag_right). ZINC_CM_PERM=1 (fp16 decode) or
- * 2 (fp32): a measurement until the device says; ZINC_CMP_LAYOUT=bm,nsg
- * and ZINC_CMP_MFIRST=1 (token tiles along x) to measure others. */
+ * matmuls whose weights are all Q4_K or one matrix of Q6_K planes, where
+ * the target's fragment layout is known (ztarget.frag_right) and its
+ * cm_perm asks: 2 decodes in fp32, 1 in fp16 (ZINC_CM_PERM=0/1/2
+ * overrides). 128 tokens a workgroup (fewer where shared memory asks:
+ * Q6_K's 128-wide steps take 80), 4 subgroups of 16 rows each: on the
+ * H100 (run 68) the 2-layer 8B-wide step's gate+up took 1101.7 us with
+ * them, 1377.1 with 64 (token tiles first), 1734.3 with the staged tiles;
+ * the 8B's pp512 +14.5 %. ZINC_CMP_LAYOUT=bm,nsg and ZINC_CMP_MFIRST=1
+ * (token tiles along x: a tie on the 8B, run 68) measure others. */
 static int cm_perm(const zcg_builder *b, const zir_node *n, const mm_match *m) {
     /* Q6_K in the weight-layout pass's planes (8-byte aligned fields), one matrix */
     bool q6 = gemv_mode(m) == 14 && !m->glu && m->first->in[1]->layout == ZWL_Q6_PLANES;
@@ -952,13 +957,13 @@ static int cm_perm(const zcg_builder *b, const zir_node *n, const mm_match *m) {
         return 0;
     const ztarget *t = b->o->target;
     if (!t->coopmat || t->subgroup != ZCG_CM_SG || !t->frag_right) return 0;
-    return (int)zcg_knob("ZINC_CM_PERM", 0, 2, 0);
+    return (int)zcg_knob("ZINC_CM_PERM", 0, 2, t->cm_perm);
 }
 
 static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, zcg_builder *b, zdiag *d) {
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    int bm = 64, nsg = 4;
+    int bm = 128, nsg = 4;
     const char *e = getenv("ZINC_CMP_LAYOUT");
     int w0, w1;
     if (e && sscanf(e, "%d,%d", &w0, &w1) == 2 && w0 >= 16 && w0 <= 256 && w0 % 16 == 0 && w1 >= 1 && w1 <= 16)

@@ -67,6 +67,12 @@ typedef struct ztarget {
      * no kernel that writes fragment elements itself (PERM_K, FRAG_A) is
      * compiled. The live device's are probed (zvk_target_from_device). */
     int frag_right, frag_down;
+    /* Prefill GEMMs of Q4_K weights (and Q6_K planes) with K permuted
+     * (matmul_cmp.glsl: each lane decodes its A fragments from the bytes it
+     * loaded; no weight tile in shared memory), where frag_right is known:
+     * 0 never, 1 decoding in fp16 (past the fp16 tolerance for Q4_K, run
+     * 67: a measurement), 2 in fp32. Measured; ZINC_CM_PERM overrides. */
+    int cm_perm;
     int act_bytes;         /* bytes per element of activations kept in VRAM (2: fp16) */
     /* Decode streams the weights once per token; how fast depends on the
      * kernel's shape, so each family has its measured fraction of

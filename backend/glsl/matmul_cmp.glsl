@@ -23,14 +23,21 @@
 // lane finishes elements: the SwiGLU of gate and up with GLU, then
 // matmul_io.glsl's epilogue (residual, bias, unary).
 //
+// Measured (run 68, H100; cg_matmul.c's cm_perm): the 2-layer 8B-wide
+// prefill step's gate+up 1101.7 us (2 calls) at BM 128, against 1734.3
+// with the staged tiles; the 8B's pp512 7060 -> 8084 tok/s (llama.cpp
+// 10594 in the same call). 250-255 registers a lane at BM 128.
+//
 // Operands fp16, sums fp32, as matmul_cm.glsl (the mm-f16 pass marks the
 // matmuls; the interpreter rounds the same way). PERM_F32 decodes the
-// weights in fp32 (bit for bit dequant.glsl's value, then rounded);
-// without it in fp16 arithmetic (perm_k.glsl says what rounds).
+// weights in fp32 (bit for bit dequant.glsl's value, then rounded: the
+// default); without it in fp16 arithmetic (perm_k.glsl says what rounds:
+// past the fp16 tolerance for Q4_K in run 67, a measurement only).
 //
 // Defines: BM (a multiple of 16), NSG, SG, WG = NSG * SG, GLU, W0_TYPE
-// (12, or 14 in planes without GLU), W0_ROWB (and W1_ROWB, Q4_K), HAS_NORM, MFIRST (token tiles along x, so
-// the workgroups that read one weight tile run together), PERM_F32,
+// (12, or 14 in planes without GLU), W0_ROWB (and W1_ROWB, Q4_K),
+// HAS_NORM, MFIRST (token tiles along x, so the workgroups that read one
+// weight tile run together), PERM_F32,
 // FRAG_RIGHT, FRAG_DOWN (zvk_probe_fragmap's layout).
 
 layout(local_size_x = WG) in;

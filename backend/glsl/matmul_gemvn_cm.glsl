@@ -361,7 +361,10 @@ void rows16_frag(uint t0, uint nt, uint n0, const uint seg) {
 #if PERM_K
 // rows16 with K permuted inside each step (PERM_K, perm_k.glsl says
 // how): no weight tile in shared memory, x's tile staged in the permuted
-// order.
+// order. Measured (run 67, H100, the 8B's --parallel 16 plan): slower
+// than the staged tiles, 1441 against 1531 tok/s in all at 16 streams
+// (gate+up 3277 against 3154 us a step), and its fp16 decode past the
+// fp16 tolerance (fp32 passes); so it stays a measurement.
 #define NB8 (NTOK / 8) /* the products' 8-token halves */
 void rows16_perm(uint t0, uint nt, uint n0, const uint seg) {
     uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, NS = seg_rows(seg);
