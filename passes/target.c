@@ -64,9 +64,9 @@ static const ztarget targets[] = {
      /* NVIDIA's driver 580 (H100 and H200, run 62) */
      .frag_right = 1,
      .frag_down = 2,
-     /* run 68 (H100, the 8B's pp512, same call): 7060 tok/s with the
-      * staged weight tiles, 8084 with K permuted (fp32 decode, 128-token
-      * tiles); llama.cpp 10594 */
+     /* run 68 (H100, the 8B's pp512, two rounds of one call): 7066 and
+      * 7053 tok/s with the staged weight tiles, 8074 and 8094 with K
+      * permuted (fp32 decode, 128-token tiles); llama.cpp 10597 and 10590 */
      .cm_perm = 2,
      .act_bytes = 2,
      /* run 39, zinc bench --profile of the Qwen3-8B shape's decode step

@@ -1,15 +1,15 @@
 // matmul_cmp.glsl: prefill y[T, N] = x[T, K] . W[N, K]^T for Q4_K weights
 // (or Q6_K planes, one matrix) on the matrix units, with K permuted inside
-// each step of 64 (Q6_K 128; perm_k.glsl): the weights are the A side of the products, decoded
-// by each lane from the bytes it loaded straight into its fragments, and
-// never pass through shared memory. (matmul_cm.glsl, the general prefill
+// each step of BK = 64 (Q6_K 128; perm_k.glsl): the weights are the A side
+// of the products, decoded by each lane from the bytes it loaded straight
+// into its fragments, and never pass through shared memory. (matmul_cm.glsl, the general prefill
 // GEMM, stages a decoded weight tile in shared memory a step: run 29
 // measured that staging at 1094 of gate+up's 1735 us.)
 //
 // A workgroup owns BM tokens and NSG x 16 weight rows (of each matrix:
 // gate and up with GLU). Subgroup s owns 16 of the rows and all BM
 // tokens: its sums are NMAT x (BM / 16) fragments of 16 rows x 16 tokens.
-// Each step, every invocation stages its share of x's BM x 64 tile
+// Each step, every invocation stages its share of x's BM x BK tile
 // in the permuted order (PK_STAGE_X: normalized on the way with HAS_NORM)
 // into one of two buffers, one workgroup barrier, then each subgroup
 // loads its rows' raw bytes of the next step (and x's next chunks) while
@@ -25,8 +25,9 @@
 //
 // Measured (run 68, H100; cg_matmul.c's cm_perm): the 2-layer 8B-wide
 // prefill step's gate+up 1101.7 us (2 calls) at BM 128, against 1734.3
-// with the staged tiles; the 8B's pp512 7060 -> 8084 tok/s (llama.cpp
-// 10594 in the same call). 250-255 registers a lane at BM 128.
+// with the staged tiles; the 8B's pp512 7066 and 7053 -> 8074 and 8094
+// tok/s in two rounds (llama.cpp 10597 and 10590 in the same call).
+// 250-255 registers a lane at BM 128.
 //
 // Operands fp16, sums fp32, as matmul_cm.glsl (the mm-f16 pass marks the
 // matmuls; the interpreter rounds the same way). PERM_F32 decodes the
@@ -94,7 +95,8 @@ void fetch_x(uint m0, uint k0, uint T) {
 #if X_RAW
         xr[r] = in_t ? x8_halves(t * uint(K) + kk) : uvec4(0u);
 #else
-        [[unroll]] for (uint h = 0u; h < 2u; h++) xr[r][h] = in_t ? vec4(xin4[(t * uint(K) + kk + 4u * h) >> 2u]) : vec4(0.0);
+        [[unroll]] for (uint h = 0u; h < 2u; h++)
+            xr[r][h] = in_t ? vec4(xin4[(t * uint(K) + kk + 4u * h) >> 2u]) : vec4(0.0);
 #endif
     }
 }

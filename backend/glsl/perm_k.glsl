@@ -134,7 +134,8 @@ void pk6_frags(PK6 r[2], uint j, out CM_A a[8]) {
             uvec2 w = (p & 1u) == 0u ? r[h].ql0 : r[h].ql1;
             [[unroll]] for (uint wi = 0u; wi < 2u; wi++) {
                 uint kk = 2u * p + wi;
-                uint q = ((w[wi] >> (4u * (p >> 1u))) & 0x0f0f0f0fu) | (((r[h].qh[wi] >> (2u * p)) & 0x03030303u) << 4u);
+                uint q = ((w[wi] >> (4u * (p >> 1u))) & 0x0f0f0f0fu) |
+                         (((r[h].qh[wi] >> (2u * p)) & 0x03030303u) << 4u); // six bits a byte
                 uint lo = q & 0x00ff00ffu, hi = (q >> 8u) & 0x00ff00ffu; // e = 0, 1 and 2, 3
                 uint i0 = h << uint(FRAG_DOWN), i2 = i0 | (1u << uint(FRAG_RIGHT));
 #if PERM_F32
