@@ -1469,3 +1469,42 @@ Test(kernels_matmul, perm_gemm_compiles_and_rewrites, .timeout = 300) {
     }
     unsetenv("ZINC_CM_PERM");
 }
+
+/* Which prefill GEMM the target's facts choose: the h200 profile (its
+ * fragment order known, cm_perm 2) puts q4_K matmuls on the permuted GEMM
+ * with the fp32 decode; the same target with an unknown fragment order
+ * (a device whose probe found no quads) keeps the staged tiles, whatever
+ * ZINC_CM_PERM asks. */
+static int count_names(const ztarget *t, const char *what) {
+    gguf_file *f = open_model(&MODELS[M_Q4_K_M]);
+    zir_graph *g = compile(f, ztarget_find("h200"), ZPH_PREFILL);
+    zcg_opts o = {.target = t, .phase = ZPH_PREFILL, .max_tokens = 512};
+    int n = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        if (!in_family(g->nodes[i])) continue;
+        zarena *a = zarena_new();
+        zcg_kernel kn;
+        zdiag d = {0};
+        cr_assert_eq(zcg_node(g, g->nodes[i], &o, a, &kn, &d), ZOK, "'%s': %s", g->nodes[i]->out->name, d.msg);
+        n += strstr(kn.name, what) != NULL;
+        zarena_free(a);
+    }
+    zir_graph_free(g);
+    gguf_close(f);
+    return n;
+}
+
+Test(kernels_matmul, permuted_gemm_needs_the_fragment_order, .timeout = 120) {
+    ztarget t = *ztarget_find("h200");
+    cr_expect_geq(count_names(&t, "_cmp"), 2,
+                  "the h200 profile's q4_K GEMMs (gate+up and a projection) are not the permuted form");
+    cr_expect_eq(count_names(&t, "_cmp"), count_names(&t, "p32"), "the permuted GEMMs must decode in fp32");
+    t.frag_right = t.frag_down = 0;
+    setenv("ZINC_CM_PERM", "2", 1);
+    cr_expect_eq(count_names(&t, "_cmp"), 0, "a permuted GEMM was compiled for an unknown fragment order");
+    unsetenv("ZINC_CM_PERM");
+    t = *ztarget_find("h200");
+    t.cm_perm = 0;
+    cr_expect_eq(count_names(&t, "_cmp"), 0, "cm_perm 0 still gave permuted GEMMs");
+    cr_expect_gt(count_names(&t, "_cm"), 2, "cm_perm 0 left no staged tensor-core GEMM");
+}
