@@ -6,7 +6,9 @@
 # decode, 128- and 80-token tiles). First its kernel tests on the driver
 # (that form has run in benchmarks only, run 68), then the 8B's and the
 # 9B's pp512 beside llama.cpp, two alternated rounds, and the 2-layer
-# profile of the default against the staged tiles (ZINC_CM_PERM=0).
+# profile of the default against the staged tiles (ZINC_CM_PERM=0) and
+# against 8 subgroups a workgroup (ZINC_CMP_LAYOUT=128,8: half the x
+# staging a lane, the same registers).
 set -uo pipefail
 DEVICE_OUT=perm-gemm.txt
 . scripts/device-lib.sh
@@ -19,7 +21,7 @@ done
 grep 'max error' "$OUT/t_matmul.txt" | grep 'h200/prefill' | tr -s ' ' | head -20 | tee -a "$O"
 wait
 mk() { local m=$1 out=$2; shift 2; env "$@" timeout 150 "$B/zincc" /tmp/$m.gguf -o /tmp/$out.zplan --ctx 2048 2>&1 | tail -1 | tee -a "$O"; }
-mk q8b q8b X=0 & mk q9 q9 X=0 & mk s2 s2 X=0 & mk s2 s2_staged ZINC_CM_PERM=0 &
+mk q8b q8b X=0 & mk q9 q9 X=0 & mk s2 s2 X=0 & mk s2 s2_staged ZINC_CM_PERM=0 & mk s2 s2_nsg8 ZINC_CMP_LAYOUT=128,8 &
 wait
 "$B/zinc" bench /tmp/q8b.zplan -p 512 -n 0 -r 5 >/dev/null 2>&1 # the clocks up
 for r in 1 2; do
@@ -28,7 +30,7 @@ for r in 1 2; do
     echo "== [r$r llama $m] $(timeout 90 /tmp/nb/bundle/run-bench.sh -m /tmp/$m.gguf -ngl 99 -p 512 -n 0 -r 5 -fa 1 2>&1 | grep -E 'pp[0-9]' | tr -s ' ')" | tee -a "$O"
   done
 done
-for p in s2 s2_staged; do
+for p in s2 s2_staged s2_nsg8; do
   timeout 60 "$B/zinc" bench /tmp/$p.zplan -p 512 -n 0 -r 3 --profile > "$OUT/prof_$p.txt" 2>&1
   echo "== [2L $p] $(grep -A10 'prefill step' "$OUT/prof_$p.txt" | tr -s ' ' | tr '\n' '|')" | tee -a "$O"
 done
