@@ -239,3 +239,10 @@ bool zvk_fragmap_a_quads(const zvk_fragmap *m, int *right_bit, int *down_bit) {
     }
     return false;
 }
+
+bool zvk_probe_frag_order(zvk_device *dev, int *right_bit, int *down_bit) {
+    zvk_fragmap m;
+    zdiag d = {0};
+    *right_bit = *down_bit = 0;
+    return zvk_probe_fragmap(dev, &m, &d) == ZOK && zvk_fragmap_a_quads(&m, right_bit, down_bit);
+}

@@ -67,5 +67,8 @@ zstatus zvk_probe_fragmap(zvk_device *dev, zvk_fragmap *m, zdiag *d);
  * 62). What kernels that write fragment elements
  * themselves assume (ztarget.frag_right, frag_down). */
 bool zvk_fragmap_a_quads(const zvk_fragmap *m, int *right_bit, int *down_bit);
+/* Probes dev and gives A's element bits where its fragments are in quads;
+ * false (right and down 0) where they are not, or the probe fails. */
+bool zvk_probe_frag_order(zvk_device *dev, int *right_bit, int *down_bit);
 
 #endif

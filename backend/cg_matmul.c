@@ -793,7 +793,7 @@ static zstatus gen_gemm(const zir_node *n, const mm_match *m, zcg_builder *b, zd
     int tile = n->op == ZOP_KERNEL && n->kp.token_tile > 0 ? n->kp.token_tile : t->prefill_tile;
     int bm = tile <= 16 ? 16 : tile <= 32 ? 32 : 64;
     while (bm > 16 && gemm_smem(bm) > t->smem_bytes)
-        bm -= 16;
+        bm /= 2;
     if (gemm_smem(bm) > t->smem_bytes)
         return zdiag_set(d, ZE_UNSUPPORTED,
                          "codegen: '%s': a 16-token GEMM tile needs %u B of shared memory, %s has %u",

@@ -45,18 +45,21 @@ zstatus zvk_target_from_device(const char *request, ztarget *t, zvk_profile *pro
     if (!s) s = zvk_select_device(&inst, request, &idx, d);
     if (!s) s = zvk_profile_query(&inst, idx, prof, d);
     if (!s) zvk_target_from_profile(prof, t, name_buf, n);
-    /* the order of A's fragment elements, probed: a kernel that writes
-     * them itself is compiled only for a layout it knows */
-    t->frag_right = t->frag_down = 0;
+    zvk_instance_destroy(&inst);
+    return s;
+}
+
+void zvk_target_probe_frags(const char *request, ztarget *t) {
+    int right = 0, down = 0;
+    zvk_instance inst = {0};
     zvk_device dev;
-    zdiag pd = {0};
-    if (!s && t->coopmat && zvk_device_create(&inst, idx, &dev, &pd) == ZOK) {
-        zvk_fragmap m;
-        int right, down;
-        if (zvk_probe_fragmap(&dev, &m, &pd) == ZOK && zvk_fragmap_a_quads(&m, &right, &down))
-            t->frag_right = right, t->frag_down = down;
+    uint32_t idx;
+    zdiag d = {0};
+    if (t->coopmat && !zvk_instance_create(&inst, &d) && !zvk_select_device(&inst, request, &idx, &d) &&
+        !zvk_device_create(&inst, idx, &dev, &d)) {
+        zvk_probe_frag_order(&dev, &right, &down);
         zvk_device_destroy(&dev);
     }
     zvk_instance_destroy(&inst);
-    return s;
+    t->frag_right = right, t->frag_down = down;
 }

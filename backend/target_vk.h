@@ -12,10 +12,15 @@
 void zvk_target_from_profile(const zvk_profile *p, ztarget *t, char *name_buf, size_t n);
 
 /* Opens the instance, selects the device (request: an index as text, or
- * NULL for $ZINC_DEVICE or the default), reads its profile and fills t;
- * where it has matrix units, runs zvk_probe_fragmap for t->frag_right and
- * frag_down (0 where A's fragments are not in mma's quads). */
+ * NULL for $ZINC_DEVICE or the default), reads its profile and fills t. */
 zstatus zvk_target_from_device(const char *request, ztarget *t, zvk_profile *prof, char *name_buf, size_t n,
                                zdiag *d);
+
+/* Where t has matrix units, probes the device's fragment order
+ * (zvk_probe_frag_order) into t->frag_right and frag_down: 0 where A's
+ * fragments are not in mma's quads, so that no kernel that writes their
+ * elements itself is compiled. It creates a device and runs a kernel:
+ * for compiling a plan, not for looking one up. */
+void zvk_target_probe_frags(const char *request, ztarget *t);
 
 #endif

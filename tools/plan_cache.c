@@ -139,8 +139,10 @@ static zplan *lookup(const char *prog, const char *path, const cache_key *k) {
 
 static zstatus compile(const char *prog, const gguf_file *f, const ztarget *t, const zvk_profile *prof,
                        const cache_key *k, const plan_cache_opts *o, zplan **out, zdiag *d) {
+    ztarget probed = *t; /* the fragment order, probed only for a compile */
+    zvk_target_probe_frags(o->device, &probed);
     zincc_plan_opts po = {
-        .target = t, .device = prof, .ctx = k->ctx, .chunk = k->chunk, .parallel = k->parallel,
+        .target = &probed, .device = prof, .ctx = k->ctx, .chunk = k->chunk, .parallel = k->parallel,
         .progress = o->progress};
     fprintf(stderr, "%s: compiling %s for %s%s\n", prog, f->path, prof->name,
             o->no_cache ? " (--no-cache: not kept)" : " (once: the plan is cached)");

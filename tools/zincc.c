@@ -363,6 +363,7 @@ static zstatus resolve_target(const zincc_opts *z, ztarget *t, zvk_profile *prof
     *live = !strcmp(want, "device");
     if (*live) {
         zstatus s = zvk_target_from_device(z->device, t, prof, name, n, d);
+        if (!s) zvk_target_probe_frags(z->device, t);
         if (s)
             zdiag_prefix(d, "--target device (name a profile with --target %s to compile without one)",
                          ztarget_names());

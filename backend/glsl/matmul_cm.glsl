@@ -194,16 +194,7 @@ shared float sc_s[BM];
 #define NWV0 (QV + 2 > WCH / 8 ? QV + 2 : WCH / 8)
 #define NWV (Q6V > NWV0 ? Q6V : NWV0) /* a chunk's registers: raw, or decoded halves */
 
-// x as it is fetched: fp32 (converted to halves as it is staged), or, when
-// the activations are fp16 and no norm is applied on the way (X_RAW), the
-// halves themselves, copied bit for bit: no conversion and half the bytes.
-#if defined(ACT_F16) && !HAS_NORM
-#define X_RAW 1
-uvec4 xr[XPT];
-#else
-#define X_RAW 0
-vec4 xr[XPT][2];
-#endif
+X_REGS(XPT); // x as fetched (matmul_io.glsl: X_RAW)
 uvec4 wr[WPT][NWV];
 
 // A chunk of a Q4_K sub-block as it is stored: the block's header (d, dmin,

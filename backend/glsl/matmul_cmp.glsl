@@ -78,15 +78,7 @@ shared float sc_s[BM];
 #define MFIRST 0
 #endif
 
-// x as fetched: the halves themselves when they are fp16 and need no norm
-// (copied bit for bit), else fp32, converted as they are staged.
-#if defined(ACT_F16) && !HAS_NORM
-#define X_RAW 1
-uvec4 xr[XPT];
-#else
-#define X_RAW 0
-vec4 xr[XPT][2];
-#endif
+X_REGS(XPT); // x as fetched (matmul_io.glsl: X_RAW)
 
 void fetch_x(uint m0, uint k0, uint T) {
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {

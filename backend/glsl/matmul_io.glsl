@@ -45,6 +45,19 @@ uvec4 x8_halves(uint o8) {
     return uvec4(packFloat2x16(a.xy), packFloat2x16(a.zw), packFloat2x16(b.xy), packFloat2x16(b.zw));
 }
 #endif
+// How a GEMM holds x from its fetch to its staging (matmul_cm.glsl,
+// matmul_cmp.glsl): fp32, converted to halves as it is staged, or, when
+// the activations are fp16 and no norm is applied on the way (X_RAW), the
+// halves themselves, copied bit for bit: no conversion and half the bytes.
+// X_REGS(n) declares xr, n chunks of 8 elements.
+#if defined(ACT_F16) && !HAS_NORM
+#define X_RAW 1
+#define X_REGS(n) uvec4 xr[n]
+#else
+#define X_RAW 0
+#define X_REGS(n) vec4 xr[n][2]
+#endif
+
 #if HAS_NORM
 // x[k .. k+3] of a row (v), times the row's 1 / rms (sc) and the norm weight.
 vec4 x4_normed(vec4 v, float sc, uint k) {

@@ -152,11 +152,7 @@ static ztarget device_target(kh_ctx *k, const char *name) {
     r.int_dot = r.int_dot && k->dev.prof.int_dot;
     /* the device's own fragment order, as zincc --target device probes it */
     r.frag_right = r.frag_down = 0;
-    zvk_fragmap fm;
-    zdiag d = {0};
-    int right, down;
-    if (r.coopmat && zvk_probe_fragmap(&k->dev, &fm, &d) == ZOK && zvk_fragmap_a_quads(&fm, &right, &down))
-        r.frag_right = right, r.frag_down = down;
+    if (r.coopmat) zvk_probe_frag_order(&k->dev, &r.frag_right, &r.frag_down);
     return r;
 }
 
