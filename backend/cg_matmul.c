@@ -960,11 +960,20 @@ static int cm_perm(const zcg_builder *b, const zir_node *n, const mm_match *m) {
     return (int)zcg_knob("ZINC_CM_PERM", 0, 2, t->cm_perm);
 }
 
-static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, zcg_builder *b, zdiag *d) {
+/* rows > 0: a batch step's rows (gemv_rows), x from the fp16 x pass
+ * (gemvn_xh.glsl, the norm applied once a row), 16 tokens a workgroup
+ * (ZINC_BCMP_LAYOUT=bm,nsg measures others). */
+static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, int rows, zcg_builder *b,
+                            zdiag *d) {
     zstatus s = mm_bindings(b, n, m, d);
     if (s) return s;
-    int bm = 128, nsg = 4;
-    const char *e = getenv("ZINC_CMP_LAYOUT");
+    int bm = rows ? 16 : 128, nsg = 4, xh = 0;
+    if (rows) {
+        int64_t T = b->o->max_tokens > rows ? b->o->max_tokens : rows;
+        xh = zcg_bind(b, "B_XH", NULL, false, (uint64_t)T * (uint64_t)m->K * 2u);
+        zcg_def_i(b, "XH_IN", 1);
+    }
+    const char *e = getenv(rows ? "ZINC_BCMP_LAYOUT" : "ZINC_CMP_LAYOUT");
     int w0, w1;
     if (e && sscanf(e, "%d,%d", &w0, &w1) == 2 && w0 >= 16 && w0 <= 256 && w0 % 16 == 0 && w1 >= 1 && w1 <= 16)
         bm = w0, nsg = w1;
@@ -972,18 +981,26 @@ static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, zcg_
     const ztarget *t = b->o->target;
     /* two x tiles of BM tokens x one step (64, Q6_K 128), padded, in shared memory */
     int bk = m->first->in[1]->dtype == ZT_Q6_K ? 128 : 64;
-    while (bm > 16 && (uint32_t)(2 * bm * (bk / 8 + 1) * 16) > t->smem_bytes)
+    /* ZINC_CMP_XBUF=1: where two x tiles overflow, one of BM tokens (a
+     * second barrier a step) rather than fewer tokens (a measurement) */
+    int64_t tile = bk / 8 + 1, xbufs = 2;
+    if ((uint32_t)(2 * bm * tile * 16) > t->smem_bytes && zcg_knob("ZINC_CMP_XBUF", 1, 2, 2) == 1 &&
+        (uint32_t)(bm * tile * 16) <= t->smem_bytes)
+        xbufs = 1;
+    while (bm > 16 && (uint32_t)(xbufs * bm * tile * 16) > t->smem_bytes)
         bm -= 16;
-    const int64_t v[] = {bm, nsg, ZCG_CM_SG, nsg * ZCG_CM_SG, mfirst, t->frag_right, t->frag_down};
-    const char *const names[] = {"BM", "NSG", "SG", "WG", "MFIRST", "FRAG_RIGHT", "FRAG_DOWN"};
+    const int64_t v[] = {bm, nsg, ZCG_CM_SG, nsg * ZCG_CM_SG, mfirst, t->frag_right, t->frag_down, xbufs};
+    const char *const names[] = {"BM", "NSG", "SG", "WG", "MFIRST", "FRAG_RIGHT", "FRAG_DOWN", "XBUFS"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
     if (perm == 2) zcg_def_i(b, "PERM_F32", 1);
     b->k->groups[mfirst] = konst(m->N, 16 * nsg);
     b->k->groups[!mfirst] = per_token(1, bm);
     b->k->groups[2] = konst(1, 1);
-    mm_name(b, "gemm", m,
-            zarena_printf(b->a, "_cmp%dx%d%s%s", bm, 16 * nsg, perm == 2 ? "p32" : "", mfirst ? "m" : ""));
+    mm_name(b, rows ? "gemvn" : "gemm", m,
+            zarena_printf(b->a, "_cmp%dx%d%s%s%s", bm, 16 * nsg, perm == 2 ? "p32" : "", mfirst ? "m" : "",
+                          xbufs == 1 ? "b1" : ""));
+    if (rows && (s = gemvn_xh_pass(b, n, m, xh, d))) return s;
     static const char *const files[] = {"dequant", "matmul_io", "perm_k", "matmul_cmp", NULL};
     return zcg_build(b, files, n, d);
 }
@@ -1084,6 +1101,10 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     if (o->gemv_rows > 0 && m.first->attr.mm_f16) {
         /* the mm-f16 pass marks a batch GEMV so only for a target with
          * matrix units; elsewhere the scalar GEMM rounds the operands alike */
+        /* K permuted, the weights decoded into A fragments, 16 token rows
+         * by 64 weight rows a workgroup (ZINC_BATCH_CMP=1: a measurement) */
+        int perm = zcg_knob("ZINC_BATCH_CMP", 0, 1, 0) ? cm_perm(&b, n, &m) : 0;
+        if (perm) return gen_gemm_cmp(n, &m, perm, o->gemv_rows, &b, d);
         if (o->target->coopmat && o->target->subgroup == ZCG_CM_SG && m.K % GEMVN_CM_BK == 0)
             return gen_gemvn_cm(n, &m, &b, d);
         if (m.n_seg) return bad(n, "fp16 operands in a rows kernel need the matrix units (coopmat)", d);
@@ -1094,7 +1115,7 @@ zstatus zcg_matmul_family(const zir_graph *g, const zir_node *n, const zcg_opts 
     if (m.first->attr.mm_gemv) return gen_gemvn(n, &m, 0, &b, d);
     if (m.n_seg) return bad(n, "a horizontal GEMV runs in decode or as a batch step's multi-row GEMV", d);
     int perm = cm_perm(&b, n, &m);
-    if (perm) return gen_gemm_cmp(n, &m, perm, &b, d);
+    if (perm) return gen_gemm_cmp(n, &m, perm, 0, &b, d);
     zcg_cm c = zcg_cm_default(&b, m.glu != NULL, m.K, prefill_logits(&b, n), 0);
     return use_coopmat(&b, &m, &c) ? gen_gemm_cm(n, &m, &c, &b, d) : gen_gemm(n, &m, &b, d);
 }

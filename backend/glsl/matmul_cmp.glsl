@@ -16,6 +16,8 @@
 // it decodes this step's A fragments and multiplies them by the tile's B
 // fragments. Two buffers: the barrier of step s + 1 comes after every
 // subgroup's products of step s - 1 (the buffer step s + 1 overwrites).
+// XBUFS 1 (where two buffers of BM tokens overflow shared memory): one
+// buffer, and a second barrier a step before it is restaged.
 //
 // The sums are W . x^T (rows by tokens): the epilogue stores each
 // subgroup's fragments column-major in shared memory (the x tiles', free
@@ -35,10 +37,10 @@
 // default); without it in fp16 arithmetic (perm_k.glsl says what rounds:
 // past the fp16 tolerance for Q4_K in run 67, a measurement only).
 //
-// Defines: BM (a multiple of 16), NSG, SG, WG = NSG * SG, GLU, W0_TYPE
+// Defines: BM (a multiple of 16), NSG, SG, WG = NSG * SG, XBUFS, GLU, W0_TYPE
 // (12, or 14 in planes without GLU), W0_ROWB (and W1_ROWB, Q4_K),
 // HAS_NORM, MFIRST (token tiles along x, so the workgroups that read one
-// weight tile run together), PERM_F32,
+// weight tile run together), PERM_F32, XH_IN (a batch step: x from B_XH),
 // FRAG_RIGHT, FRAG_DOWN (zvk_probe_fragmap's layout).
 
 layout(local_size_x = WG) in;
@@ -69,7 +71,10 @@ layout(local_size_x = WG) in;
 #define XPT ((XV + WG - 1) / WG)
 #define XS_LEN (BM * BKP8)
 #define EPI_LEN (NSG * int(NMAT) * 64) /* a 16 x 16 float fragment per subgroup and matrix */
-#define SH_LEN (2 * XS_LEN > EPI_LEN ? 2 * XS_LEN : EPI_LEN)
+#ifndef XBUFS
+#define XBUFS 2 /* x buffers: with one, a second barrier a step before it is restaged */
+#endif
+#define SH_LEN (XBUFS * XS_LEN > EPI_LEN ? XBUFS * XS_LEN : EPI_LEN)
 shared uvec4 xs8[SH_LEN]; // [buffer][token][k / 8] in the permuted order; then the epilogue's sums
 #if HAS_NORM
 shared float sc_s[BM];
@@ -78,13 +83,27 @@ shared float sc_s[BM];
 #define MFIRST 0
 #endif
 
+#ifndef XH_IN
+#define XH_IN 0
+#endif
+#if XH_IN
+// A batch step's rows (cg_matmul.c's gen_gemm_cmp with rows): x as the x
+// pass (gemvn_xh.glsl) wrote it, fp16 and normalized, K / 8 vectors a row.
+layout(std430, binding = B_XH) readonly buffer XHb { uvec4 xh8[]; };
+#define XP_RAW 1
+uvec4 xr[XPT];
+#else
+#define XP_RAW X_RAW
 X_REGS(XPT); // x as fetched (matmul_io.glsl: X_RAW)
+#endif
 
 void fetch_x(uint m0, uint k0, uint T) {
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
         uint i = gl_LocalInvocationIndex + r * uint(WG), t = m0 + i / uint(BK8), kk = k0 + (i % uint(BK8)) * 8u;
         bool in_t = i < uint(XV) && t < T;
-#if X_RAW
+#if XH_IN
+        xr[r] = in_t ? xh8[(t * uint(K) + kk) >> 3u] : uvec4(0u);
+#elif X_RAW
         xr[r] = in_t ? x8_halves(t * uint(K) + kk) : uvec4(0u);
 #else
         [[unroll]] for (uint h = 0u; h < 2u; h++)
@@ -99,7 +118,7 @@ void stage_x(uint buf, uint k0) {
         uint i = gl_LocalInvocationIndex + r * uint(WG);
         if (i >= uint(XV)) continue;
         uint m = i / uint(BK8), kc = i % uint(BK8);
-#if X_RAW
+#if XP_RAW
         uvec4 v = xr[r];
 #else
         vec4 v0 = xr[r][0], v1 = xr[r][1];
@@ -139,7 +158,7 @@ void main() {
     uint T = step.T;
     if (m0 >= T) return; // uniform across the workgroup
     uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, r0 = n0 + sg * 16u;
-#if HAS_NORM
+#if HAS_NORM && !XH_IN
     for (uint m = sg; m < uint(BM); m += uint(NSG)) {
         float s = 0.0;
         if (m0 + m < T) s = subgroup_inv_rms((m0 + m) * uint(K), uint(K), NORM_EPS);
@@ -155,7 +174,10 @@ void main() {
     fetch_x(m0, 0u, T);
     uint KS = uint(K) / uint(BK);
     for (uint ks = 0u; ks < KS; ks++) {
-        uint k0 = ks * uint(BK), buf = ks & 1u;
+        uint k0 = ks * uint(BK), buf = XBUFS == 2 ? ks & 1u : 0u;
+#if XBUFS == 1
+        if (ks > 0u) barrier(); // every subgroup's products of the last step are done with the buffer
+#endif
         stage_x(buf, k0);
         PKW cur[NMAT][2] = wr;
         barrier();

@@ -1312,7 +1312,8 @@ static void check_gemvn_cm(const mspec *m, int rows) {
         zdiag d = {0};
         if (!in_family(g->nodes[i]) || !zpass_gemv_f16(g->nodes[i])) continue;
         cr_assert_eq(zcg_node(g, g->nodes[i], &r.o, a, &kn, &d), ZOK, "%s: %s", what, d.msg);
-        cr_expect(strstr(kn.name, "_cm16") != NULL, "%s: %s", what, kn.name);
+        /* ZINC_BATCH_CMP=1 (a measurement): K permuted where the weights allow */
+        cr_expect(strstr(kn.name, "_cm16") || strstr(kn.name, "_cmp"), "%s: %s", what, kn.name);
         cm++;
     }
     cr_expect_eq(cm, n_f16, "%s: %d tensor-core GEMVs of %d", what, cm, n_f16);
@@ -1400,6 +1401,39 @@ Test(kernels_matmul, gemvn_cm_compiles_and_rewrites, .timeout = 300) {
         zarena_free(a);
     }
     cr_expect(built >= 5 && glu > 0 && segs > 0, "%d tensor-core GEMVs (%d gate+up, %d rows)", built, glu, segs);
+    zir_graph_free(g);
+    gguf_close(f);
+}
+
+/* The batch GEMVs with K permuted (ZINC_BATCH_CMP=1, a measurement):
+ * matmul_cmp.glsl over 16 token rows, x from the fp16 x pass. Gate+up (all
+ * q4_K here; the rows GEMVs keep their segments) takes it; it compiles,
+ * validates and takes the KHR rewrite. It runs on the H200
+ * (kernels_matmul/gemvn_cm* with the knob). */
+Test(kernels_matmul, batch_cmp_compiles_and_rewrites, .timeout = 300) {
+    setenv("ZINC_BATCH_CMP", "1", 1);
+    gguf_file *f = open_model(&MODELS[M_Q4_K_M]);
+    ztarget t = *ztarget_find("h200");
+    zir_graph *g = batch_cm_graph(f, 16, &t);
+    zcg_opts o = {.target = &t, .phase = ZPH_PREFILL, .max_tokens = 16, .gemv_rows = 16};
+    int cmp = 0, glu = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const zir_node *n = g->nodes[i];
+        if (!in_family(n) || n->op == ZOP_EMBED || !zpass_gemv_f16(n)) continue;
+        zarena *a = zarena_new();
+        zcg_kernel kn;
+        zdiag d = {0};
+        cr_assert_eq(zcg_node(g, n, &o, a, &kn, &d), ZOK, "'%s': %s", n->out->name, d.msg);
+        if (strstr(kn.name, "_cmp16x")) {
+            cr_expect(kn.pre && strstr(kn.pre->name, "gemvn_xh"), "'%s': %s has no x pass", n->out->name, kn.name);
+            check_spirv(a, &kn, true, "");
+            cmp++;
+            glu += strstr(kn.name, "gateup") != NULL;
+        }
+        zarena_free(a);
+    }
+    unsetenv("ZINC_BATCH_CMP");
+    cr_expect(glu > 0, "%d permuted batch GEMVs, none of them gate+up", cmp);
     zir_graph_free(g);
     gguf_close(f);
 }
