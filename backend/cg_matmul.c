@@ -960,6 +960,20 @@ static int cm_perm(const zcg_builder *b, const zir_node *n, const mm_match *m) {
     return (int)zcg_knob("ZINC_CM_PERM", 0, 2, t->cm_perm);
 }
 
+/* The permuted GEMM's token tile: 128, halved (to 32) while its grid
+ * has fewer workgroups than ZINC_CMP_FILL percent (90) of the target's
+ * compute units. At 128 tokens the 8B's k and v (1024 rows, 16 row tiles)
+ * are 64 workgroups of a 512-token step on 132 SMs: run 69 measured k at
+ * 112.7 us a call, against q's 141.7 for 4x the rows. */
+static int cmp_tokens(const zcg_builder *b, int64_t N, int nsg) {
+    int64_t T = b->o->max_tokens > 0 ? b->o->max_tokens : 512, cols = (N + 16 * nsg - 1) / (16 * nsg);
+    int64_t fill = b->o->target->n_cu * zcg_knob("ZINC_CMP_FILL", 0, 10000, 90) / 100;
+    int bm = 128;
+    while (bm > 32 && cols * ((T + bm - 1) / bm) < fill)
+        bm /= 2;
+    return bm;
+}
+
 /* rows > 0: a batch step's rows (gemv_rows), x from the fp16 x pass
  * (gemvn_xh.glsl, the norm applied once a row), 16 tokens a workgroup
  * (ZINC_BCMP_LAYOUT=bm,nsg measures others). */
@@ -975,16 +989,19 @@ static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, int 
     }
     const char *e = getenv(rows ? "ZINC_BCMP_LAYOUT" : "ZINC_CMP_LAYOUT");
     int w0, w1;
+    const ztarget *t = b->o->target;
     if (e && sscanf(e, "%d,%d", &w0, &w1) == 2 && w0 >= 16 && w0 <= 256 && w0 % 16 == 0 && w1 >= 1 && w1 <= 16)
         bm = w0, nsg = w1;
+    else if (!rows)
+        bm = cmp_tokens(b, m->N, nsg);
     int mfirst = (int)zcg_knob("ZINC_CMP_MFIRST", 0, 1, 0);
-    const ztarget *t = b->o->target;
-    /* two x tiles of BM tokens x one step (64, Q6_K 128), padded, in shared memory */
+    /* two x tiles of BM tokens x one step (64, Q6_K 128), padded, in shared
+     * memory; where they overflow, one (a second barrier a step: run 69,
+     * the Q6_K down at 128 tokens 489.8 us against 535.6 at 80 in two
+     * buffers; ZINC_CMP_XBUF=2 takes fewer tokens instead, to measure) */
     int bk = m->first->in[1]->dtype == ZT_Q6_K ? 128 : 64;
-    /* ZINC_CMP_XBUF=1: where two x tiles overflow, one of BM tokens (a
-     * second barrier a step) rather than fewer tokens (a measurement) */
     int64_t tile = bk / 8 + 1, xbufs = 2;
-    if ((uint32_t)(2 * bm * tile * 16) > t->smem_bytes && zcg_knob("ZINC_CMP_XBUF", 1, 2, 2) == 1 &&
+    if ((uint32_t)(2 * bm * tile * 16) > t->smem_bytes && zcg_knob("ZINC_CMP_XBUF", 1, 2, 1) == 1 &&
         (uint32_t)(bm * tile * 16) <= t->smem_bytes)
         xbufs = 1;
     while (bm > 16 && (uint32_t)(xbufs * bm * tile * 16) > t->smem_bytes)
