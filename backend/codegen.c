@@ -161,8 +161,30 @@ static zstatus mark_kv_f16(zcg_kernel *k, zarena *a, zdiag *d) {
     return k->glsl ? ZOK : zdiag_set(d, ZE_NOMEM, "codegen: out of memory");
 }
 
+/* A kernel that binds an activation kept in fp16 (the mm-f16 pass: read
+ * only as fp16 matmuls' x, written only by matmul_io.glsl's store_y or
+ * rms_norm.glsl) declares it so: X_F16 where it reads one, Y_F16 where it
+ * writes one (common.glsl's XACT_T and YACT_T), and says "+h" (x) or "+yh". */
+static zstatus mark_act_f16(zcg_kernel *k, zarena *a, zdiag *d) {
+    bool xf = false, yf = false;
+    for (int i = 0; i < k->n_bind; i++) {
+        const zir_value *v = k->bind[i].value;
+        if (v && v->store_f16) *(k->bind[i].written ? &yf : &xf) = true;
+    }
+    if ((!xf && !yf) || !k->glsl) return ZOK;
+    const char *tag = xf && yf ? "+xh+yh" : xf ? "+xh" : "+yh";
+    size_t len = strlen(k->name);
+    if (len + strlen(tag) < sizeof k->name) memcpy(k->name + len, tag, strlen(tag) + 1);
+    const char *nl = strchr(k->glsl, '\n');
+    k->glsl = nl ? zarena_printf(a, "%.*s%s%s%s", (int)(nl - k->glsl), k->glsl, xf ? "\n#define X_F16 1" : "",
+                                 yf ? "\n#define Y_F16 1" : "", nl)
+                 : NULL;
+    return k->glsl ? ZOK : zdiag_set(d, ZE_NOMEM, "codegen: out of memory");
+}
+
 zstatus zcg_node(const zir_graph *g, const zir_node *n, const zcg_opts *o, zarena *a, zcg_kernel *out,
                  zdiag *d) {
     zstatus s = node_kernel(g, n, o, a, out, d);
-    return s ? s : mark_kv_f16(out, a, d);
+    if (!s) s = mark_kv_f16(out, a, d);
+    return s ? s : mark_act_f16(out, a, d);
 }

@@ -117,6 +117,12 @@ static int act_bytes(const zlower_opts *o) {
     return o->act_f16 ? 2 : 4;
 }
 
+/* An activation's element: fp16 where the plan keeps all, or the mm-f16
+ * pass this one (value.store_f16). */
+static int value_bytes(const zlower_opts *o, const zir_value *v) {
+    return v->store_f16 ? 2 : act_bytes(o);
+}
+
 /* Buffers for weights (one per tensor: every binding starts at offset 0,
  * whatever the device's offset alignment) and KV caches. */
 static zstatus declare_storage(lw *w, const zir_graph *g) {
@@ -202,7 +208,7 @@ typedef struct slots {
 
 /* Places value v, written at top-level position i. */
 static void place_value(lw *w, slots *sl, const zir_value *v, int i, zplan_phase ph) {
-    uint64_t size = round_up((uint64_t)elems(v, w->o, ph) * (uint64_t)act_bytes(w->o), ALIGN);
+    uint64_t size = round_up((uint64_t)elems(v, w->o, ph) * (uint64_t)value_bytes(w->o, v), ALIGN);
     int e = sl->end[v->id] > i ? sl->end[v->id] : i;
     int k = 0; /* drop intervals that ended before this one starts */
     for (int j = 0; j < sl->n_live; j++)

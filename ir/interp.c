@@ -617,6 +617,9 @@ static zstatus run_node(zir_interp *it, const zir_node *n, const int32_t *tokens
     it->buf[o] = c.out;
     zstatus s = fn(&c);
     it->buf[o] = c.out;
+    if (!s && n->out->store_f16) /* kept in fp16 on the device (mm-f16) */
+        for (int64_t i = 0, e = zir_value_elems(n->out, &it->step); i < e; i++)
+            c.out[i] = zf16_to_f32(zf32_to_f16(c.out[i]));
     return s;
 }
 

@@ -111,6 +111,9 @@ typedef struct zir_value {
     /* weights: how the device holds the bytes (the weight-layout pass); the
      * GGUF file and the interpreter keep ggml's blocks whatever this says. */
     zir_wlayout layout;
+    /* activations: stored as fp16 (the mm-f16 pass, where every reader is a
+     * matmul that rounds it to fp16 anyway); the interpreter rounds it so */
+    bool store_f16;
     UT_hash_handle hh;
 } zir_value;
 

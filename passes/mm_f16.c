@@ -182,6 +182,75 @@ static void mark_prefill(zir_graph *g, const zpass_opts *o, bool f16) {
     }
 }
 
+/* Whether top-level node n reads v (an input of it or of its body). */
+static bool node_reads(const zir_node *n, const zir_value *v) {
+    bool kernel = n->op == ZOP_KERNEL;
+    for (int i = 0; i < (kernel ? n->n_body : 1); i++) {
+        const zir_node *b = kernel ? n->body[i] : n;
+        for (int j = 0; j < b->n_in; j++)
+            if (b->in[j] == v) return true;
+    }
+    return false;
+}
+
+/* Whether n reads v only as the x of matmuls with fp16 operands, through
+ * matmul_io.glsl's x (a plain matmul, a matmul or gate+up kernel: not a
+ * norm prologue, a residual or a weight). */
+static bool reads_as_f16_x(const zir_node *n, const zir_value *v) {
+    bool kernel = n->op == ZOP_KERNEL;
+    if (n->op != ZOP_MATMUL && !(kernel && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU)))
+        return false;
+    for (int i = 0; i < (kernel ? n->n_body : 1); i++) {
+        const zir_node *b = kernel ? n->body[i] : n;
+        for (int j = 0; j < b->n_in; j++)
+            if (b->in[j] == v && (b->op != ZOP_MATMUL || j != 0 || !b->attr.mm_f16)) return false;
+    }
+    return true;
+}
+
+/* Whether n's output can be written in fp16: a plain rms_norm
+ * (rms_norm.glsl), or a matmul or gate+up kernel with fp16 operands whose
+ * output is an activation (matmul_io.glsl's store_y; not a KV store). */
+static bool writes_f16(const zir_node *n) {
+    if (n->op == ZOP_RMS_NORM) return n->out->rank == 2;
+    bool kernel = n->op == ZOP_KERNEL;
+    if (n->op != ZOP_MATMUL && !(kernel && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU)))
+        return false;
+    const zir_node *last = kernel ? n->body[n->n_body - 1] : n;
+    return zpass_gemv_f16(n) && last->op != ZOP_KV_STORE && n->out->role == ZR_ACTIVATION;
+}
+
+/* Activations that only fp16 matmuls read are kept in fp16: each reader
+ * rounds x to fp16 (attr.mm_f16) before its products, so rounding once
+ * where it is written changes no value (the interpreter rounds there too)
+ * and halves the bytes its GEMMs stage: the prefill GEMMs' x is read once
+ * per tile of weight rows (run 69: every activation in fp16 made the
+ * 2-layer 8B-wide step 6 % shorter). The norms before q, k, v and gate+up
+ * and the SwiGLU product before down, in a Qwen3 layer. */
+static void keep_f16(zir_graph *g, const zpass_opts *o) {
+    if (getenv("ZINC_X16") && !strcmp(getenv("ZINC_X16"), "0")) return;
+    int kept = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        zir_node *p = g->nodes[i];
+        zir_value *v = p->out;
+        if (!v || v->role != ZR_ACTIVATION || v == g->logits || !writes_f16(p)) continue;
+        int readers = 0;
+        bool ok = true;
+        for (uint32_t j = i + 1; j < g->n_nodes && ok; j++)
+            if (node_reads(g->nodes[j], v)) ok = reads_as_f16_x(g->nodes[j], v), readers++;
+        if (!ok || !readers) continue;
+        v->store_f16 = true;
+        kept++;
+    }
+    zpass_decision *x = kept ? zpass_report_add(o->report) : NULL;
+    if (x) {
+        *x = (zpass_decision){.layer = -1, .group = ZG_OUTPUT, .phase = o->phase, .what = "fp16 x", .width = 1};
+        snprintf(x->reason, sizeof x->reason,
+                 "%d activations kept in fp16: only fp16 matmuls read them, so their GEMMs read half the bytes",
+                 kept);
+    }
+}
+
 zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
     if (o->mm_type != ZMM_TARGET && o->mm_type != ZMM_F32 && o->mm_type != ZMM_F16)
         return zdiag_set(d, ZE_INVALID, "mm-f16: matmul type %d: expected f32 or f16", (int)o->mm_type);
@@ -226,5 +295,6 @@ zstatus zpass_mm_f16(zir_graph *g, const zpass_opts *o, zdiag *d) {
     }
     bool f16 = o->mm_type == ZMM_TARGET ? o->target->coopmat : o->mm_type == ZMM_F16;
     if (o->phase == ZPH_PREFILL && !gemvs) mark_prefill(g, o, f16);
+    if (o->phase == ZPH_PREFILL && !gemvs && f16) keep_f16(g, o);
     return ZOK;
 }

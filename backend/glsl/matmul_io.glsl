@@ -3,7 +3,7 @@
 // unary and product by a weight) need.
 //
 // Defines from codegen:
-//   B_X, B_Y       input x[T,K] and output y[T,N] (ACT_T)
+//   B_X, B_Y       input x[T,K] and output y[T,N] (XACT_T, YACT_T: X_F16 / Y_F16)
 //   B_R            residual r[T,N] (ADD_MODE 1); R_IS_X when r is x itself
 //   HAS_NORM       x is RMS-normalized over K first (NORM_EPS, NW_TYPE)
 //   ADD_MODE       0 none, 1 residual (activation), 2 bias (weight [N], BIAS_TYPE)
@@ -15,7 +15,7 @@
 
 // x is declared once, as vectors (K % 8 == 0): llvmpipe was seen to
 // mishandle one buffer read through two declarations in a kernel.
-#ifdef ACT_F16
+#ifdef XACT_F16
 layout(std430, binding = B_X) readonly buffer Xb4 { f16vec4 xin4[]; };
 #else
 layout(std430, binding = B_X) readonly buffer Xb4 { vec4 xin4[]; };
@@ -38,7 +38,7 @@ void load_x8(uint off, out float xv[8]) {
     vec4 a = vec4(xin4[off >> 2u]), b = vec4(xin4[(off >> 2u) + 1u]);
     xv = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
 }
-#ifdef ACT_F16
+#ifdef XACT_F16
 // x[o8 .. o8+7] (o8 % 8 == 0) as four fp16 pairs, bit for bit.
 uvec4 x8_halves(uint o8) {
     f16vec4 a = xin4[o8 >> 2u], b = xin4[(o8 >> 2u) + 1u];
@@ -50,7 +50,7 @@ uvec4 x8_halves(uint o8) {
 // the activations are fp16 and no norm is applied on the way (X_RAW), the
 // halves themselves, copied bit for bit: no conversion and half the bytes.
 // X_REGS(n) declares xr, n chunks of 8 elements.
-#if defined(ACT_F16) && !HAS_NORM
+#if defined(XACT_F16) && !HAS_NORM
 #define X_RAW 1
 #define X_REGS(n) uvec4 xr[n]
 #else
@@ -90,8 +90,8 @@ void x8_normed(uint xo, uint k0, out float v[8], inout float ss, inout float sum
 layout(std430, binding = B_Y) writeonly buffer Yb { KV_T yout[]; };
 void store_y(uint t, uint n, float v) { yout[ROW_KV(t) * uint(N) + n] = KV_T(v); }
 #else
-layout(std430, binding = B_Y) writeonly buffer Yb { ACT_T yout[]; };
-void store_y(uint t, uint n, float v) { yout[t * uint(N) + n] = ACT_T(v); }
+layout(std430, binding = B_Y) writeonly buffer Yb { YACT_T yout[]; };
+void store_y(uint t, uint n, float v) { yout[t * uint(N) + n] = YACT_T(v); }
 #endif
 
 #ifndef EPI_UNARY

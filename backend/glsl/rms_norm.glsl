@@ -10,7 +10,7 @@
 layout(local_size_x = WG) in;
 layout(std430, set = 0, binding = 1) readonly buffer X { ACT_T x[]; };
 layout(std430, set = 0, binding = 2) readonly buffer W { uint w[]; }; // f32 weight as raw words
-layout(std430, set = 0, binding = 3) writeonly buffer Y { ACT_T y[]; };
+layout(std430, set = 0, binding = 3) writeonly buffer Y { YACT_T y[]; }; // Y_F16: read only by fp16 matmuls
 #ifdef GATE
 layout(std430, set = 0, binding = 4) readonly buffer Gt { ACT_T gate[]; };
 #endif
@@ -33,6 +33,6 @@ void main() {
 #ifdef GATE
         o = silu(float(gate[base + i])) * o; // swiglu(gate, normed), the interpreter's order
 #endif
-        y[base + i] = ACT_T(o);
+        y[base + i] = YACT_T(o);
     }
 }

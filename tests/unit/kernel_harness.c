@@ -201,11 +201,12 @@ static const zir_value *cache_of(const zir_value *v) {
 }
 
 /* Whether a binding is stored as f16: a cache by its dtype (kv-type), an
- * activation when the plan keeps activations in f16. */
+ * activation when the plan keeps activations in f16, or the mm-f16 pass
+ * keeps this one so. */
 static bool binding_f16(const zcg_binding *b, const zcg_opts *o) {
     const zir_value *c = cache_of(b->value);
     if (c) return c->dtype == ZT_F16;
-    return o->act_f16 && b->value && b->value->role != ZR_WEIGHT;
+    return b->value && b->value->role != ZR_WEIGHT && (o->act_f16 || b->value->store_f16);
 }
 
 zstatus kh_check_node(kh_ctx *k, const zir_graph *g, const zir_node *n, const zcg_opts *o,

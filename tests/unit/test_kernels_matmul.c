@@ -282,6 +282,15 @@ static bool mm_f16(const zir_node *n) {
  * 1.9e-3 for q6_K, against the RMS of the rows stored). */
 #define TOL_KV16 4e-3
 
+/* fp32 activations: reduction order and exp/inversesqrt differ from the
+ * interpreter's, ~1e-6 of the RMS; 1e-4 leaves room without hiding a wrong
+ * scale or a missing sub-block (those are O(1e-2) or more). */
+#define TOL_F32 1e-4
+/* fp16 storage: inputs and outputs rounded to half, 2^-11 of each element.
+ * Relative to the output RMS that is 2^-11 x max/RMS, and SwiGLU outputs
+ * (a product of two near-Gaussians) reach 10x their RMS: 5e-3 measured. */
+#define TOL_F16 1e-2
+
 static bool stores_f16(const zir_node *n) {
     const zir_node *t = n->op == ZOP_KERNEL ? n->body[n->n_body - 1] : n;
     return t->op == ZOP_KV_STORE && t->in[1]->dtype == ZT_F16;
@@ -315,6 +324,9 @@ static void check_nodes(run_ctx *r, const zir_interp *it, zir_step st) {
                      (long long)st.pos, d.msg);
         double tol = mm_f16(n) && r->tol < TOL_MM16 ? TOL_MM16 : r->tol;
         if (stores_f16(n) && tol < TOL_KV16) tol = TOL_KV16;
+        /* an output kept in fp16 (mm-f16's keep_f16): TOL_F16's rounding of
+         * each element, SwiGLU's outputs at up to 10x their RMS */
+        if (n->out->store_f16 && tol < TOL_F16) tol = TOL_F16;
         cr_expect(res.max_err < tol, "%s: %s ('%s', T=%lld pos=%lld): error %.3g of the output RMS > %.1g",
                   r->what, res.kernel, n->out->name, (long long)st.T, (long long)st.pos, res.max_err, tol);
         cr_assert_gt(res.checked, 0, "%s: %s checked nothing", r->what, res.kernel);
@@ -399,14 +411,6 @@ static void check_model(const mspec *m, bool act_f16, double tol) {
     kh_close(k);
 }
 
-/* fp32 activations: reduction order and exp/inversesqrt differ from the
- * interpreter's, ~1e-6 of the RMS; 1e-4 leaves room without hiding a wrong
- * scale or a missing sub-block (those are O(1e-2) or more). */
-#define TOL_F32 1e-4
-/* fp16 storage: inputs and outputs rounded to half, 2^-11 of each element.
- * Relative to the output RMS that is 2^-11 x max/RMS, and SwiGLU outputs
- * (a product of two near-Gaussians) reach 10x their RMS: 5e-3 measured. */
-#define TOL_F16 1e-2
 
 /* The one-type files follow llama-quantize's fallbacks: in q4_k_m the
  * attn_output rows of 288 are Q5_0, in iq4_xs IQ4_NL. q6_K runs q6_K's own
@@ -1374,6 +1378,7 @@ Test(kernels_matmul, fragment_layout, .timeout = 60) {
  * tensor-core GEMVs and their x passes compiles, validates and takes the
  * NV to KHR rewrite. */
 Test(kernels_matmul, gemvn_cm_compiles_and_rewrites, .timeout = 300) {
+    unsetenv("ZINC_BATCH_CMP"); /* the default kernels (a device call may set the knob for the others) */
     gguf_file *f = open_model(&MODELS[M_Q4_K_M]);
     ztarget t = *ztarget_find("h200");
     zir_graph *g = batch_cm_graph(f, 8, &t);
@@ -1537,4 +1542,51 @@ Test(kernels_matmul, permuted_gemm_needs_the_fragment_order, .timeout = 120) {
     t.cm_perm = 0;
     cr_expect_eq(count_names(&t, "_cmp"), 0, "cm_perm 0 still gave permuted GEMMs");
     cr_expect_gt(count_names(&t, "_cm"), 2, "cm_perm 0 left no staged tensor-core GEMM");
+}
+
+/* The permuted GEMM's token tile follows its grid (cmp_tokens): 128 tokens
+ * where the row tiles of a 512-token step give at least 90 % of the
+ * target's compute units a workgroup, halved while they do not, down to
+ * 32; so no tile is smaller than it need be, and none underfills where a
+ * smaller one would not. Checked on every permuted GEMM of the h200 plan
+ * for the test model, whose projections (a few row tiles) take the small
+ * tiles, and on a target of 8 compute units, where all take 128. */
+static void check_cmp_tiles(const ztarget *t, bool expect_small) {
+    gguf_file *f = open_model(&MODELS[M_Q4_K_M]);
+    zir_graph *g = compile(f, ztarget_find("h200"), ZPH_PREFILL);
+    zcg_opts o = {.target = t, .phase = ZPH_PREFILL, .max_tokens = 512};
+    int n = 0, small = 0;
+    int64_t fill = t->n_cu * 90 / 100;
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        if (!in_family(g->nodes[i])) continue;
+        zarena *a = zarena_new();
+        zcg_kernel kn;
+        zdiag d = {0};
+        cr_assert_eq(zcg_node(g, g->nodes[i], &o, a, &kn, &d), ZOK, "'%s': %s", g->nodes[i]->out->name, d.msg);
+        const char *c = strstr(kn.name, "_cmp"), *nn = strstr(kn.name, "_n");
+        int bm = 0, rows = 0;
+        long long N = 0;
+        if (c && nn && sscanf(c, "_cmp%dx%d", &bm, &rows) == 2 && sscanf(nn, "_n%lld", &N) == 1 && rows > 0) {
+            int64_t cols = (N + rows - 1) / rows, grid = cols * ((512 + bm - 1) / bm);
+            cr_expect(bm == 32 || grid >= fill, "%s: %lld workgroups, %lld fill the target", kn.name,
+                      (long long)grid, (long long)fill);
+            cr_expect(bm == 128 || cols * ((512 + 2 * bm - 1) / (2 * bm)) < fill, "%s: a tile of %d would fill",
+                      kn.name, 2 * bm);
+            n++;
+            small += bm < 128;
+        }
+        zarena_free(a);
+    }
+    cr_expect_geq(n, 2, "%d permuted GEMMs", n);
+    cr_expect(expect_small ? small > 0 : small == 0, "%d of %d permuted GEMMs with tiles under 128 tokens", small,
+              n);
+    zir_graph_free(g);
+    gguf_close(f);
+}
+
+Test(kernels_matmul, permuted_gemm_tile_fills_the_device, .timeout = 120) {
+    ztarget t = *ztarget_find("h200");
+    check_cmp_tiles(&t, true);
+    t.n_cu = 8;
+    check_cmp_tiles(&t, false);
 }

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One device call (~190 s; pack .dev with test_kernels_matmul and
+# test_kernels_e2e as bench-device.sh's header says; carry .gl, .anchor and
+# .dev): activations that only fp16 matmuls read kept in fp16 (mm-f16's
+# keep_f16: the norms before q, k, v, gate+up and the logits, and the
+# SwiGLU product before down), against fp32 (ZINC_X16=0). The kernel tests
+# on the driver first (the permuted GEMMs reading fp16 x), then the 8B's
+# pp512 beside llama.cpp, alternated, and the 2-layer profiles.
+set -uo pipefail
+DEVICE_OUT=x16.txt
+. scripts/device-lib.sh
+gen q8b & gen s2 &
+(cd /tmp && LD_LIBRARY_PATH=$B/lib timeout 100 $B/test_kernels_matmul --filter 'kernels_matmul/q[46]*' > "$OUT/t_matmul.txt" 2>&1)
+(cd /tmp && LD_LIBRARY_PATH=$B/lib timeout 100 $B/test_kernels_e2e > "$OUT/t_e2e.txt" 2>&1)
+for f in matmul e2e; do
+  echo "== test_kernels_$f: $(grep -E 'Synthesis|CRASH|FAIL' "$OUT/t_$f.txt" | head -8 | tr '\n' ' ')" | tee -a "$O"
+done
+wait
+mk() { local m=$1 out=$2; shift 2; env "$@" timeout 100 "$B/zincc" /tmp/$m.gguf -o /tmp/$out.zplan --ctx 2048 2>&1 | tail -1 | tee -a "$O"; }
+mk q8b q8b X=0 & mk q8b q8b_32 ZINC_X16=0 & mk s2 s2 X=0 & mk s2 s2_32 ZINC_X16=0 &
+wait
+"$B/zinc" bench /tmp/q8b.zplan -p 512 -n 0 -r 5 >/dev/null 2>&1 # the clocks up
+for r in 1 2; do
+  for m in q8b q8b_32; do
+    echo "== [r$r zinc $m] $(timeout 30 "$B/zinc" bench /tmp/$m.zplan -p 512 -n 0 -r 5 2>&1 | grep -E ' pp' | tr -s ' ')" | tee -a "$O"
+  done
+done
+for p in s2 s2_32; do
+  timeout 30 "$B/zinc" bench /tmp/$p.zplan -p 512 -n 0 -r 3 --profile > "$OUT/prof_$p.txt" 2>&1
+  echo "== [2L $p] $(grep -A10 'prefill step' "$OUT/prof_$p.txt" | tr -s ' ' | tr '\n' '|')" | tee -a "$O"
+done
+echo "== [llama q8b] $(timeout 60 /tmp/nb/bundle/run-bench.sh -m /tmp/q8b.gguf -ngl 99 -p 512 -n 0 -r 5 -fa 1 2>&1 | grep -E 'pp[0-9]' | tr -s ' ')" | tee -a "$O"
