@@ -24,13 +24,5 @@ mk q8b q8b X=0 & mk q8b q8b_old ZINC_CMP_FILL=0 ZINC_CMP_XBUF=2 & mk s2 s2 X=0 &
 mk s2 s2_old ZINC_CMP_FILL=0 ZINC_CMP_XBUF=2 & mk s2 s2_f150 ZINC_CMP_FILL=150 &
 wait
 "$B/zinc" bench /tmp/q8b.zplan -p 512 -n 0 -r 5 >/dev/null 2>&1 # the clocks up
-for r in 1 2; do
-  for m in q8b q8b_old; do
-    echo "== [r$r zinc $m] $(timeout 60 "$B/zinc" bench /tmp/$m.zplan -p 512 -n 0 -r 5 2>&1 | grep -E ' pp' | tr -s ' ')" | tee -a "$O"
-  done
-  echo "== [r$r llama q8b] $(timeout 90 /tmp/nb/bundle/run-bench.sh -m /tmp/q8b.gguf -ngl 99 -p 512 -n 0 -r 5 -fa 1 2>&1 | grep -E 'pp[0-9]' | tr -s ' ')" | tee -a "$O"
-done
-for p in s2 s2_old s2_f150; do
-  timeout 60 "$B/zinc" bench /tmp/$p.zplan -p 512 -n 0 -r 3 --profile > "$OUT/prof_$p.txt" 2>&1
-  echo "== [2L $p] $(grep -A12 'prefill step' "$OUT/prof_$p.txt" | tr -s ' ' | tr '\n' '|')" | tee -a "$O"
-done
+for r in 1 2; do pp r$r q8b; pp r$r q8b_old; pp_llama r$r q8b; done
+for p in s2 s2_old s2_f150; do prof2l $p; done

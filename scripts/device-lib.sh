@@ -34,3 +34,11 @@ shape() {
   esac
 }
 gen() { "$B/zinc" mkmodel $(shape "$1") --vocab 151936 --quant q4_k_m -o "/tmp/$1.gguf" >/dev/null; }
+# pp512 of a plan (or, with llama, llama.cpp's of a GGUF), one line into $O;
+# the 2-layer profile of a plan's prefill step ($OUT/prof_<plan>.txt).
+pp() { echo "== [$1 zinc $2] $(timeout 60 "$B/zinc" bench /tmp/$2.zplan -p 512 -n 0 -r 5 2>&1 | grep -E ' pp' | tr -s ' ')" | tee -a "$O"; }
+pp_llama() { echo "== [$1 llama $2] $(timeout 90 /tmp/nb/bundle/run-bench.sh -m /tmp/$2.gguf -ngl 99 -p 512 -n 0 -r 5 -fa 1 2>&1 | grep -E 'pp[0-9]' | tr -s ' ')" | tee -a "$O"; }
+prof2l() {
+  timeout 60 "$B/zinc" bench /tmp/$1.zplan -p 512 -n 0 -r 3 --profile > "$OUT/prof_$1.txt" 2>&1
+  echo "== [2L $1] $(grep -A12 'prefill step' "$OUT/prof_$1.txt" | tr -s ' ' | tr '\n' '|')" | tee -a "$O"
+}

@@ -21,13 +21,6 @@ mk() { local m=$1 out=$2; shift 2; env "$@" timeout 100 "$B/zincc" /tmp/$m.gguf 
 mk q8b q8b ZINC_X16=1 & mk q8b q8b_32 X=0 & mk s2 s2 ZINC_X16=1 & mk s2 s2_32 X=0 &
 wait
 "$B/zinc" bench /tmp/q8b.zplan -p 512 -n 0 -r 5 >/dev/null 2>&1 # the clocks up
-for r in 1 2; do
-  for m in q8b q8b_32; do
-    echo "== [r$r zinc $m] $(timeout 30 "$B/zinc" bench /tmp/$m.zplan -p 512 -n 0 -r 5 2>&1 | grep -E ' pp' | tr -s ' ')" | tee -a "$O"
-  done
-done
-for p in s2 s2_32; do
-  timeout 30 "$B/zinc" bench /tmp/$p.zplan -p 512 -n 0 -r 3 --profile > "$OUT/prof_$p.txt" 2>&1
-  echo "== [2L $p] $(grep -A10 'prefill step' "$OUT/prof_$p.txt" | tr -s ' ' | tr '\n' '|')" | tee -a "$O"
-done
-echo "== [llama q8b] $(timeout 60 /tmp/nb/bundle/run-bench.sh -m /tmp/q8b.gguf -ngl 99 -p 512 -n 0 -r 5 -fa 1 2>&1 | grep -E 'pp[0-9]' | tr -s ' ')" | tee -a "$O"
+for r in 1 2; do pp r$r q8b; pp r$r q8b_32; done
+for p in s2 s2_32; do prof2l $p; done
+pp_llama r1 q8b

@@ -1510,23 +1510,37 @@ Test(kernels_matmul, perm_gemm_compiles_and_rewrites, .timeout = 300) {
  * with the fp32 decode; the same target with an unknown fragment order
  * (a device whose probe found no quads) keeps the staged tiles, whatever
  * ZINC_CM_PERM asks. */
-static int count_names(const ztarget *t, const char *what) {
+/* Calls fn with the name of every matmul-family kernel of the q4_K_M test
+ * model's h200 prefill graph, compiled for target t at 512-token steps. */
+static void each_prefill_kernel(const ztarget *t, void (*fn)(const char *name, void *ctx), void *ctx) {
     gguf_file *f = open_model(&MODELS[M_Q4_K_M]);
     zir_graph *g = compile(f, ztarget_find("h200"), ZPH_PREFILL);
     zcg_opts o = {.target = t, .phase = ZPH_PREFILL, .max_tokens = 512};
-    int n = 0;
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         if (!in_family(g->nodes[i])) continue;
         zarena *a = zarena_new();
         zcg_kernel kn;
         zdiag d = {0};
         cr_assert_eq(zcg_node(g, g->nodes[i], &o, a, &kn, &d), ZOK, "'%s': %s", g->nodes[i]->out->name, d.msg);
-        n += strstr(kn.name, what) != NULL;
+        fn(kn.name, ctx);
         zarena_free(a);
     }
     zir_graph_free(g);
     gguf_close(f);
-    return n;
+}
+
+typedef struct name_count {
+    const char *what;
+    int n;
+} name_count;
+static void count_one(const char *name, void *ctx) {
+    name_count *c = ctx;
+    c->n += strstr(name, c->what) != NULL;
+}
+static int count_names(const ztarget *t, const char *what) {
+    name_count c = {what, 0};
+    each_prefill_kernel(t, count_one, &c);
+    return c.n;
 }
 
 Test(kernels_matmul, permuted_gemm_needs_the_fragment_order, .timeout = 120) {
@@ -1551,37 +1565,30 @@ Test(kernels_matmul, permuted_gemm_needs_the_fragment_order, .timeout = 120) {
  * smaller one would not. Checked on every permuted GEMM of the h200 plan
  * for the test model, whose projections (a few row tiles) take the small
  * tiles, and on a target of 8 compute units, where all take 128. */
+typedef struct tile_census {
+    int64_t fill;
+    int n, small;
+} tile_census;
+static void check_tile(const char *name, void *ctx) {
+    tile_census *c = ctx;
+    const char *cm = strstr(name, "_cmp"), *nn = strstr(name, "_n");
+    int bm = 0, rows = 0;
+    long long N = 0;
+    if (!cm || !nn || sscanf(cm, "_cmp%dx%d", &bm, &rows) != 2 || sscanf(nn, "_n%lld", &N) != 1 || rows <= 0) return;
+    int64_t cols = (N + rows - 1) / rows, grid = cols * ((512 + bm - 1) / bm);
+    cr_expect(bm == 32 || grid >= c->fill, "%s: %lld workgroups, %lld fill the target", name, (long long)grid,
+              (long long)c->fill);
+    cr_expect(bm == 128 || cols * ((512 + 2 * bm - 1) / (2 * bm)) < c->fill, "%s: a tile of %d would fill", name,
+              2 * bm);
+    c->n++;
+    c->small += bm < 128;
+}
 static void check_cmp_tiles(const ztarget *t, bool expect_small) {
-    gguf_file *f = open_model(&MODELS[M_Q4_K_M]);
-    zir_graph *g = compile(f, ztarget_find("h200"), ZPH_PREFILL);
-    zcg_opts o = {.target = t, .phase = ZPH_PREFILL, .max_tokens = 512};
-    int n = 0, small = 0;
-    int64_t fill = t->n_cu * 90 / 100;
-    for (uint32_t i = 0; i < g->n_nodes; i++) {
-        if (!in_family(g->nodes[i])) continue;
-        zarena *a = zarena_new();
-        zcg_kernel kn;
-        zdiag d = {0};
-        cr_assert_eq(zcg_node(g, g->nodes[i], &o, a, &kn, &d), ZOK, "'%s': %s", g->nodes[i]->out->name, d.msg);
-        const char *c = strstr(kn.name, "_cmp"), *nn = strstr(kn.name, "_n");
-        int bm = 0, rows = 0;
-        long long N = 0;
-        if (c && nn && sscanf(c, "_cmp%dx%d", &bm, &rows) == 2 && sscanf(nn, "_n%lld", &N) == 1 && rows > 0) {
-            int64_t cols = (N + rows - 1) / rows, grid = cols * ((512 + bm - 1) / bm);
-            cr_expect(bm == 32 || grid >= fill, "%s: %lld workgroups, %lld fill the target", kn.name,
-                      (long long)grid, (long long)fill);
-            cr_expect(bm == 128 || cols * ((512 + 2 * bm - 1) / (2 * bm)) < fill, "%s: a tile of %d would fill",
-                      kn.name, 2 * bm);
-            n++;
-            small += bm < 128;
-        }
-        zarena_free(a);
-    }
-    cr_expect_geq(n, 2, "%d permuted GEMMs", n);
-    cr_expect(expect_small ? small > 0 : small == 0, "%d of %d permuted GEMMs with tiles under 128 tokens", small,
-              n);
-    zir_graph_free(g);
-    gguf_close(f);
+    tile_census c = {t->n_cu * 90 / 100, 0, 0};
+    each_prefill_kernel(t, check_tile, &c);
+    cr_expect_geq(c.n, 2, "%d permuted GEMMs", c.n);
+    cr_expect(expect_small ? c.small > 0 : c.small == 0, "%d of %d permuted GEMMs with tiles under 128 tokens",
+              c.small, c.n);
 }
 
 Test(kernels_matmul, permuted_gemm_tile_fills_the_device, .timeout = 120) {
