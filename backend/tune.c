@@ -42,7 +42,7 @@ static uint64_t binding_bytes(const zcg_binding *b, const zvk_tune_opts *o) {
     if (!v) return b->scratch_bytes;
     if (v->role == ZR_WEIGHT) return v->nbytes;
     if (v->role == ZR_INPUT) return 4;
-    return (uint64_t)zir_value_elems(v, &one) * (o->act_f16 ? 2u : 4u);
+    return (uint64_t)zir_value_elems(v, &one) * (o->act_f16 || v->store_f16 ? 2u : 4u);
 }
 
 /* Weights hold the model's bytes (their timing does not depend on them, but
