@@ -533,8 +533,11 @@ zstatus zlower(zir_graph *const g[ZPLAN_PHASES], const zlower_opts *o, zplan **o
     p->arena = a;
     lw w = {.p = p, .o = o, .d = d, .tmp = tmp, .transient = UINT32_MAX};
     zstatus s = header(&w, g[0]);
-    for (int ph = 0; ph < ZPLAN_PHASES && !s; ph++)
+    for (int ph = 0; ph < ZPLAN_PHASES && !s; ph++) {
         s = declare_storage(&w, g[ph]);
+        for (uint32_t i = 0; i < g[ph]->n_values; i++) /* an activation kept in fp16 (mm-f16) */
+            if (g[ph]->values[i]->store_f16) w.p->required |= ZPLAN_NEED_FP16 | ZPLAN_NEED_STORAGE16;
+    }
     if (!s && o->parallel && o->batch) s = declare_storage(&w, o->batch);
     for (int ph = 0; ph < ZPLAN_PHASES && !s; ph++)
         s = lower_phase(&w, g[ph], (zplan_phase)ph);
