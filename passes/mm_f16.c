@@ -209,15 +209,35 @@ static bool reads_as_f16_x(const zir_node *n, const zir_value *v) {
 }
 
 /* Whether n's output can be written in fp16: a plain rms_norm
- * (rms_norm.glsl), or a matmul or gate+up kernel with fp16 operands whose
- * output is an activation (matmul_io.glsl's store_y; not a KV store). */
+ * (rms_norm.glsl), an attention kernel (attention.glsl, attn_cm.glsl), or
+ * a matmul or gate+up kernel with fp16 operands whose output is an
+ * activation (matmul_io.glsl's store_y; not a KV store). */
 static bool writes_f16(const zir_node *n) {
     if (n->op == ZOP_RMS_NORM) return n->out->rank == 2;
     bool kernel = n->op == ZOP_KERNEL;
+    if (kernel && n->kp.tmpl == ZKT_ATTENTION) return n->out->role == ZR_ACTIVATION;
     if (n->op != ZOP_MATMUL && !(kernel && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU)))
         return false;
     const zir_node *last = kernel ? n->body[n->n_body - 1] : n;
     return zpass_gemv_f16(n) && last->op != ZOP_KV_STORE && n->out->role == ZR_ACTIVATION;
+}
+
+/* Whether v has readers (from node `from` on) and every one reads it as
+ * fp16 matmuls' x, through views (a reshape of attention's heads) at most
+ * 4 deep: those go into views. */
+static bool f16_readers(const zir_graph *g, uint32_t from, const zir_value *v, zir_value **views, int *n_views) {
+    int readers = 0;
+    for (uint32_t j = from; j < g->n_nodes; j++) {
+        const zir_node *c = g->nodes[j];
+        if (!node_reads(c, v)) continue;
+        readers++;
+        if (c->op != ZOP_KERNEL && (zir_ops[c->op].flags & ZF_VIEW) && c->in[0] == v && *n_views < 4) {
+            views[(*n_views)++] = c->out;
+            if (!f16_readers(g, j + 1, c->out, views, n_views)) return false;
+        } else if (!reads_as_f16_x(c, v))
+            return false;
+    }
+    return readers > 0;
 }
 
 /* Activations that only fp16 matmuls read are kept in fp16: each reader
@@ -225,8 +245,9 @@ static bool writes_f16(const zir_node *n) {
  * where it is written changes no value (the interpreter rounds there too)
  * and halves the bytes its GEMMs stage: the prefill GEMMs' x is read once
  * per tile of weight rows (run 69: every activation in fp16 made the
- * 2-layer 8B-wide step 6 % shorter). The norms before q, k, v and gate+up
- * and the SwiGLU product before down, in a Qwen3 layer.
+ * 2-layer 8B-wide step 6 % shorter). The norms before q, k, v and gate+up,
+ * the attention output before o and the SwiGLU product before down, in a
+ * Qwen3 layer.
  * Off until the tensor-core GEMMs that read fp16 x pass their kernel tests
  * on a device (scripts/x16-device.sh; session 27 ran out of device time
  * before it could run): ZINC_X16=1 turns it on. */
@@ -237,12 +258,12 @@ static void keep_f16(zir_graph *g, const zpass_opts *o) {
         zir_node *p = g->nodes[i];
         zir_value *v = p->out;
         if (!v || v->role != ZR_ACTIVATION || v == g->logits || !writes_f16(p)) continue;
-        int readers = 0;
-        bool ok = true;
-        for (uint32_t j = i + 1; j < g->n_nodes && ok; j++)
-            if (node_reads(g->nodes[j], v)) ok = reads_as_f16_x(g->nodes[j], v), readers++;
-        if (!ok || !readers) continue;
+        zir_value *views[4];
+        int n_views = 0;
+        if (!f16_readers(g, i + 1, v, views, &n_views)) continue;
         v->store_f16 = true;
+        for (int k = 0; k < n_views; k++) /* a view aliases v's buffer */
+            views[k]->store_f16 = true;
         kept++;
     }
     zpass_decision *x = kept ? zpass_report_add(o->report) : NULL;

@@ -22,7 +22,7 @@ layout(local_size_x = WG) in;
 layout(std430, set = 0, binding = 1) readonly buffer Q { ACT_T q[]; };
 KV_BUFFER(2, K, k);   // view of the cache: P rows
 KV_BUFFER(3, V, v);
-layout(std430, set = 0, binding = 4) writeonly buffer O { ACT_T o[]; };
+layout(std430, set = 0, binding = 4) writeonly buffer O { YACT_T o[]; }; // Y_F16: read only by fp16 matmuls
 #if SPLIT > 1
 layout(std430, set = 0, binding = 5) coherent buffer Part { float part[]; };
 layout(std430, set = 0, binding = 6) coherent buffer Cnt { uint cnt[]; };

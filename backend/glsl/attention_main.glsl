@@ -87,7 +87,7 @@ void combine(uint slot, uint nsplit, uint h, uint t0, uint tid) {
             lsum += part[pu + QT + r] * w;
             [[unroll]] for (uint c = 0; c < MIX_COLS; c++) a[c] += part[pu + 2u * QT + r * D + mix_col(c, tid)] * w;
         }
-        [[unroll]] for (uint c = 0; c < MIX_COLS; c++) o[(t * H + h + r % GQ) * D + mix_col(c, tid)] = ACT_T(a[c] / lsum);
+        [[unroll]] for (uint c = 0; c < MIX_COLS; c++) o[(t * H + h + r % GQ) * D + mix_col(c, tid)] = YACT_T(a[c] / lsum);
     }
     if (tid == 0u) cnt[slot] = 0u; // ready for the next replay
 }
@@ -135,7 +135,7 @@ void main() {
             uint r = mix_row(m, tid), t = t0 + r / GQ;
             if (r >= QT || t >= step.T) continue;
             [[unroll]] for (uint c = 0; c < MIX_COLS; c++)
-                o[(t * H + h + r % GQ) * D + mix_col(c, tid)] = ACT_T(acc[m * MIX_COLS + c] / sl[r]);
+                o[(t * H + h + r % GQ) * D + mix_col(c, tid)] = YACT_T(acc[m * MIX_COLS + c] / sl[r]);
         }
         return;
     }

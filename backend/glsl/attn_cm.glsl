@@ -47,7 +47,7 @@ layout(std430, set = 0, binding = 1) readonly buffer Q { vec4 q4[]; };
 #endif
 KV_BUFFER(2, K, k); // views of the cache: P rows of HKV x D
 KV_BUFFER(3, V, v);
-layout(std430, set = 0, binding = 4) writeonly buffer O { ACT_T o[]; };
+layout(std430, set = 0, binding = 4) writeonly buffer O { YACT_T o[]; }; // Y_F16: read only by fp16 matmuls
 
 #define CM_AB fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define CM_C fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
@@ -168,7 +168,7 @@ void write_out(uint sb, uint r0, uint t0, uint h0, uint j, uint lane) {
     [[unroll]] for (uint e = lane; e < 256u; e += 32u) {
         uint row = r0 + e / 16u, t = t0 + row / GQ;
         float x = uintBitsToFloat(ss8[sb + e / 4u][e % 4u]) * srow[row];
-        if (row < ROWS && t < step.T) o[(t * H + h0 + row % GQ) * D + j * 16u + e % 16u] = ACT_T(x);
+        if (row < ROWS && t < step.T) o[(t * H + h0 + row % GQ) * D + j * 16u + e % 16u] = YACT_T(x);
     }
 }
 

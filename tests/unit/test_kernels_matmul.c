@@ -1599,50 +1599,57 @@ Test(kernels_matmul, permuted_gemm_tile_fills_the_device, .timeout = 120) {
 }
 
 /* mm-f16's keep_f16 (ZINC_X16=1): in the h200 prefill graph every value
- * kept in fp16 is written by a norm or an fp16 matmul kernel and read only
- * as fp16 matmuls' x; the norms before the projections and the SwiGLU
- * product are among them, the logits and the residual stream are not; off
+ * kept in fp16 is written by a norm, attention or an fp16 matmul kernel
+ * (or is a view of one) and read only as fp16 matmuls' x (or through such
+ * a view); the norms before the projections, attention's output and the
+ * SwiGLU product are among them, the logits and the residual stream are not; off
  * by default. Then every kernel of the model against the interpreter, which
  * rounds those values where they are written (on llvmpipe the scalar GEMMs
  * read them; the device calls run the tensor-core GEMMs). */
-static int kept_f16(const mspec *m, int *glu) {
+typedef struct kept {
+    int n, glu, attn; /* values kept in fp16; of them, gate+up products and attention outputs */
+} kept;
+static kept kept_f16(const mspec *m) {
     gguf_file *f = open_model(m);
     zir_graph *g = compile(f, ztarget_find("h200"), ZPH_PREFILL);
-    int n = 0;
-    *glu = 0;
+    kept k = {0};
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const zir_node *p = g->nodes[i];
         if (!p->out || !p->out->store_f16) continue;
-        n++;
-        bool kernel = p->op == ZOP_KERNEL;
-        *glu += kernel && p->kp.tmpl == ZKT_GATE_UP_SWIGLU;
-        cr_expect(p->op == ZOP_RMS_NORM || (mm_f16(p) && (p->op == ZOP_MATMUL || kernel)), "'%s' kept in fp16",
-                  p->out->name);
+        bool kernel = p->op == ZOP_KERNEL, attn = kernel && p->kp.tmpl == ZKT_ATTENTION;
+        bool view = (zir_ops[p->op].flags & ZF_VIEW) != 0;
+        k.n++;
+        k.glu += kernel && p->kp.tmpl == ZKT_GATE_UP_SWIGLU;
+        k.attn += attn;
+        cr_expect(p->op == ZOP_RMS_NORM || attn || view || (mm_f16(p) && (p->op == ZOP_MATMUL || kernel)),
+                  "'%s' kept in fp16", p->out->name);
         cr_expect(p->out != g->logits, "the logits kept in fp16");
         for (uint32_t j = 0; j < g->n_nodes; j++) {
             const zir_node *c = g->nodes[j];
             for (int b = 0; b < (c->op == ZOP_KERNEL ? c->n_body : 1); b++) {
                 const zir_node *u = c->op == ZOP_KERNEL ? c->body[b] : c;
                 for (int x = 0; x < u->n_in; x++)
-                    if (u->in[x] == p->out)
-                        cr_expect(u->op == ZOP_MATMUL && x == 0 && u->attr.mm_f16, "'%s' read by '%s' (%s, input %d)",
-                                  p->out->name, c->out->name, zir_ops[u->op].name, x);
+                    if (u->in[x] == p->out) /* a view of it is kept in fp16 too, and checked as its own */
+                        cr_expect((u->op == ZOP_MATMUL && x == 0 && u->attr.mm_f16) ||
+                                      ((zir_ops[u->op].flags & ZF_VIEW) && u->out->store_f16),
+                                  "'%s' read by '%s' (%s, input %d)", p->out->name, c->out->name,
+                                  zir_ops[u->op].name, x);
             }
         }
     }
     zir_graph_free(g);
     gguf_close(f);
-    return n;
+    return k;
 }
 
 Test(kernels_matmul, fp16_x_kept_only_for_fp16_matmuls, .timeout = 120) {
-    int glu;
-    cr_expect_eq(kept_f16(&MODELS[M_Q4_K_M], &glu), 0, "values kept in fp16 without ZINC_X16=1");
+    cr_expect_eq(kept_f16(&MODELS[M_Q4_K_M]).n, 0, "values kept in fp16 without ZINC_X16=1");
     setenv("ZINC_X16", "1", 1);
-    int n = kept_f16(&MODELS[M_Q4_K_M], &glu);
+    kept k = kept_f16(&MODELS[M_Q4_K_M]);
     unsetenv("ZINC_X16");
-    cr_expect_geq(n, 3, "%d values kept in fp16: expected the norms and the SwiGLU product", n);
-    cr_expect_gt(glu, 0, "no gate+up product kept in fp16");
+    cr_expect_geq(k.n, 4, "%d values kept in fp16: expected the norms, attention's and the SwiGLU product", k.n);
+    cr_expect_gt(k.glu, 0, "no gate+up product kept in fp16");
+    cr_expect_gt(k.attn, 0, "no attention output kept in fp16");
 }
 
 Test(kernels_matmul, q4_k_m_fp16_x, .timeout = 300) {
