@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# One device call (~190 s; pack .dev with test_kernels_matmul and
-# test_kernels_e2e as bench-device.sh's header says; carry .gl, .anchor and
-# .dev): activations that only fp16 matmuls read kept in fp16 (mm-f16's
-# keep_f16: the norms before q, k, v, gate+up and the logits, and the
-# SwiGLU product before down; ZINC_X16=1), against fp32 (the default until
+# One device call (~200 s; pack .dev with test_kernels_matmul,
+# test_kernels_e2e and test_kernels_misc as bench-device.sh's header says;
+# carry .gl, .anchor and .dev): activations that only fp16 matmuls read kept
+# in fp16 (mm-f16's keep_f16: the norms before q, k, v, gate+up and the
+# logits, attention's output before o and the SwiGLU product before down;
+# ZINC_X16=1), against fp32 (the default until
 # this call's tests pass: then flip keep_f16's default). The kernel tests
 # on the driver first (the permuted GEMMs reading fp16 x), then the 8B's
 # pp512 beside llama.cpp, alternated, and the 2-layer profiles.
@@ -13,7 +14,8 @@ DEVICE_OUT=x16.txt
 gen q8b & gen s2 &
 (cd /tmp && ZINC_X16=1 LD_LIBRARY_PATH=$B/lib timeout 100 $B/test_kernels_matmul --filter 'kernels_matmul/q[46]*' > "$OUT/t_matmul.txt" 2>&1)
 (cd /tmp && ZINC_X16=1 LD_LIBRARY_PATH=$B/lib timeout 100 $B/test_kernels_e2e > "$OUT/t_e2e.txt" 2>&1)
-for f in matmul e2e; do
+(cd /tmp && ZINC_X16=1 LD_LIBRARY_PATH=$B/lib timeout 100 $B/test_kernels_misc > "$OUT/t_misc.txt" 2>&1)
+for f in matmul e2e misc; do
   echo "== test_kernels_$f: $(grep -E 'Synthesis|CRASH|FAIL' "$OUT/t_$f.txt" | head -8 | tr '\n' ' ')" | tee -a "$O"
 done
 wait
