@@ -162,9 +162,9 @@ static zstatus mark_kv_f16(zcg_kernel *k, zarena *a, zdiag *d) {
 }
 
 /* A kernel that binds an activation kept in fp16 (the mm-f16 pass: read
- * only as fp16 matmuls' x, written only by matmul_io.glsl's store_y or
- * rms_norm.glsl) declares it so: X_F16 where it reads one, Y_F16 where it
- * writes one (common.glsl's XACT_T and YACT_T), and says "+h" (x) or "+yh". */
+ * only as fp16 matmuls' x; written by matmul_io.glsl's store_y,
+ * rms_norm.glsl or attention's kernels) declares it so: X_F16 where it
+ * reads one, Y_F16 where it writes one (common.glsl), named "+xh", "+yh". */
 static zstatus mark_act_f16(zcg_kernel *k, zarena *a, zdiag *d) {
     bool xf = false, yf = false;
     for (int i = 0; i < k->n_bind; i++) {
@@ -173,8 +173,8 @@ static zstatus mark_act_f16(zcg_kernel *k, zarena *a, zdiag *d) {
     }
     if ((!xf && !yf) || !k->glsl) return ZOK;
     const char *tag = xf && yf ? "+xh+yh" : xf ? "+xh" : "+yh";
-    size_t len = strlen(k->name);
-    if (len + strlen(tag) < sizeof k->name) memcpy(k->name + len, tag, strlen(tag) + 1);
+    size_t len = strlen(k->name), tl = strlen(tag);
+    if (len + tl < sizeof k->name) memcpy(k->name + len, tag, tl + 1);
     const char *nl = strchr(k->glsl, '\n');
     k->glsl = nl ? zarena_printf(a, "%.*s%s%s%s", (int)(nl - k->glsl), k->glsl, xf ? "\n#define X_F16 1" : "",
                                  yf ? "\n#define Y_F16 1" : "", nl)

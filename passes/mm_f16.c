@@ -182,30 +182,27 @@ static void mark_prefill(zir_graph *g, const zpass_opts *o, bool f16) {
     }
 }
 
-/* Whether top-level node n reads v (an input of it or of its body). */
-static bool node_reads(const zir_node *n, const zir_value *v) {
-    bool kernel = n->op == ZOP_KERNEL;
-    for (int i = 0; i < (kernel ? n->n_body : 1); i++) {
-        const zir_node *b = kernel ? n->body[i] : n;
-        for (int j = 0; j < b->n_in; j++)
-            if (b->in[j] == v) return true;
-    }
-    return false;
+/* A node whose x and output go through matmul_io.glsl: a plain matmul, or
+ * a matmul or gate+up kernel. */
+static bool gemm_node(const zir_node *n) {
+    return n->op == ZOP_MATMUL ||
+           (n->op == ZOP_KERNEL && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU));
 }
 
-/* Whether n reads v only as the x of matmuls with fp16 operands, through
- * matmul_io.glsl's x (a plain matmul, a matmul or gate+up kernel: not a
- * norm prologue, a residual or a weight). */
-static bool reads_as_f16_x(const zir_node *n, const zir_value *v) {
+/* How top-level node n reads v: 0 not at all, 1 only as the x of matmuls
+ * with fp16 operands, 2 otherwise (a norm prologue, a residual, ...). */
+static int read_kind(const zir_node *n, const zir_value *v) {
     bool kernel = n->op == ZOP_KERNEL;
-    if (n->op != ZOP_MATMUL && !(kernel && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU)))
-        return false;
+    int kind = 0;
     for (int i = 0; i < (kernel ? n->n_body : 1); i++) {
         const zir_node *b = kernel ? n->body[i] : n;
         for (int j = 0; j < b->n_in; j++)
-            if (b->in[j] == v && (b->op != ZOP_MATMUL || j != 0 || !b->attr.mm_f16)) return false;
+            if (b->in[j] == v) {
+                if (b->op != ZOP_MATMUL || j != 0 || !b->attr.mm_f16) return 2;
+                kind = 1;
+            }
     }
-    return true;
+    return kind;
 }
 
 /* Whether n's output can be written in fp16: a plain rms_norm
@@ -214,11 +211,9 @@ static bool reads_as_f16_x(const zir_node *n, const zir_value *v) {
  * activation (matmul_io.glsl's store_y; not a KV store). */
 static bool writes_f16(const zir_node *n) {
     if (n->op == ZOP_RMS_NORM) return n->out->rank == 2;
-    bool kernel = n->op == ZOP_KERNEL;
-    if (kernel && n->kp.tmpl == ZKT_ATTENTION) return n->out->role == ZR_ACTIVATION;
-    if (n->op != ZOP_MATMUL && !(kernel && (n->kp.tmpl == ZKT_MATMUL || n->kp.tmpl == ZKT_GATE_UP_SWIGLU)))
-        return false;
-    const zir_node *last = kernel ? n->body[n->n_body - 1] : n;
+    if (n->op == ZOP_KERNEL && n->kp.tmpl == ZKT_ATTENTION) return n->out->role == ZR_ACTIVATION;
+    if (!gemm_node(n)) return false;
+    const zir_node *last = n->op == ZOP_KERNEL ? n->body[n->n_body - 1] : n;
     return zpass_gemv_f16(n) && last->op != ZOP_KV_STORE && n->out->role == ZR_ACTIVATION;
 }
 
@@ -229,12 +224,13 @@ static bool f16_readers(const zir_graph *g, uint32_t from, const zir_value *v, z
     int readers = 0;
     for (uint32_t j = from; j < g->n_nodes; j++) {
         const zir_node *c = g->nodes[j];
-        if (!node_reads(c, v)) continue;
+        int kind = read_kind(c, v);
+        if (!kind) continue;
         readers++;
         if (c->op != ZOP_KERNEL && (zir_ops[c->op].flags & ZF_VIEW) && c->in[0] == v && *n_views < 4) {
             views[(*n_views)++] = c->out;
             if (!f16_readers(g, j + 1, c->out, views, n_views)) return false;
-        } else if (!reads_as_f16_x(c, v))
+        } else if (kind != 1 || !gemm_node(c))
             return false;
     }
     return readers > 0;

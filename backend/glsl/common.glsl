@@ -10,17 +10,15 @@
 #else
 #define ACT_T float
 #endif
-// One activation kept in fp16 (the mm-f16 pass): a matmul's x (X_F16), a
-// matmul's or a norm's output (Y_F16). XACT_T and YACT_T are their types.
+// One activation kept in fp16 (the mm-f16 pass): a matmul's x (X_F16:
+// XACT_F16, matmul_io.glsl's f16vec4 x), a matmul's, a norm's or
+// attention's output (Y_F16: YACT_T its type).
 #if defined(X_F16) || defined(Y_F16)
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #endif
 #if defined(ACT_F16) || defined(X_F16)
 #define XACT_F16 1
-#define XACT_T float16_t
-#else
-#define XACT_T float
 #endif
 #if defined(ACT_F16) || defined(Y_F16)
 #define YACT_T float16_t

@@ -3,7 +3,7 @@
 // unary and product by a weight) need.
 //
 // Defines from codegen:
-//   B_X, B_Y       input x[T,K] and output y[T,N] (XACT_T, YACT_T: X_F16 / Y_F16)
+//   B_X, B_Y       input x[T,K] and output y[T,N] (fp16 with XACT_F16 / YACT_T)
 //   B_R            residual r[T,N] (ADD_MODE 1); R_IS_X when r is x itself
 //   HAS_NORM       x is RMS-normalized over K first (NORM_EPS, NW_TYPE)
 //   ADD_MODE       0 none, 1 residual (activation), 2 bias (weight [N], BIAS_TYPE)

@@ -230,8 +230,8 @@ Test(e2e, qwen3_h200_choices) {
     run_model(ZMK_QWEN3, ZMK_Q4_K_M, "h200", NULL, "e2e-qwen3h.gguf");
 }
 /* The activations that only fp16 matmuls read kept in fp16 (mm-f16's
- * keep_f16, ZINC_X16=1): the norms and the SwiGLU product of prefill are
- * written and read as halves, the logits as before. */
+ * keep_f16, ZINC_X16=1): the norms, attention's output and the SwiGLU
+ * product of prefill are written and read as halves, the logits as before. */
 Test(e2e, qwen3_h200_fp16_x) {
     setenv("ZINC_X16", "1", 1);
     run_model(ZMK_QWEN3, ZMK_Q4_K_M, "h200", NULL, "e2e-qwen3x.gguf");
