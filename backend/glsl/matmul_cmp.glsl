@@ -41,7 +41,11 @@
 // (12, or 14 in planes without GLU), W0_ROWB (and W1_ROWB, Q4_K),
 // HAS_NORM, MFIRST (token tiles along x, so the workgroups that read one
 // weight tile run together), PERM_F32, XH_IN (a batch step: x from B_XH),
-// FRAG_RIGHT, FRAG_DOWN (zvk_probe_fragmap's layout).
+// FRAG_RIGHT, FRAG_DOWN (zvk_probe_fragmap's layout); ABLATE (timing
+// only, the values wrong: ZINC_CMP_ABLATE, a bit mask): 1 no decode (each
+// A fragment filled with one value of the lane's loaded bytes), 2 no
+// products with x (one A x A product a slice, no B loads), 4 no x fetch
+// and staging: what each part of a step costs.
 
 layout(local_size_x = WG) in;
 
@@ -81,6 +85,9 @@ shared float sc_s[BM];
 #endif
 #ifndef MFIRST
 #define MFIRST 0
+#endif
+#ifndef ABLATE
+#define ABLATE 0
 #endif
 
 #ifndef XH_IN
@@ -178,18 +185,37 @@ void main() {
 #if XBUFS == 1
         if (ks > 0u) barrier(); // every subgroup's products of the last step are done with the buffer
 #endif
+#if (ABLATE & 4) == 0
         stage_x(buf, k0);
+#endif
         PKW cur[NMAT][2] = wr;
         barrier();
         if (ks + 1u < KS) { // the next step's loads, in flight while this one multiplies
             fetch_w(r0, k0 + uint(BK), wr);
+#if (ABLATE & 4) == 0
             fetch_x(m0, k0 + uint(BK), T);
+#endif
         }
         CM_A a[NMAT][NSL];
+#if ABLATE & 1
+        [[unroll]] for (uint m = 0u; m < NMAT; m++)
+            [[unroll]] for (uint kk = 0u; kk < uint(NSL); kk++) {
 #if Q6
+                uint v = cur[m][0].ql0.x ^ cur[m][1].qh.y ^ kk;
+#else
+                uint v = cur[m][0].qv.x ^ cur[m][1].qv.y ^ kk;
+#endif
+                a[m][kk] = CM_A(float16_t(unpackHalf2x16(v & 0x3bffu).x));
+            }
+#elif Q6
         pk6_frags(cur[0], k0 >> 8u, a[0]);
 #else
         [[unroll]] for (uint m = 0u; m < NMAT; m++) pk_frags(cur[m], (k0 & 255u) >> 5u, a[m]);
+#endif
+#if ABLATE & 2
+        [[unroll]] for (uint kk = 0u; kk < uint(NSL); kk++)
+            [[unroll]] for (uint m = 0u; m < NMAT; m++) acc[m][0] = coopMatMulAddNV(a[m][kk], a[m][kk], acc[m][0]);
+        if (false)
 #endif
         [[unroll]] for (uint kk = 0u; kk < uint(NSL); kk++)
             [[unroll]] for (uint u = 0u; u < uint(FT); u++) {
