@@ -767,7 +767,11 @@ static zstatus gen_gemvn(const zir_node *n, const mm_match *m, int rows, zcg_bui
     b->k->groups[0] = m->n_seg ? konst(seg_groups(b, m, nsg * rs), 1) : konst(m->N, nsg * rs);
     b->k->groups[1] = per_token(1, rows);
     b->k->groups[2] = konst(1, 1);
-    mm_name(b, "gemvn", m, zarena_printf(b->a, "_t%d_r%dg%d%s", rows, rs, nsg, idot ? "_idot" : ""));
+    /* timing only, the values wrong (matmul_gemvn.glsl's ABLATE): what its parts cost */
+    int ablate = idot ? (int)zcg_knob("ZINC_GEMVN_ABLATE", 0, 3, 0) : 0;
+    if (ablate) zcg_def_i(b, "ABLATE", ablate);
+    mm_name(b, "gemvn", m, zarena_printf(b->a, "_t%d_r%dg%d%s%s", rows, rs, nsg, idot ? "_idot" : "",
+                                         ablate ? zarena_printf(b->a, "_ablate%d", ablate) : ""));
     if (idot && (s = gemvn_quant_pass(b, n, m, xq, d))) return s;
     if (idot) zcg_def_s(b, "XQ_ACCESS", "readonly");
     const char *files[8] = {"dequant", "matmul_io"};

@@ -34,9 +34,15 @@
 // ROWS_WG (per workgroup), GMODE, IDOT, GLU (W1 is the up projection:
 // y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB; SEGS, N0..N3,
 // WG_SEG0..3, W2_TYPE/W2_ROWB, W3_TYPE/W3_ROWB and each segment's epilogue
-// for the segments (gemv_segs.glsl).
+// for the segments (gemv_segs.glsl); ABLATE (timing only, the values
+// wrong: ZINC_GEMVN_ABLATE, IDOT): 1 one token's x for every token
+// (no x loads but one), 2 no x and no products (the weights' loads only).
 
 layout(local_size_x = WG) in;
+
+#ifndef ABLATE
+#define ABLATE 0
+#endif
 
 #ifndef IDOT
 #define IDOT 0
@@ -228,10 +234,24 @@ void group(uint t0, uint nt, uint n0, uint g, const uint seg) {
         uint row = min(n0 + r, NS - 1u); // a tail row repeats the last one; not written
         [[unroll]] for (uint m = 0u; m < NMAT; m++) { W_OF(seg, m, row, g, w[r * NMAT + m]) }
     }
-#if IDOT
+#if IDOT && ABLATE == 2
+    // timing only: the weights' loads and unpacking, no x and no products
+#if GMODE == 12
+    [[unroll]] for (uint j = 0u; j < RS * NMAT; j++) acc[j] += zi2f(zdot4(w[j].lo.x, w[j].hi.y, 0));
+#else
+    [[unroll]] for (uint j = 0u; j < RS * NMAT; j++) acc[j] += zi2f(zdot4(w[j].v[0].x, w[j].v[3].y, 0));
+#endif
+#elif IDOT
+#if ABLATE == 1
+    XG xv0 = x_q8(t0, g); // timing only: one token's x for every token
+#endif
     [[unroll]] for (uint t = 0u; t < NTOK; t++) {
         if (t >= nt) break; // uniform
+#if ABLATE == 1
+        XG xv = xv0;
+#else
         XG xv = x_q8(t0 + t, g);
+#endif
         [[unroll]] for (uint j = 0u; j < RS * NMAT; j++) dot_q8(w[j], xv, acc[t * RS * NMAT + j]);
     }
 #else

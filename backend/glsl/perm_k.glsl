@@ -24,10 +24,11 @@
 // PERM_F32 decodes in fp32, bit for bit as dequant.glsl (a nibble in the
 // mantissa of 2^23, less 2^23: float() of an integer is a slow
 // conversion); else fp16 arithmetic (a nibble in the mantissa of 1024.0,
-// less 1024, times the sub-block's scale: an exact integer, times d with
-// dmin * min rounded to fp16 first, where the interpreter does not round
-// it). Run 66: with d * scale rounded to fp16 too, gate+up's error went
-// past the fp16 tolerance.
+// less 1024, times the sub-block's scale: an exact integer, times d, plus
+// dmin * min as the sum of two fp16s, where the interpreter rounds only
+// the weight: two roundings a weight, neither shared by the sub-block).
+// Run 66: with d * scale rounded to fp16, gate+up's error went past the
+// fp16 tolerance; run 67: with dmin * min rounded to one fp16, too.
 
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -82,10 +83,15 @@ void pk_frags(PK4 r[2], uint j, out CM_A a[4]) {
             // fp16: scale * q is an exact integer (<= 945), d an fp16 of
             // the block, so only dmin * min is rounded before the fma's
             // one rounding
-            f16vec2 sc2 = f16vec2(float16_t(scf)), d2 = f16vec2(float16_t(dm.x)), o2 = f16vec2(float16_t(-o));
-            f16vec2 m2 = f16vec2(float16_t(1024.0));
-            f16vec2 v01 = fma(d2, (unpackFloat2x16(lo | 0x64006400u) - m2) * sc2, o2);
-            f16vec2 v23 = fma(d2, (unpackFloat2x16(hi | 0x64006400u) - m2) * sc2, o2);
+            // the offset -dmin * min as two fp16s (hi + lo: its rounding
+            // to one fp16 is systematic over the sub-block, and run 67
+            // measured it past the tolerance), scale * q one fma (the
+            // nibble + 1024 times scale, less 1024 * scale: exact)
+            float16_t oh = float16_t(-o), ol = float16_t(-o - float(oh));
+            f16vec2 sc2 = f16vec2(float16_t(scf)), d2 = f16vec2(float16_t(dm.x)), o2 = f16vec2(oh), l2 = f16vec2(ol);
+            f16vec2 m2 = f16vec2(float16_t(-1024.0) * float16_t(scf));
+            f16vec2 v01 = fma(d2, fma(unpackFloat2x16(lo | 0x64006400u), sc2, m2), o2) + l2;
+            f16vec2 v23 = fma(d2, fma(unpackFloat2x16(hi | 0x64006400u), sc2, m2), o2) + l2;
             a[kk][i0] = v01.x;
             a[kk][i0 + 1u] = v01.y;
             a[kk][i2] = v23.x;
