@@ -991,11 +991,24 @@ static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, int 
         xh = zcg_bind(b, "B_XH", NULL, false, (uint64_t)T * (uint64_t)m->K * 2u);
         zcg_def_i(b, "XH_IN", 1);
     }
+    /* a prefill GEMM's layout: the tuner's candidate, or the measured one
+     * of its key (zincc --tune), else the token tile by the grid */
+    const zcg_gemv *w = NULL;
+    if (!rows) {
+        mm_name(b, "gemm", m, "_cmp");
+        snprintf(b->k->key, sizeof b->k->key, "%s", b->k->name);
+        w = b->o->force_gemv;
+        for (int i = 0; !w && b->o->tuning && i < b->o->tuning->n; i++)
+            if (!strcmp(b->o->tuning->key[i], b->k->key)) w = &b->o->tuning->gemv[i];
+        if (w && !(w->bm >= 16 && w->bm <= 256 && w->bm % 16 == 0 && w->nsg >= 1 && w->nsg <= 16)) w = NULL;
+    }
     const char *e = getenv(rows ? "ZINC_BCMP_LAYOUT" : "ZINC_CMP_LAYOUT");
     int w0, w1;
     const ztarget *t = b->o->target;
     if (e && sscanf(e, "%d,%d", &w0, &w1) == 2 && w0 >= 16 && w0 <= 256 && w0 % 16 == 0 && w1 >= 1 && w1 <= 16)
         bm = w0, nsg = w1;
+    else if (w)
+        bm = w->bm, nsg = w->nsg;
     else if (!rows)
         bm = cmp_tokens(b, m->N, nsg);
     int mfirst = (int)zcg_knob("ZINC_CMP_MFIRST", 0, 1, 0);

@@ -53,15 +53,19 @@ typedef struct zcg_binding {
 } zcg_binding;
 
 /* How a decode GEMV is laid out (matmul_gemv.glsl): rows per subgroup,
- * groups per trip, subgroups per workgroup. 0 fields: codegen's default. */
+ * groups per trip, subgroups per workgroup. 0 fields: codegen's default.
+ * A prefill GEMM on the matrix units (matmul_cmp.glsl) reads bm and nsg:
+ * tokens and subgroups (of 16 weight rows each) a workgroup. */
 typedef struct zcg_gemv {
     int rs, unroll, nsg;
     int restrict_w; /* 1: weights declared restrict (dequant.glsl) */
     int x_shared;   /* x staged in shared memory: 0 where it fits (the default), 1 always, -1 never */
+    int bm;         /* the prefill GEMM's token tile (matmul_cmp.glsl); 0: codegen's (cmp_tokens) */
 } zcg_gemv;
 
 /* Layouts chosen by measuring (zvk_tune_gemv), by kernel key: the kernel's
- * name without its layout ("gemv_gateup_q4_K_n12288_k4096+norm"). */
+ * name without its layout ("gemv_gateup_q4_K_n12288_k4096+norm", a prefill
+ * GEMM's "gemm_gateup_q4_K_n12288_k4096_cmp+norm"). */
 typedef struct zcg_tuning {
     int n;
     const char **key;

@@ -24,6 +24,20 @@ const zcg_gemv *zvk_tune_candidates(int *n) {
     return builtin;
 }
 
+/* The prefill GEMMs on the matrix units (matmul_cmp.glsl): tokens x
+ * subgroups a workgroup. On the H100 (run 69) 8 subgroups took 8-11 % off
+ * the 8B's o and q and slowed the rest; the token tile by the grid (the
+ * default) took k and v to 64 tokens (run 71). */
+static const zcg_gemv builtin_gemm[] = {
+    {.bm = 128, .nsg = 4}, {.bm = 128, .nsg = 8}, {.bm = 128, .nsg = 2}, {.bm = 64, .nsg = 4},
+    {.bm = 64, .nsg = 8},  {.bm = 64, .nsg = 2},  {.bm = 32, .nsg = 4},  {.bm = 32, .nsg = 8},
+};
+
+const zcg_gemv *zvk_tune_gemm_candidates(int *n) {
+    *n = (int)(sizeof builtin_gemm / sizeof builtin_gemm[0]);
+    return builtin_gemm;
+}
+
 /* The buffers of one kernel key, shared by its candidates: every binding
  * once, and the weights again in copies - 1 more places. A decode step
  * runs each kernel behind a barrier on weights the L2 does not hold (it
@@ -34,11 +48,12 @@ typedef struct bench {
     zvk_buffer *copy; /* [copies - 1][n]: only the weight bindings are made */
     int n, copies;
     double weight_bytes;
+    int64_t T; /* the step's tokens: 1 (decode) or the prefill chunk */
 } bench;
 
-static uint64_t binding_bytes(const zcg_binding *b, const zvk_tune_opts *o) {
+static uint64_t binding_bytes(const zcg_binding *b, const zvk_tune_opts *o, int64_t T) {
     const zir_value *v = b->value;
-    zir_step one = {.T = 1, .pos = 0, .ctx = o->ctx};
+    zir_step one = {.T = T, .pos = 0, .ctx = o->ctx};
     if (!v) return b->scratch_bytes;
     if (v->role == ZR_WEIGHT) return v->nbytes;
     if (v->role == ZR_INPUT) return 4;
@@ -89,12 +104,14 @@ static int ring_copies(double weight_bytes, uint64_t ring_bytes) {
     return c < 2 ? 2 : c > ZVK_RIG_MAX_SETS ? ZVK_RIG_MAX_SETS : (int)c;
 }
 
-static zstatus bench_open(zvk_device *dev, const zcg_kernel *k, const zvk_tune_opts *o, bench *b, zdiag *d) {
+static zstatus bench_open(zvk_device *dev, const zcg_kernel *k, const zvk_tune_opts *o, int64_t T, bench *b,
+                          zdiag *d) {
     memset(b, 0, sizeof *b);
+    b->T = T;
     zstatus s = ZOK;
     for (int i = 0; !s && i < k->n_bind; i++) {
         const zir_value *v = k->bind[i].value;
-        s = fill(dev, &b->buf[i], v, binding_bytes(&k->bind[i], o), d);
+        s = fill(dev, &b->buf[i], v, binding_bytes(&k->bind[i], o, T), d);
         if (!s) b->n = i + 1;
         if (is_weight(&k->bind[i])) b->weight_bytes += (double)v->nbytes;
     }
@@ -104,9 +121,9 @@ static zstatus bench_open(zvk_device *dev, const zcg_kernel *k, const zvk_tune_o
     for (int c = 0; !s && c < b->copies - 1; c++)
         for (int i = 0; !s && i < b->n; i++)
             if (is_weight(&k->bind[i]))
-                s = fill(dev, &b->copy[c * ZCG_MAX_BIND + i], k->bind[i].value, binding_bytes(&k->bind[i], o), d);
+                s = fill(dev, &b->copy[c * ZCG_MAX_BIND + i], k->bind[i].value, binding_bytes(&k->bind[i], o, T), d);
     if (!s) s = zvk_buffer_create(dev, 16, ZVK_MEM_HOST, "step", &b->step, d);
-    if (!s) memcpy(b->step.map, (uint32_t[4]){1, 0, (uint32_t)o->ctx, 0}, 16);
+    if (!s) memcpy(b->step.map, (uint32_t[4]){(uint32_t)T, 0, (uint32_t)o->ctx, 0}, 16);
     if (s) bench_close(dev, b);
     return s;
 }
@@ -126,11 +143,11 @@ static void copy_bindings(const zcg_kernel *k, const bench *b, int c, zvk_bindin
 
 /* Records one submission: a warm-up lap of the copies, then reps runs, each
  * between two timestamps and each dispatch behind a barrier, as in a step. */
-static zstatus record(zvk_device *dev, const zcg_kernel *k, zvk_rig *rig, int laps, int reps, zvk_cmd *c,
-                      zdiag *d) {
+static zstatus record(zvk_device *dev, const zcg_kernel *k, int64_t T, zvk_rig *rig, int laps, int reps,
+                      zvk_cmd *c, zdiag *d) {
     uint32_t g[3];
     for (int a = 0; a < 3; a++)
-        g[a] = (uint32_t)zcg_affine_eval(k->groups[a], 1);
+        g[a] = (uint32_t)zcg_affine_eval(k->groups[a], T);
     zstatus s = zvk_cmd_begin(dev, c, d);
     if (s) return s;
     zvk_timer_reset(c, &rig->tm);
@@ -176,7 +193,7 @@ static zstatus time_kernel(zvk_device *dev, const zcg_kernel *k, const bench *b,
     zstatus s = t ? zvk_rig_open(dev, k->name, k->glsl, k->int_dot ? ZVK_RIG_INT_DOT : 0, bind, (uint32_t)b->n + 1, (uint32_t)b->copies,
                                  (uint32_t)reps * 2, &rig, d)
                   : zdiag_set(d, ZE_NOMEM, "tune: out of memory");
-    if (!s) s = record(dev, k, &rig, laps, reps, &c, d);
+    if (!s) s = record(dev, k, b->T, &rig, laps, reps, &c, d);
     for (double t0 = now_s(); !s && now_s() - t0 < o->warm_s;)
         s = zvk_cmd_submit_wait(dev, &c, d);
     if (!s) s = zvk_cmd_submit_wait(dev, &c, d);
@@ -197,13 +214,12 @@ static bool seen_key(const zcg_tuning *t, const char *key) {
     return false;
 }
 
-/* Every candidate of node n's GEMV (key def->key); the fastest goes into out. */
+/* Every candidate of node n's kernel (key def->key); the fastest goes into out. */
 static zstatus tune_key(zvk_device *dev, const zir_graph *g, const zir_node *n, const zcg_kernel *def,
-                        const zvk_tune_opts *o, zcg_opts co, zarena *a, zcg_tuning *out, zdiag *d) {
+                        const zvk_tune_opts *o, zcg_opts co, const zcg_gemv *cand, int nc, zarena *a,
+                        zcg_tuning *out, zdiag *d) {
     bench b;
-    zstatus s = bench_open(dev, def, o, &b, d);
-    const zcg_gemv *cand = o->candidates ? o->candidates : builtin;
-    int nc = o->candidates ? o->n_candidates : (int)(sizeof builtin / sizeof builtin[0]);
+    zstatus s = bench_open(dev, def, o, co.max_tokens, &b, d);
     zvk_tune_row best = {.us = -1};
     /* Codegen's own layout first (an all-zero layout keeps it), then each
      * candidate that differs from it. */
@@ -238,19 +254,34 @@ static zstatus tune_key(zvk_device *dev, const zir_graph *g, const zir_node *n, 
     return keys[out->n - 1] ? ZOK : zdiag_set(d, ZE_NOMEM, "tune: out of memory");
 }
 
-zstatus zvk_tune_gemv(zvk_device *dev, const zir_graph *g, const zvk_tune_opts *o, zarena *a, zcg_tuning *out,
-                      zdiag *d) {
-    memset(out, 0, sizeof *out);
+/* Every tunable kernel of g (compiled for phase, T tokens a step). */
+static zstatus tune_graph(zvk_device *dev, const zir_graph *g, zpass_phase phase, int64_t T, const zcg_gemv *cand,
+                          int nc, const zvk_tune_opts *o, zarena *a, zcg_tuning *out, zdiag *d) {
     if (!dev->prof.timestamps)
         return zdiag_set(d, ZE_UNSUPPORTED, "tune: %s has no timestamps on its compute queue",
                          dev->prof.name);
-    zcg_opts co = {.target = o->target, .phase = ZPH_DECODE, .max_tokens = 1, .act_f16 = o->act_f16};
+    zcg_opts co = {.target = o->target, .phase = phase, .max_tokens = T, .act_f16 = o->act_f16};
     zstatus s = ZOK;
     for (uint32_t i = 0; !s && i < g->n_nodes; i++) {
         zcg_kernel def;
         s = zcg_node(g, g->nodes[i], &co, a, &def, d);
         if (s || !def.glsl || !def.key[0] || seen_key(out, def.key)) continue;
-        s = tune_key(dev, g, g->nodes[i], &def, o, co, a, out, d);
+        s = tune_key(dev, g, g->nodes[i], &def, o, co, cand, nc, a, out, d);
     }
     return s;
+}
+
+zstatus zvk_tune_gemv(zvk_device *dev, const zir_graph *g, const zvk_tune_opts *o, zarena *a, zcg_tuning *out,
+                      zdiag *d) {
+    memset(out, 0, sizeof *out);
+    const zcg_gemv *cand = o->candidates ? o->candidates : builtin;
+    int nc = o->candidates ? o->n_candidates : (int)(sizeof builtin / sizeof builtin[0]);
+    return tune_graph(dev, g, ZPH_DECODE, 1, cand, nc, o, a, out, d);
+}
+
+zstatus zvk_tune_gemm(zvk_device *dev, const zir_graph *g, int64_t tokens, const zvk_tune_opts *o, zarena *a,
+                      zcg_tuning *out, zdiag *d) {
+    const zcg_gemv *cand = o->candidates ? o->candidates : builtin_gemm;
+    int nc = o->candidates ? o->n_candidates : (int)(sizeof builtin_gemm / sizeof builtin_gemm[0]);
+    return tune_graph(dev, g, ZPH_PREFILL, tokens > 0 ? tokens : 512, cand, nc, o, a, out, d);
 }

@@ -50,4 +50,15 @@ const zcg_gemv *zvk_tune_candidates(int *n);
 zstatus zvk_tune_gemv(zvk_device *dev, const zir_graph *g, const zvk_tune_opts *o, zarena *a, zcg_tuning *out,
                       zdiag *d);
 
+/* The prefill GEMMs' candidate layouts (matmul_cmp.glsl: tokens and
+ * subgroups a workgroup; the kernel tests check each on a device with
+ * matrix units). */
+const zcg_gemv *zvk_tune_gemm_candidates(int *n);
+
+/* Times the candidates of each prefill GEMM on the matrix units of g (the
+ * prefill-phase graph) at steps of `tokens` and adds the fastest layout
+ * per key to out (which zvk_tune_gemv may have filled). */
+zstatus zvk_tune_gemm(zvk_device *dev, const zir_graph *g, int64_t tokens, const zvk_tune_opts *o, zarena *a,
+                      zcg_tuning *out, zdiag *d);
+
 #endif

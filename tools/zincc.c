@@ -38,7 +38,8 @@ static const char *const usage =
     "  --gemv-x int8|f32      decode GEMV activations (default: int8 where the target's packed integer dot\n"
     "                         products are fast, as on the H200: x rounded to 8 bits per 32, as llama.cpp\n"
     "                         rounds them; f32 keeps fp32 math)\n"
-    "  --tune                 with -o and --target device: time each decode GEMV's layouts on the device\n"
+    "  --tune                 with -o and --target device: time each decode GEMV's layouts, and each\n"
+    "                         prefill GEMM's on the matrix units, on the device\n"
     "                         and compile the fastest (a table on stderr; docs/performance.md). Run 40's\n"
     "                         picks were 7-10 % slower on the H200 than the defaults; the method has\n"
     "                         changed since (warm clocks, dispatches behind barriers, weights out of\n"
@@ -434,7 +435,8 @@ int main(int argc, char **argv) {
     if (!s && !z.dump_ir && z.emit) s = write_dot(&z, ph, &d);
     zcg_tuning tuning = {0};
     if (!s && z.out && z.tune)
-        s = zincc_tune(z.device, ph[ZPH_DECODE].fused, &t, ph[ZPH_DECODE].po.ctx, rep.arena, &tuning, &d);
+        s = zincc_tune(z.device, ph[ZPH_DECODE].fused, ph[ZPH_PREFILL].fused, chunk_of(&z, ph[ZPH_PREFILL].po.ctx), &t,
+                       ph[ZPH_DECODE].po.ctx, rep.arena, &tuning, &d);
     if (!s && z.out) s = emit_plan(&z, f, ph, batch, &t, live ? &prof : NULL, &tuning, &d);
     zir_graph_free(batch);
     for (int i = 0; i < ZPH_COUNT; i++) {

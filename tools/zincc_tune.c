@@ -27,14 +27,17 @@ static void row(void *ctx, const zvk_tune_row *r) {
     if (r->regs >= 0) snprintf(regs, sizeof regs, "%lld regs", (long long)r->regs);
     if (r->is_default)
         fprintf(stderr, "     %-36s %9.1f us %7.0f GB/s %9s  (default)\n", r->name, r->us, r->gbs, regs);
+    else if (r->layout.bm)
+        fprintf(stderr, "     tokens %d, subgroups %d%-22s %9.1f us %7.0f GB/s %9s\n", r->layout.bm, r->layout.nsg, "",
+                r->us, r->gbs, regs);
     else
         fprintf(stderr, "     rows %d, groups %d, subgroups %d%-10s%-9s %9.1f us %7.0f GB/s %9s\n", r->layout.rs,
                 r->layout.unroll, r->layout.nsg, r->layout.restrict_w ? ", restrict" : "",
                 r->layout.x_shared < 0 ? ", x in L1" : "", r->us, r->gbs, regs);
 }
 
-zstatus zincc_tune(const char *device, const zir_graph *decode, const ztarget *t, int64_t ctx, zarena *a,
-                   zcg_tuning *out, zdiag *d) {
+zstatus zincc_tune(const char *device, const zir_graph *decode, const zir_graph *prefill, int64_t chunk,
+                   const ztarget *t, int64_t ctx, zarena *a, zcg_tuning *out, zdiag *d) {
     zvk_instance inst = {0};
     zvk_device dev = {0};
     uint32_t idx;
@@ -63,6 +66,14 @@ zstatus zincc_tune(const char *device, const zir_graph *decode, const ztarget *t
                 dev.prof.name, o.candidates ? "3 layouts on a CPU device" : "every layout", o.warm_s,
                 (unsigned)(o.ring_bytes >> 20));
     if (!s) s = zvk_tune_gemv(&dev, decode, &o, a, out, d);
+    /* The prefill GEMMs on the matrix units (none on a device without
+     * them), their own candidates, at the plan's chunk. */
+    int before = out->n;
+    o.candidates = NULL, o.n_candidates = 0;
+    if (!s && prefill) s = zvk_tune_gemm(&dev, prefill, chunk, &o, a, out, d);
+    if (!s && prefill)
+        fprintf(stderr, "zincc: %d prefill GEMM%s on the matrix units tuned at %lld tokens a step\n", out->n - before,
+                out->n - before == 1 ? "" : "s", (long long)chunk);
     if (dev.device) zvk_device_destroy(&dev);
     zvk_instance_destroy(&inst);
     if (s) zdiag_prefix(d, "--tune");

@@ -27,6 +27,7 @@
 #include "backend/codegen.h"
 #include "backend/shaderc.h"
 #include "backend/spv_coopmat.h"
+#include "backend/tune.h"
 #include "frontend/arch.h"
 #include "frontend/gguf.h"
 #include "frontend/mkmodel.h"
@@ -492,6 +493,66 @@ Test(kernels_matmul, q6_K_planes, .timeout = 600) {
     cr_expect_eq(count_planes(f, "h200"), 0, "q6_K rows of 512 elements were put in planes");
     gguf_close(f);
     check_model(&Q6_PLANES, false, TOL_F32);
+}
+
+/* Every layout zincc --tune may give a prefill GEMM on the matrix units
+ * (zvk_tune_gemm_candidates: tokens and subgroups a workgroup) computes
+ * what the interpreter computes, element for element: gate+up, the q4_K
+ * matmuls and the Q6_K planes, 5 tokens and 17 (partial token tiles in
+ * every layout). Runs where the device has matrix units (the H200). */
+static void check_cmp_layouts(kh_ctx *k, const mspec *m, const zcg_gemv *cand, int nc) {
+    gguf_file *f = open_model(m);
+    ztarget t = device_target(k, "h200");
+    zir_graph *g = compile(f, ztarget_find("h200"), ZPH_PREFILL);
+    zir_interp *it;
+    zdiag d = {0};
+    cr_assert_eq(zir_interp_new(g, 64, &it, &d), ZOK, "%s", d.msg);
+    tu_rng rng = tu_rng_seed(91);
+    int64_t pos = 0;
+    int checked = 0;
+    for (int64_t T = 5; T <= 17; T += 12) {
+        int32_t tok[17];
+        for (int64_t i = 0; i < T; i++)
+            tok[i] = (int32_t)(tu_next(&rng) % VOCAB);
+        cr_assert_eq(zir_interp_step(it, tok, T, NULL, &d), ZOK, "%s", d.msg);
+        k->tokens = tok;
+        for (uint32_t i = 0; i < g->n_nodes; i++)
+            for (int c = 0; c < nc; c++) {
+                zcg_opts o = {&t, ZPH_PREFILL, 17, false, NULL, &cand[c]};
+                zarena *a = zarena_new();
+                zcg_kernel kn;
+                bool cmp = zcg_node(g, g->nodes[i], &o, a, &kn, &d) == ZOK && strstr(kn.name, "_cmp");
+                char want[32];
+                snprintf(want, sizeof want, "_cmp%dx%d", cand[c].bm, 16 * cand[c].nsg);
+                /* Q6_K's 128-wide steps may take fewer tokens where shared memory asks */
+                bool laid = cmp && (strstr(kn.name, want) || strstr(kn.name, "q6_K"));
+                zarena_free(a);
+                if (!cmp) continue;
+                cr_expect(laid, "%s: layout %d x %d not compiled", kn.name, cand[c].bm, cand[c].nsg);
+                kh_result r;
+                zstatus s = kh_check_node(k, g, g->nodes[i], &o, it, (zir_step){T, pos, 64}, &r, &d);
+                cr_assert_eq(s, ZOK, "%s '%s' (T=%lld): %s", m->label, g->nodes[i]->out->name, (long long)T, d.msg);
+                cr_expect(r.max_err < TOL_MM16, "%s: %s (T=%lld): error %.3g of the output RMS > %.1g", m->label,
+                          r.kernel, (long long)T, r.max_err, TOL_MM16);
+                checked++;
+            }
+        k->tokens = NULL;
+        pos += T;
+    }
+    cr_expect_geq(checked, 2 * nc, "%s: %d checks of the permuted GEMM", m->label, checked);
+    cr_log_info("%s: %d checks of %d layouts", m->label, checked, nc);
+    zir_interp_free(it);
+    zir_graph_free(g);
+    gguf_close(f);
+}
+
+Test(kernels_matmul, cmp_layouts_match_the_interpreter, .timeout = 600) {
+    kh_ctx *k = open_coopmat_device("the prefill GEMM's tuned layouts");
+    int nc;
+    const zcg_gemv *cand = zvk_tune_gemm_candidates(&nc);
+    check_cmp_layouts(k, &MODELS[M_Q4_K_M], cand, nc);
+    check_cmp_layouts(k, &Q6_PLANES, cand, nc);
+    kh_close(k);
 }
 
 /* Decode GEMVs with int8 x (attr.gemv_q8, GMODE 12 or 14 with IDOT): every
@@ -1441,6 +1502,39 @@ Test(kernels_matmul, batch_cmp_compiles_and_rewrites, .timeout = 300) {
     cr_expect(glu > 0, "%d permuted batch GEMVs, none of them gate+up", cmp);
     zir_graph_free(g);
     gguf_close(f);
+}
+
+/* Every layout zincc --tune may give a prefill GEMM on the matrix units
+ * compiles, validates and takes the KHR rewrite, for the h200 graph's
+ * gate+up, q4_K matmuls and Q6_K planes (they run on the H200:
+ * kernels_matmul/cmp_layouts_match_the_interpreter). */
+Test(kernels_matmul, cmp_layouts_compile_and_rewrite, .timeout = 300) {
+    int nc;
+    const zcg_gemv *cand = zvk_tune_gemm_candidates(&nc);
+    const mspec *ms[] = {&MODELS[M_Q4_K_M], &Q6_PLANES};
+    for (int mi = 0; mi < 2; mi++) {
+        gguf_file *f = open_model(ms[mi]);
+        const ztarget *t = ztarget_find("h200");
+        zir_graph *g = compile(f, t, ZPH_PREFILL);
+        int built = 0;
+        for (int c = 0; c < nc; c++)
+            for (uint32_t i = 0; i < g->n_nodes; i++) {
+                zcg_opts o = {t, ZPH_PREFILL, 512, false, NULL, &cand[c]};
+                zarena *a = zarena_new();
+                zcg_kernel kn;
+                zdiag d = {0};
+                if (zcg_node(g, g->nodes[i], &o, a, &kn, &d) == ZOK && strstr(kn.name, "_cmp")) {
+                    cr_expect(strstr(kn.key, "_cmp") && strcmp(kn.key, kn.name), "%s: key '%s' holds the layout",
+                              kn.name, kn.key);
+                    check_spirv(a, &kn, true, "");
+                    built++;
+                }
+                zarena_free(a);
+            }
+        cr_expect_geq(built, 2 * nc, "%s: %d permuted GEMMs built over %d layouts", ms[mi]->label, built, nc);
+        zir_graph_free(g);
+        gguf_close(f);
+    }
 }
 
 /* ---- the tensor-core GEMM where the device has no matrix units ------------ */
