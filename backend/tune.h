@@ -1,16 +1,18 @@
 /* zincc --tune: kernel layouts chosen by timing them on the device.
  *
  * The cost model decides what to fuse; how a kernel lays its work over the
- * device (rows per subgroup, groups in flight, workgroup size) is a fact of
- * the hardware that is cheaper to measure than to model. For every distinct
- * decode GEMV of a graph (by kernel key: same shapes, types and fusions share
- * one), the tuner compiles each candidate layout and runs it on the device
- * on the real weights as a decode step runs it: warm clocks, each dispatch
- * behind a barrier, its weights not in the L2 (it goes round copies of them
- * larger than the L2 together, as a step streams weights far larger than any
- * cache), and keeps the fastest. The result is a
- * zcg_tuning that lowering passes to codegen; every candidate is a layout
- * that the kernel tests check against the interpreter. */
+ * device (rows per subgroup, groups in flight, workgroup size; a prefill
+ * GEMM's tokens and subgroups a workgroup) is a fact of the hardware that is
+ * cheaper to measure than to model. For every distinct decode GEMV of a
+ * graph, and every prefill GEMM on the matrix units (by kernel key: same
+ * shapes, types and fusions share one), the tuner compiles each candidate
+ * layout and runs it on the device on the real weights as a step runs it
+ * (a prefill GEMM over the plan's chunk of tokens): warm clocks, each
+ * dispatch behind a barrier, its weights not in the L2 (it goes round copies
+ * of them larger than the L2 together, as a step streams weights far larger
+ * than any cache), and keeps the fastest. The result is a zcg_tuning that
+ * lowering passes to codegen; every candidate is a layout that the kernel
+ * tests check against the interpreter. */
 #ifndef ZINC_TUNE_H
 #define ZINC_TUNE_H
 
