@@ -38,8 +38,10 @@ static const char *const usage =
     "  --gemv-x int8|f32      decode GEMV activations (default: int8 where the target's packed integer dot\n"
     "                         products are fast, as on the H200: x rounded to 8 bits per 32, as llama.cpp\n"
     "                         rounds them; f32 keeps fp32 math)\n"
-    "  --tune                 with -o and --target device: time each decode GEMV's layouts, and each\n"
-    "                         prefill GEMM's on the matrix units, on the device\n"
+    "  --tune[=prefill|decode]\n"
+    "                         with -o and --target device: time each decode GEMV's layouts, and each\n"
+    "                         prefill GEMM's on the matrix units, on the device (=prefill or =decode:\n"
+    "                         only that phase's)\n"
     "                         and compile the fastest (a table on stderr; docs/performance.md). Run 40's\n"
     "                         picks were 7-10 % slower on the H200 than the defaults; the method has\n"
     "                         changed since (warm clocks, dispatches behind barriers, weights out of\n"
@@ -72,7 +74,8 @@ typedef struct zincc_opts {
     const char *model, *target, *passes, *disabled, *print_after, *phase;
     const char *report, *emit, *emit_out; /* report: "text" or "json"; emit: "dot" */
     const char *out, *device;
-    bool dump_ir, verify_each, list, dot_weights, tune;
+    bool dump_ir, verify_each, list, dot_weights;
+    int tune; /* bits: 1 the prefill GEMMs, 2 the decode GEMVs */
     double threshold;
     int64_t tile, ctx, chunk, parallel;
     zpass_kv kv_type;
@@ -163,7 +166,12 @@ static int parse(int argc, char **argv, zincc_opts *o) {
         else if (!strcmp(argv[i], "--dot-weights"))
             o->dot_weights = true;
         else if (!strcmp(argv[i], "--tune"))
-            o->tune = true;
+            o->tune = 3;
+        else if (!strncmp(argv[i], "--tune=", 7)) {
+            /* one phase's kernels: prefill (the GEMMs), decode (the GEMVs) */
+            o->tune = !strcmp(argv[i] + 7, "prefill") ? 1 : !strcmp(argv[i] + 7, "decode") ? 2 : 0;
+            if (!o->tune) return cli_usage_error("zincc", "--tune= expects prefill or decode, not '%s'", argv[i] + 7);
+        }
         else if (!strcmp(argv[i], "--report") || !strncmp(argv[i], "--report=", 9)) {
             o->report = argv[i][8] ? argv[i] + 9 : "text";
             /* --report json, spaced like --emit dot: the format is optional, so only these two words */
@@ -435,8 +443,8 @@ int main(int argc, char **argv) {
     if (!s && !z.dump_ir && z.emit) s = write_dot(&z, ph, &d);
     zcg_tuning tuning = {0};
     if (!s && z.out && z.tune)
-        s = zincc_tune(z.device, ph[ZPH_DECODE].fused, ph[ZPH_PREFILL].fused, chunk_of(&z, ph[ZPH_PREFILL].po.ctx), &t,
-                       ph[ZPH_DECODE].po.ctx, rep.arena, &tuning, &d);
+        s = zincc_tune(z.device, z.tune & 2 ? ph[ZPH_DECODE].fused : NULL, z.tune & 1 ? ph[ZPH_PREFILL].fused : NULL,
+                       chunk_of(&z, ph[ZPH_PREFILL].po.ctx), &t, ph[ZPH_DECODE].po.ctx, rep.arena, &tuning, &d);
     if (!s && z.out) s = emit_plan(&z, f, ph, batch, &t, live ? &prof : NULL, &tuning, &d);
     zir_graph_free(batch);
     for (int i = 0; i < ZPH_COUNT; i++) {

@@ -61,11 +61,13 @@ zstatus zincc_tune(const char *device, const zir_graph *decode, const zir_graph 
         o.candidates = few, o.n_candidates = 3, o.ring_bytes = 1u << 20, o.warm_s = 0;
     if (!s)
         fprintf(stderr,
-                "zincc: tuning the decode GEMVs on %s (%s; each warmed %.1f s, then the median of 15 runs of "
+                "zincc: tuning the %s on %s (%s; each warmed %.1f s, then the median of 15 runs of "
                 "dispatches behind barriers, round copies of its weights of %u MiB in all)\n",
-                dev.prof.name, o.candidates ? "3 layouts on a CPU device" : "every layout", o.warm_s,
+                decode && prefill ? "decode GEMVs and the prefill GEMMs" : decode ? "decode GEMVs" : "prefill GEMMs",
+                dev.prof.name, o.candidates && decode ? "3 layouts on a CPU device" : "every layout", o.warm_s,
                 (unsigned)(o.ring_bytes >> 20));
-    if (!s) s = zvk_tune_gemv(&dev, decode, &o, a, out, d);
+    memset(out, 0, sizeof *out);
+    if (!s && decode) s = zvk_tune_gemv(&dev, decode, &o, a, out, d);
     /* The prefill GEMMs on the matrix units (none on a device without
      * them), their own candidates, at the plan's chunk. */
     int before = out->n;

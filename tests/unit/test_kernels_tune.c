@@ -199,12 +199,28 @@ Test(tune, zincc_tune_writes_a_tuned_plan, .timeout = 300) {
     int rc = tu_run(&log, "%s/zincc '%s' --tune -o '%s' 2>&1", ZINC_BINARY_DIR, tu_tmp("tz.gguf"),
                     tu_tmp("tz.zplan"));
     cr_expect_eq(rc, 0, "%s", log ? log : "");
-    cr_expect(log && strstr(log, "tuning the decode GEMVs on"), "%s", log ? log : "");
+    cr_expect(log && strstr(log, "tuning the decode GEMVs and the prefill GEMMs on"), "%s", log ? log : "");
+    /* llvmpipe has no matrix units: no prefill GEMM of the plan is on them */
+    cr_expect(log && strstr(log, "0 prefill GEMMs on the matrix units tuned"), "%s", log ? log : "");
     cr_expect(log && strstr(log, "(default)") && strstr(log, "-> gemv_"), "%s", log ? log : "");
     free(log);
     log = NULL;
     rc = tu_run(&log, "%s/zinc info '%s' 2>&1", ZINC_BINARY_DIR, tu_tmp("tz.zplan"));
     cr_expect_eq(rc, 0, "%s", log ? log : "");
+    free(log);
+    log = NULL;
+    /* one phase: the decode GEMVs alone say nothing of the prefill GEMMs */
+    rc = tu_run(&log, "%s/zincc '%s' --tune=decode -o '%s' 2>&1", ZINC_BINARY_DIR, tu_tmp("tz.gguf"),
+                tu_tmp("tz1.zplan"));
+    cr_expect_eq(rc, 0, "%s", log ? log : "");
+    cr_expect(log && strstr(log, "tuning the decode GEMVs on") && !strstr(log, "prefill GEMM"), "%s",
+              log ? log : "");
+    free(log);
+    log = NULL;
+    rc = tu_run(&log, "%s/zincc '%s' --tune=everything -o '%s' 2>&1", ZINC_BINARY_DIR, tu_tmp("tz.gguf"),
+                tu_tmp("tz3.zplan"));
+    cr_expect_eq(rc, 64, "%s", log ? log : "");
+    cr_expect(log && strstr(log, "--tune= expects prefill or decode"), "%s", log ? log : "");
     free(log);
     log = NULL;
     rc = tu_run(&log, "%s/zincc '%s' --tune --target h200 -o '%s' 2>&1", ZINC_BINARY_DIR, tu_tmp("tz.gguf"),
