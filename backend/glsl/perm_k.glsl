@@ -85,13 +85,13 @@ void pk_frags(PK4 r[2], uint j, out CM_A a[4]) {
             // one rounding
             // the offset -dmin * min as two fp16s (hi + lo: its rounding
             // to one fp16 is systematic over the sub-block, and run 67
-            // measured it past the tolerance), scale * q one fma (the
-            // nibble + 1024 times scale, less 1024 * scale: exact)
+            // measured it past the tolerance); scale * q exact (the nibble
+            // + 1024, less 1024, times scale: no step rounds, fused or not)
             float16_t oh = float16_t(-o), ol = float16_t(-o - float(oh));
             f16vec2 sc2 = f16vec2(float16_t(scf)), d2 = f16vec2(float16_t(dm.x)), o2 = f16vec2(oh), l2 = f16vec2(ol);
-            f16vec2 m2 = f16vec2(float16_t(-1024.0) * float16_t(scf));
-            f16vec2 v01 = fma(d2, fma(unpackFloat2x16(lo | 0x64006400u), sc2, m2), o2) + l2;
-            f16vec2 v23 = fma(d2, fma(unpackFloat2x16(hi | 0x64006400u), sc2, m2), o2) + l2;
+            f16vec2 m2 = f16vec2(float16_t(1024.0));
+            f16vec2 v01 = fma(d2, (unpackFloat2x16(lo | 0x64006400u) - m2) * sc2, o2) + l2;
+            f16vec2 v23 = fma(d2, (unpackFloat2x16(hi | 0x64006400u) - m2) * sc2, o2) + l2;
             a[kk][i0] = v01.x;
             a[kk][i0 + 1u] = v01.y;
             a[kk][i2] = v23.x;
