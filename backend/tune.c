@@ -266,6 +266,8 @@ static zstatus tune_graph(zvk_device *dev, const zir_graph *g, zpass_phase phase
         zcg_kernel def;
         s = zcg_node(g, g->nodes[i], &co, a, &def, d);
         if (s || !def.glsl || !def.key[0] || seen_key(out, def.key)) continue;
+        /* prefill: the GEMMs alone (their candidates are GEMM layouts) */
+        if (phase == ZPH_PREFILL && strncmp(def.key, "gemm", 4)) continue;
         s = tune_key(dev, g, g->nodes[i], &def, o, co, cand, nc, a, out, d);
     }
     return s;
