@@ -190,42 +190,39 @@ Test(tune, picks_a_candidate_per_kernel, .timeout = 300) {
     kh_close(&k);
 }
 
+/* zincc on tz.gguf with args (an -o FILE named under the test's tmp): its
+ * exit status, and what its output must say (each of want, up to a NULL)
+ * and must not. */
+static void zincc_says(const char *args, int rc_want, const char *const *want, const char *not_want) {
+    char a[256];
+    const char *o = strstr(args, "-o ");
+    snprintf(a, sizeof a, "%.*s-o '%s'", o ? (int)(o - args) : (int)strlen(args), args, o ? tu_tmp(o + 3) : "");
+    char *log = NULL;
+    int rc = tu_run(&log, "%s/zincc '%s' %s 2>&1", ZINC_BINARY_DIR, tu_tmp("tz.gguf"), a);
+    cr_expect_eq(rc, rc_want, "zincc %s: %s", args, log ? log : "");
+    for (int i = 0; want[i]; i++)
+        cr_expect(log && strstr(log, want[i]), "zincc %s: no '%s' in: %s", args, want[i], log ? log : "");
+    cr_expect(!(log && not_want && strstr(log, not_want)), "zincc %s: %s", args, log ? log : "");
+    free(log);
+}
+
 /* zincc --tune: the table on stderr, a plan with the winners; refused where
  * there is no device to time on. */
 Test(tune, zincc_tune_writes_a_tuned_plan, .timeout = 300) {
     gguf_file *f = model(ZMK_Q4_K_M, "tz.gguf");
     gguf_close(f);
-    char *log = NULL;
-    int rc = tu_run(&log, "%s/zincc '%s' --tune -o '%s' 2>&1", ZINC_BINARY_DIR, tu_tmp("tz.gguf"),
-                    tu_tmp("tz.zplan"));
-    cr_expect_eq(rc, 0, "%s", log ? log : "");
-    cr_expect(log && strstr(log, "tuning the decode GEMVs and the prefill GEMMs on"), "%s", log ? log : "");
     /* llvmpipe has no matrix units: no prefill GEMM of the plan is on them */
-    cr_expect(log && strstr(log, "0 prefill GEMMs on the matrix units tuned"), "%s", log ? log : "");
-    cr_expect(log && strstr(log, "(default)") && strstr(log, "-> gemv_"), "%s", log ? log : "");
-    free(log);
-    log = NULL;
-    rc = tu_run(&log, "%s/zinc info '%s' 2>&1", ZINC_BINARY_DIR, tu_tmp("tz.zplan"));
+    zincc_says("--tune -o tz.zplan", 0,
+               (const char *[]){"tuning the decode GEMVs and the prefill GEMMs on", "(default)", "-> gemv_",
+                                "0 prefill GEMMs on the matrix units tuned", NULL},
+               NULL);
+    char *log = NULL;
+    int rc = tu_run(&log, "%s/zinc info '%s' 2>&1", ZINC_BINARY_DIR, tu_tmp("tz.zplan"));
     cr_expect_eq(rc, 0, "%s", log ? log : "");
     free(log);
-    log = NULL;
     /* one phase: the decode GEMVs alone say nothing of the prefill GEMMs */
-    rc = tu_run(&log, "%s/zincc '%s' --tune=decode -o '%s' 2>&1", ZINC_BINARY_DIR, tu_tmp("tz.gguf"),
-                tu_tmp("tz1.zplan"));
-    cr_expect_eq(rc, 0, "%s", log ? log : "");
-    cr_expect(log && strstr(log, "tuning the decode GEMVs on") && !strstr(log, "prefill GEMM"), "%s",
-              log ? log : "");
-    free(log);
-    log = NULL;
-    rc = tu_run(&log, "%s/zincc '%s' --tune=everything -o '%s' 2>&1", ZINC_BINARY_DIR, tu_tmp("tz.gguf"),
-                tu_tmp("tz3.zplan"));
-    cr_expect_eq(rc, 64, "%s", log ? log : "");
-    cr_expect(log && strstr(log, "--tune= expects prefill or decode"), "%s", log ? log : "");
-    free(log);
-    log = NULL;
-    rc = tu_run(&log, "%s/zincc '%s' --tune --target h200 -o '%s' 2>&1", ZINC_BINARY_DIR, tu_tmp("tz.gguf"),
-                tu_tmp("tz2.zplan"));
-    cr_expect_eq(rc, 64, "%s", log ? log : "");
-    cr_expect(log && strstr(log, "--tune times kernels on the device"), "%s", log ? log : "");
-    free(log);
+    zincc_says("--tune=decode -o tz1.zplan", 0, (const char *[]){"tuning the decode GEMVs on", NULL}, "prefill GEMM");
+    zincc_says("--tune=everything -o tz3.zplan", 64, (const char *[]){"--tune= expects prefill or decode", NULL}, NULL);
+    zincc_says("--tune --target h200 -o tz2.zplan", 64, (const char *[]){"--tune times kernels on the device", NULL},
+               NULL);
 }
