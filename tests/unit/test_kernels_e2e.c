@@ -229,11 +229,11 @@ Test(e2e, qwen3_h200_choices) {
     /* decode takes int8 x there (the h200 profile's gemv_int8) */
     run_model(ZMK_QWEN3, ZMK_Q4_K_M, "h200", NULL, "e2e-qwen3h.gguf");
 }
-/* The activations that only fp16 matmuls read kept in fp16 (mm-f16's
- * keep_f16, ZINC_X16=1): the norms, attention's output and the SwiGLU
- * product of prefill are written and read as halves, the logits as before. */
-Test(e2e, qwen3_h200_fp16_x) {
-    setenv("ZINC_X16", "1", 1);
+/* The activations that only fp16 matmuls read kept in fp32 (mm-f16's
+ * keep_f16 off, ZINC_X16=0; qwen3_h200_choices keeps the norms, attention's
+ * output and the SwiGLU product of prefill in halves, the default). */
+Test(e2e, qwen3_h200_fp32_x) {
+    setenv("ZINC_X16", "0", 1);
     run_model(ZMK_QWEN3, ZMK_Q4_K_M, "h200", NULL, "e2e-qwen3x.gguf");
     unsetenv("ZINC_X16");
 }
