@@ -44,8 +44,8 @@
 // FRAG_RIGHT, FRAG_DOWN (zvk_probe_fragmap's layout); ABLATE (timing
 // only, the values wrong: ZINC_CMP_ABLATE, a bit mask): 1 no decode (each
 // A fragment filled with one value of the lane's loaded bytes), 2 no
-// products with x (one A x A product a slice, no B loads), 4 no x fetch
-// and staging: what each part of a step costs.
+// products with x (one product with a constant B a slice, no B loads), 4
+// no x fetch and staging: what each part of a step costs (run 73).
 
 layout(local_size_x = WG) in;
 
@@ -213,8 +213,10 @@ void main() {
         [[unroll]] for (uint m = 0u; m < NMAT; m++) pk_frags(cur[m], (k0 & 255u) >> 5u, a[m]);
 #endif
 #if ABLATE & 2
+        // (a B of its own: the KHR rewrite gives A and B types of their own)
+        CM_A bq = CM_A(float16_t(0.5));
         [[unroll]] for (uint kk = 0u; kk < uint(NSL); kk++)
-            [[unroll]] for (uint m = 0u; m < NMAT; m++) acc[m][0] = coopMatMulAddNV(a[m][kk], a[m][kk], acc[m][0]);
+            [[unroll]] for (uint m = 0u; m < NMAT; m++) acc[m][0] = coopMatMulAddNV(a[m][kk], bq, acc[m][0]);
         if (false)
 #endif
         [[unroll]] for (uint kk = 0u; kk < uint(NSL); kk++)
