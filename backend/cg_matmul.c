@@ -969,13 +969,27 @@ static int cm_perm(const zcg_builder *b, const zir_node *n, const mm_match *m) {
  * compute units. At 128 tokens the 8B's k and v (1024 rows, 16 row tiles)
  * are 64 workgroups of a 512-token step on 132 SMs: run 69 measured k at
  * 112.7 us a call, against q's 141.7 for 4x the rows. */
-static int cmp_tokens(const zcg_builder *b, int64_t N, int nsg) {
+static int cmp_tokens(const zcg_builder *b, int64_t N, int nsg, int fill_pct) {
     int64_t T = b->o->max_tokens > 0 ? b->o->max_tokens : 512, cols = (N + 16 * nsg - 1) / (16 * nsg);
-    int64_t fill = b->o->target->n_cu * zcg_knob("ZINC_CMP_FILL", 0, 10000, 90) / 100;
+    int64_t fill = b->o->target->n_cu * zcg_knob("ZINC_CMP_FILL", 0, 10000, fill_pct) / 100;
     int bm = 128;
     while (bm > 32 && cols * ((T + bm - 1) / bm) < fill)
         bm /= 2;
     return bm;
+}
+
+/* ZINC_CMP_RULE=1 (a measurement, not yet the default): the layout run
+ * 74's tuner measured best, as a rule. Eight subgroups where 128-row tiles
+ * of 128 tokens fill the device (each lane stages half the x chunks: q 184
+ * registers against 255, 6-13 % faster for every matrix of 4096 rows or
+ * more), else four; tokens by the grid at 150 % of the compute units (the
+ * 1024-row k and v at 32 tokens, +10 %). Timed one GEMM at a time; a
+ * prefill step's pp512 against the default is the next device call's. */
+static void cmp_rule(const zcg_builder *b, int64_t N, int *bm, int *nsg) {
+    int64_t T = b->o->max_tokens > 0 ? b->o->max_tokens : 512;
+    int64_t fill = b->o->target->n_cu * 90 / 100;
+    *nsg = (N + 127) / 128 * ((T + 127) / 128) >= fill ? 8 : 4;
+    *bm = cmp_tokens(b, N, *nsg, 150);
 }
 
 /* rows > 0: a batch step's rows (gemv_rows), x from the fp16 x pass
@@ -1009,8 +1023,10 @@ static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, int 
         bm = w0, nsg = w1;
     else if (w)
         bm = w->bm, nsg = w->nsg;
+    else if (!rows && zcg_knob("ZINC_CMP_RULE", 0, 1, 0))
+        cmp_rule(b, m->N, &bm, &nsg);
     else if (!rows)
-        bm = cmp_tokens(b, m->N, nsg);
+        bm = cmp_tokens(b, m->N, nsg, 90);
     int mfirst = (int)zcg_knob("ZINC_CMP_MFIRST", 0, 1, 0);
     /* two x tiles of BM tokens x one step (64, Q6_K 128), padded, in shared
      * memory; where they overflow, one (a second barrier a step: run 69,
