@@ -265,8 +265,8 @@ static void keep_f16(zir_graph *g, const zpass_opts *o) {
     if (x) {
         *x = (zpass_decision){.layer = -1, .group = ZG_OUTPUT, .phase = o->phase, .what = "fp16 x", .width = 1};
         snprintf(x->reason, sizeof x->reason,
-                 "%d activations kept in fp16: only fp16 matmuls read them, so their GEMMs read half the bytes",
-                 kept);
+                 "%d activation%s kept in fp16: only fp16 matmuls read %s, so their GEMMs read half the bytes",
+                 kept, kept == 1 ? "" : "s", kept == 1 ? "it" : "them");
     }
 }
 

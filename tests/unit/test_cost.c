@@ -889,7 +889,10 @@ Test(prefill_gemv, mm_f16_marks_the_9b_gates) {
               beta->attr.mm_f16);
     cr_expect(!k->attr.mm_gemv && k->attr.mm_f16, "k: gemv %d, f16 %d", k->attr.mm_gemv, k->attr.mm_f16);
     cr_expect(!out->attr.mm_gemv && out->attr.mm_f16);
-    cr_assert_eq(rep.n, 3, "%d decisions", rep.n);
+    /* the three matmuls', then mm-f16's fp16 x (k, read only by the logits' fp16 GEMM) */
+    cr_assert_eq(rep.n, 4, "%d decisions", rep.n);
+    cr_expect(!strcmp(rep.items[3].what, "fp16 x") && strstr(rep.items[3].reason, "1 activation kept in fp16"),
+              "%s: %s", rep.items[3].what, rep.items[3].reason);
     cr_expect(!strncmp(rep.items[0].reason, "multi-row GEMV", 14) && strstr(rep.items[0].reason, "11.7 us"),
               "%s", rep.items[0].reason);
     cr_expect(strstr(rep.items[1].reason, "fp16") && strstr(rep.items[1].reason, "GEMM tiles: 128 tiles"),
