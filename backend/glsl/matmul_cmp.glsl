@@ -149,7 +149,7 @@ void fetch_x(uint m0, uint k0, uint T) {
 // The fetched x chunks into buffer buf, K permuted (PK_STAGE_X; XQUAD:
 // the same words, four chunks' into each 16-byte vector at once).
 void stage_x(uint buf, uint k0) {
-#if XQUAD && XP_RAW
+#if XQUAD
     [[unroll]] for (uint r = 0u; r < uint(XPT); r += 4u) {
         uint u = gl_LocalInvocationIndex + (r >> 2u) * uint(WG);
         if (u >= uint(XV) / 4u) continue;
@@ -162,8 +162,7 @@ void stage_x(uint buf, uint k0) {
         xs8[at + 2u] = uvec4(XQ_LO(c0.z, c0.w), XQ_LO(c1.z, c1.w), XQ_LO(c2.z, c2.w), XQ_LO(c3.z, c3.w));
         xs8[at + 3u] = uvec4(XQ_HI(c0.z, c0.w), XQ_HI(c1.z, c1.w), XQ_HI(c2.z, c2.w), XQ_HI(c3.z, c3.w));
     }
-    return;
-#endif
+#else
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
         uint i = gl_LocalInvocationIndex + r * uint(WG);
         if (i >= uint(XV)) continue;
@@ -180,6 +179,7 @@ void stage_x(uint buf, uint k0) {
 #endif
         PK_STAGE_X(xs8, buf * uint(XS_LEN) + m * uint(BKP8), kc, v)
     }
+#endif
 }
 
 // The step's raw bytes of the lane's two rows (l / 4 and l / 4 + 8 of the

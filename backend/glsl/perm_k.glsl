@@ -80,10 +80,8 @@ void pk_frags(PK4 r[2], uint j, out CM_A a[4]) {
             a[kk][i2] = float16_t(s * f2 - o);
             a[kk][i2 + 1u] = float16_t(s * f3 - o);
 #else
-            // fp16: scale * q is an exact integer (<= 945), d an fp16 of
-            // the block, so only dmin * min is rounded before the fma's
-            // one rounding
-            // the offset -dmin * min as two fp16s (hi + lo: its rounding
+            // fp16: scale * q an exact integer (<= 945), d an fp16 of the
+            // block, the offset -dmin * min as two fp16s (hi + lo: its rounding
             // to one fp16 is systematic over the sub-block, and run 67
             // measured it past the tolerance); scale * q exact (the nibble
             // + 1024, less 1024, times scale: no step rounds, fused or not)
