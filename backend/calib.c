@@ -240,9 +240,25 @@ bool zvk_fragmap_a_quads(const zvk_fragmap *m, int *right_bit, int *down_bit) {
     return false;
 }
 
-bool zvk_probe_frag_order(zvk_device *dev, int *right_bit, int *down_bit) {
+int zvk_fragmap_b_quads(const zvk_fragmap *m) {
+    if (m->len[ZVK_FRAG_B] != 4) return 0;
+    for (int pair = 0; pair <= 1; pair++) {
+        int eight = 1 - pair;
+        bool ok = true;
+        for (int l = 0; l < 32 && ok; l++)
+            for (int i = 0; i < 4 && ok; i++)
+                ok = m->col[ZVK_FRAG_B][l][i] == l / 4 &&
+                     m->row[ZVK_FRAG_B][l][i] == 2 * (l % 4) + ((i >> pair) & 1) + 8 * ((i >> eight) & 1);
+        if (ok) return pair + 1;
+    }
+    return 0;
+}
+
+bool zvk_probe_frag_order(zvk_device *dev, int *right_bit, int *down_bit, int *frag_b) {
     zvk_fragmap m;
     zdiag d = {0};
-    *right_bit = *down_bit = 0;
-    return zvk_probe_fragmap(dev, &m, &d) == ZOK && zvk_fragmap_a_quads(&m, right_bit, down_bit);
+    *right_bit = *down_bit = *frag_b = 0;
+    if (zvk_probe_fragmap(dev, &m, &d) != ZOK) return false;
+    *frag_b = zvk_fragmap_b_quads(&m);
+    return zvk_fragmap_a_quads(&m, right_bit, down_bit);
 }

@@ -67,8 +67,14 @@ zstatus zvk_probe_fragmap(zvk_device *dev, zvk_fragmap *m, zdiag *d);
  * 62). What kernels that write fragment elements
  * themselves assume (ztarget.frag_right, frag_down). */
 bool zvk_fragmap_a_quads(const zvk_fragmap *m, int *right_bit, int *down_bit);
+/* Whether B's layout (16 x 8, K x N) is in quads: lane l holds column l /
+ * 4, rows 2 (l % 4) + {0, 1} and + 8; gives 1 where element bit 0 picks the
+ * pair's row and bit 1 the 8 below, 2 the other way round, 0 where it is
+ * not in quads. */
+int zvk_fragmap_b_quads(const zvk_fragmap *m);
 /* Probes dev and gives A's element bits where its fragments are in quads;
- * false (right and down 0) where they are not, or the probe fails. */
-bool zvk_probe_frag_order(zvk_device *dev, int *right_bit, int *down_bit);
+ * false (right and down 0) where they are not, or the probe fails; and
+ * B's order (zvk_fragmap_b_quads, 0 where the probe fails). */
+bool zvk_probe_frag_order(zvk_device *dev, int *right_bit, int *down_bit, int *frag_b);
 
 #endif

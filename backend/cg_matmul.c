@@ -690,6 +690,9 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
      * once, straight into A fragments (ZINC_GEMVN_CM_PERM=1; 2 decodes in
      * fp32): the same layout (the target's, where it is known) */
     int64_t perm = raw && !frag && t->frag_right ? zcg_knob("ZINC_GEMVN_CM_PERM", 0, 2, 0) : 0;
+    /* x's B fragments built by each lane from its own loads, no x tile in
+     * shared memory (ZINC_GEMVN_CM_XREG=1, a measurement; B's order known) */
+    bool xreg = perm && t->frag_b && zcg_knob("ZINC_GEMVN_CM_XREG", 0, 1, 0);
     /* with PERM_K a plan of 8 rows or fewer takes products of 8 token columns */
     int64_t ntok = perm && b->o->max_tokens <= 8 ? 8 : GEMVN_CM_TOK;
     int64_t T = b->o->max_tokens > ntok ? b->o->max_tokens : ntok;
@@ -714,9 +717,11 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
     if (frag || perm) zcg_def_i(b, frag ? "FRAG_A" : "PERM_K", 1), zcg_def_i(b, "FRAG_RIGHT", t->frag_right),
         zcg_def_i(b, "FRAG_DOWN", t->frag_down);
     if (perm == 2) zcg_def_i(b, "PERM_F32", 1);
+    if (xreg)
+        zcg_def_i(b, "X_REG", 1), zcg_def_i(b, "FRAG_B_PAIR", t->frag_b - 1), zcg_def_i(b, "FRAG_B_EIGHT", 2 - t->frag_b);
     mm_name(b, "gemvn", m,
             zarena_printf(b->a, "_t%lld_cm16k%d%s%s%s%s%s", (long long)ntok, GEMVN_CM_BK, raw ? "r" : "",
-                          frag ? "f" : "", perm ? (perm == 2 ? "p32" : "p") : "", xg ? "xg" : "",
+                          frag ? "f" : "", perm ? (perm == 2 ? "p32" : "p") : "", xg ? "xg" : xreg ? "xr" : "",
                           nsg != GEMVN_CM_NSG ? zarena_printf(b->a, "s%lld", (long long)nsg) : ""));
     if ((s = gemvn_xh_pass(b, n, m, xh, d))) return s;
     static const char *const files[] = {"dequant", "matmul_io", "gemv_segs", "matmul_gemvn_cm", NULL};

@@ -50,16 +50,16 @@ zstatus zvk_target_from_device(const char *request, ztarget *t, zvk_profile *pro
 }
 
 void zvk_target_probe_frags(const char *request, ztarget *t) {
-    int right = 0, down = 0;
+    int right = 0, down = 0, fb = 0;
     zvk_instance inst = {0};
     zvk_device dev;
     uint32_t idx;
     zdiag d = {0};
     if (t->coopmat && !zvk_instance_create(&inst, &d) && !zvk_select_device(&inst, request, &idx, &d) &&
         !zvk_device_create(&inst, idx, &dev, &d)) {
-        zvk_probe_frag_order(&dev, &right, &down);
+        zvk_probe_frag_order(&dev, &right, &down, &fb);
         zvk_device_destroy(&dev);
     }
     zvk_instance_destroy(&inst);
-    t->frag_right = right, t->frag_down = down;
+    t->frag_right = right, t->frag_down = down, t->frag_b = fb;
 }

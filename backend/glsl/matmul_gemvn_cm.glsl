@@ -58,7 +58,8 @@
 //
 // Defines: WG (NSG subgroups of SG), NSG, SG, BK (a multiple of 16, K's
 // divisor), NTOK (16), GLU, W*_TYPE/W*_ROWB, SEGS and the segments'
-// (gemv_segs.glsl), B_XH.
+// (gemv_segs.glsl), B_XH; X_REG (with PERM_K), FRAG_B_PAIR and
+// FRAG_B_EIGHT (rows16_xreg).
 
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -88,7 +89,10 @@ shared uvec4 red8[NSG * NMAT * 64];      // [subgroup][matrix][row][token / 4]: 
 #ifndef X_GLOBAL
 #define X_GLOBAL 0
 #endif
-#if !X_GLOBAL
+#ifndef X_REG
+#define X_REG 0
+#endif
+#if !X_GLOBAL && !X_REG
 shared uvec4 xs8[NSG * NTOK * BKP8]; // [subgroup][token][k / 8]: the step's x tile (PERM_K: K permuted)
 #endif
 #define XPL (NTOK * BK8 / SG) /* x's 16-byte vectors a lane stages a step */
@@ -358,7 +362,71 @@ void rows16_frag(uint t0, uint nt, uint n0, const uint seg) {
 }
 #endif
 
-#if PERM_K
+#if PERM_K && X_REG
+// rows16_perm with x's B fragments built by each lane from its own loads
+// (X_REG, ZINC_GEMVN_CM_XREG=1; FRAG_B_PAIR and FRAG_B_EIGHT: the bits of
+// a B element's index that move its K by 1 and by 8, zvk_fragmap_b_quads):
+// lane l holds token l / 4 of each 8-token half and K 2q, 2q + 1, 2q + 8
+// and 2q + 9 of a slice (q = l % 4), the K that A's lane q holds, and in
+// the permuted order (perm_k.glsl) those are the natural elements 32 (kk >>
+// 1) + 8q + 4 (kk & 1) + (0, 2, 1, 3)[pair | eight << 1]: two 16-byte loads
+// a step and half (the halves 8q .. 8q+7 of each sub-block), no x tile in
+// shared memory and no barrier in the K walk. Registers only, like the
+// decode GEMV, with the matrix units' products.
+#define NB8 (NTOK / 8) /* the products' 8-token halves */
+// Token half u's x of the step at k0: for sub-block h of the pair, the lane's 8 halves.
+void fetch_xb(uint t0, uint k0, out uvec4 xr[NB8][2]) {
+    uint lane = gl_SubgroupInvocationID, n = lane >> 2u, q = lane & 3u;
+    [[unroll]] for (uint u = 0u; u < uint(NB8); u++)
+        [[unroll]] for (uint h = 0u; h < 2u; h++) xr[u][h] = xh8[(t0 + 8u * u + n) * (uint(K) / 8u) + k0 / 8u + 4u * h + q];
+}
+// Slice kk's B fragment from the lane's halves: element i is half 4 (kk &
+// 1) + 2 pair + eight of sub-block kk >> 1's vector.
+CM_B8 frag_b(uvec4 v[2], uint kk) {
+    CM_B8 b;
+    uvec4 w = v[kk >> 1u];
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        uint p = (i >> uint(FRAG_B_PAIR)) & 1u, e = (i >> uint(FRAG_B_EIGHT)) & 1u, hh = 4u * (kk & 1u) + 2u * p + e;
+        f16vec2 two = unpackFloat2x16(w[hh >> 1u]);
+        b[i] = (hh & 1u) != 0u ? two.y : two.x;
+    }
+    return b;
+}
+void rows16_xreg(uint t0, uint nt, uint n0, const uint seg) {
+    uint sg = gl_SubgroupID, NS = seg_rows(seg);
+    CM_C8 acc[NMAT][NB8];
+    [[unroll]] for (uint m = 0u; m < NMAT; m++)
+        [[unroll]] for (uint u = 0u; u < uint(NB8); u++) acc[m][u] = CM_C8(0.0);
+    uint KS = uint(K) / uint(BK);
+    PK4 wr[NMAT][2];
+    uvec4 xr[NB8][2];
+    if (sg < KS) {
+        fetch_pk(n0, NS, sg * uint(BK), seg, wr);
+        fetch_xb(t0, sg * uint(BK), xr);
+    }
+    for (uint ks = sg; ks < KS; ks += uint(NSG)) {
+        uint k0 = ks * uint(BK), j = (k0 & 255u) >> 5u;
+        PK4 cur[NMAT][2] = wr;
+        uvec4 xc[NB8][2] = xr;
+        if (ks + uint(NSG) < KS) { // the next step's loads, in flight while this one multiplies
+            fetch_pk(n0, NS, k0 + uint(NSG * BK), seg, wr);
+            fetch_xb(t0, k0 + uint(NSG * BK), xr);
+        }
+        CM_A a[NMAT][4];
+        [[unroll]] for (uint m = 0u; m < NMAT; m++) pk_frags(cur[m], j, a[m]);
+        [[unroll]] for (uint kk = 0u; kk < 4u; kk++)
+            [[unroll]] for (uint u = 0u; u < uint(NB8); u++) {
+                CM_B8 b = frag_b(xc[u], kk);
+                [[unroll]] for (uint m = 0u; m < NMAT; m++) acc[m][u] = coopMatMulAddNV(a[m][kk], b, acc[m][u]);
+            }
+    }
+    [[unroll]] for (uint m = 0u; m < NMAT; m++)
+        [[unroll]] for (uint u = 0u; u < uint(NB8); u++)
+            coopMatStoreNV(acc[m][u], red8, (sg * NMAT + m) * 64u + 2u * u, 4u, false);
+    barrier();
+    sums_out(t0, nt, n0, seg);
+}
+#elif PERM_K
 // rows16 with K permuted inside each step (PERM_K, perm_k.glsl says
 // how): no weight tile in shared memory, x's tile staged in the permuted
 // order. Measured (run 67, H100, the 8B's --parallel 16 plan): slower
@@ -417,6 +485,8 @@ void main() {
     uint nt = min(uint(NTOK), step.T - t0);
 #if FRAG_A
 #define ROWS16_OF_WG(w, seg) rows16_frag(t0, nt, (w) * 16u, seg)
+#elif PERM_K && X_REG
+#define ROWS16_OF_WG(w, seg) rows16_xreg(t0, nt, (w) * 16u, seg)
 #elif PERM_K
 #define ROWS16_OF_WG(w, seg) rows16_perm(t0, nt, (w) * 16u, seg)
 #else

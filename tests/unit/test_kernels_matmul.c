@@ -152,8 +152,8 @@ static ztarget device_target(kh_ctx *k, const char *name) {
     r.coopmat = r.coopmat && (k->dev.prof.coopmat_nv || k->dev.prof.coopmat_khr);
     r.int_dot = r.int_dot && k->dev.prof.int_dot;
     /* the device's own fragment order, as zincc --target device probes it */
-    r.frag_right = r.frag_down = 0;
-    if (r.coopmat) zvk_probe_frag_order(&k->dev, &r.frag_right, &r.frag_down);
+    r.frag_right = r.frag_down = r.frag_b = 0;
+    if (r.coopmat) zvk_probe_frag_order(&k->dev, &r.frag_right, &r.frag_down, &r.frag_b);
     return r;
 }
 
@@ -1432,14 +1432,25 @@ Test(kernels_matmul, fragment_layout, .timeout = 60) {
         cr_expect(right == h->frag_right && down == h->frag_down,
                   "A's element order differs from the h200 profile's (frag_right %d, frag_down %d)", h->frag_right,
                   h->frag_down);
+    int fb = zvk_fragmap_b_quads(&m);
+    cr_log_info("B's fragments: %s", fb == 1   ? "in mma's quads, bit 0 the pair, bit 1 eight down"
+                                     : fb == 2 ? "in mma's quads, bit 1 the pair, bit 0 eight down"
+                                               : "not in quads");
+    if (k->dev.prof.vendor_id == 0x10de)
+        cr_expect_eq(fb, h->frag_b, "B's element order %d differs from the h200 profile's %d", fb, h->frag_b);
     kh_close(k);
 }
 
 /* Where it cannot run (llvmpipe): every kernel of the batch graph's
  * tensor-core GEMVs and their x passes compiles, validates and takes the
- * NV to KHR rewrite. */
-Test(kernels_matmul, gemvn_cm_compiles_and_rewrites, .timeout = 300) {
+ * NV to KHR rewrite; with xreg, K permuted and x's B fragments built by
+ * each lane (ZINC_GEMVN_CM_PERM=2 ZINC_GEMVN_CM_XREG=1: the q4_K ones
+ * take it). */
+static void gemvn_cm_compiles(bool xreg) {
     unsetenv("ZINC_BATCH_CMP"); /* the default kernels (a device call may set the knob for the others) */
+    if (xreg) setenv("ZINC_GEMVN_CM_PERM", "2", 1), setenv("ZINC_GEMVN_CM_XREG", "1", 1);
+    else unsetenv("ZINC_GEMVN_CM_PERM"), unsetenv("ZINC_GEMVN_CM_XREG");
+    int xr = 0;
     gguf_file *f = open_model(&MODELS[M_Q4_K_M]);
     ztarget t = *ztarget_find("h200");
     zir_graph *g = batch_cm_graph(f, 8, &t);
@@ -1464,11 +1475,18 @@ Test(kernels_matmul, gemvn_cm_compiles_and_rewrites, .timeout = 300) {
         built++;
         glu += strstr(kn.name, "gateup") != NULL;
         segs += strstr(kn.name, "_rows") != NULL;
+        xr += strstr(kn.name, "p32xr") != NULL;
         zarena_free(a);
     }
     cr_expect(built >= 5 && glu > 0 && segs > 0, "%d tensor-core GEMVs (%d gate+up, %d rows)", built, glu, segs);
+    cr_expect(xreg ? xr >= 2 : xr == 0, "%d GEMVs build x's B fragments per lane", xr);
+    unsetenv("ZINC_GEMVN_CM_PERM"), unsetenv("ZINC_GEMVN_CM_XREG");
     zir_graph_free(g);
     gguf_close(f);
+}
+Test(kernels_matmul, gemvn_cm_compiles_and_rewrites, .timeout = 300) {
+    gemvn_cm_compiles(false);
+    gemvn_cm_compiles(true);
 }
 
 /* The batch GEMVs with K permuted (ZINC_BATCH_CMP=1, a measurement):
