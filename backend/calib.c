@@ -247,8 +247,8 @@ int zvk_fragmap_b_quads(const zvk_fragmap *m) {
         bool ok = true;
         for (int l = 0; l < 32 && ok; l++)
             for (int i = 0; i < 4 && ok; i++)
-                ok = m->col[ZVK_FRAG_B][l][i] == l / 4 &&
-                     m->row[ZVK_FRAG_B][l][i] == 2 * (l % 4) + ((i >> pair) & 1) + 8 * ((i >> eight) & 1);
+                ok = m->row[ZVK_FRAG_B][l][i] == l / 4 + 8 * ((i >> eight) & 1) &&
+                     m->col[ZVK_FRAG_B][l][i] == 2 * (l % 4) + ((i >> pair) & 1);
         if (ok) return pair + 1;
     }
     return 0;

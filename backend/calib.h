@@ -67,10 +67,12 @@ zstatus zvk_probe_fragmap(zvk_device *dev, zvk_fragmap *m, zdiag *d);
  * 62). What kernels that write fragment elements
  * themselves assume (ztarget.frag_right, frag_down). */
 bool zvk_fragmap_a_quads(const zvk_fragmap *m, int *right_bit, int *down_bit);
-/* Whether B's layout (16 x 8, K x N) is in quads: lane l holds column l /
- * 4, rows 2 (l % 4) + {0, 1} and + 8; gives 1 where element bit 0 picks the
- * pair's row and bit 1 the 8 below, 2 the other way round, 0 where it is
- * not in quads. */
+/* Whether B's layout (16 x 8, K x N) is in quads: lane l holds rows (K) l
+ * / 4 and l / 4 + 8, columns (N) 2 (l % 4) + {0, 1}, as the probe found on
+ * NVIDIA's driver 580 (run 75; A's columns are the K its lane q holds, B's
+ * rows here are not); gives 1 where element bit 0 picks the column of the
+ * pair and bit 1 the row 8 below, 2 the other way round, 0 where it is not
+ * in quads. */
 int zvk_fragmap_b_quads(const zvk_fragmap *m);
 /* Probes dev and gives A's element bits where its fragments are in quads;
  * false (right and down 0) where they are not, or the probe fails; and

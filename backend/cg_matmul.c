@@ -661,13 +661,16 @@ static int prefill_gemv_rows(const zcg_builder *b, int64_t row_groups) {
 
 /* The x pass of the tensor-core multi-row GEMV (gemvn_xh.glsl): fp16 x,
  * normalized where the kernel has the norm, into the scratch xh. */
-static zstatus gemvn_xh_pass(zcg_builder *b, const zir_node *n, const mm_match *m, int xh, zdiag *d) {
+static zstatus gemvn_xh_pass(zcg_builder *b, const zir_node *n, const mm_match *m, int xh, bool perm, zdiag *d) {
     const char *files[6] = {"dequant", "matmul_io"};
     int nf = 2;
     if (m->norm) files[nf++] = "attn_reduce";
     files[nf++] = "gemvn_xh";
     files[nf] = NULL;
-    return gemvn_x_pass(b, n, xh, zarena_printf(b->a, "gemvn_xh_k%lld%s", (long long)m->K, m->norm ? "+norm" : ""),
+    /* perm: the GEMV defined X_REG (its lanes' order, gemvn_xh.glsl) */
+    return gemvn_x_pass(b, n, xh,
+                        zarena_printf(b->a, "gemvn_xh_k%lld%s%s", (long long)m->K, perm ? "_lanes" : "",
+                                      m->norm ? "+norm" : ""),
                         files, false, d);
 }
 
@@ -702,7 +705,9 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
      * their tiles fit shared memory: 16 rows of each matrix and 16 of x,
      * padded, and the sums */
     int64_t nsg = zcg_knob("ZINC_GEMVN_CM_NSG", 1, 16, GEMVN_CM_NSG), nmat = m->glu ? 2 : 1;
-    while (nsg > 1 && nsg * (16 * (GEMVN_CM_BK / 8 + 1) * 16 * (nmat + 1) + nmat * 1024) > b->o->target->smem_bytes)
+    /* (with X_REG the sums only) */
+    int64_t tiles = xreg ? 0 : 16 * (GEMVN_CM_BK / 8 + 1) * 16 * (nmat + 1);
+    while (nsg > 1 && nsg * (tiles + nmat * 1024) > b->o->target->smem_bytes)
         nsg /= 2;
     const int64_t v[] = {ntok, nsg * ZCG_CM_SG, nsg, ZCG_CM_SG, GEMVN_CM_BK};
     const char *const names[] = {"NTOK", "WG", "NSG", "SG", "BK"};
@@ -718,12 +723,12 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
         zcg_def_i(b, "FRAG_DOWN", t->frag_down);
     if (perm == 2) zcg_def_i(b, "PERM_F32", 1);
     if (xreg)
-        zcg_def_i(b, "X_REG", 1), zcg_def_i(b, "FRAG_B_PAIR", t->frag_b - 1), zcg_def_i(b, "FRAG_B_EIGHT", 2 - t->frag_b);
+        zcg_def_i(b, "X_REG", 1), zcg_def_i(b, "FRAG_B_TOK", t->frag_b - 1), zcg_def_i(b, "FRAG_B_EIGHT", 2 - t->frag_b);
     mm_name(b, "gemvn", m,
             zarena_printf(b->a, "_t%lld_cm16k%d%s%s%s%s%s", (long long)ntok, GEMVN_CM_BK, raw ? "r" : "",
                           frag ? "f" : "", perm ? (perm == 2 ? "p32" : "p") : "", xg ? "xg" : xreg ? "xr" : "",
                           nsg != GEMVN_CM_NSG ? zarena_printf(b->a, "s%lld", (long long)nsg) : ""));
-    if ((s = gemvn_xh_pass(b, n, m, xh, d))) return s;
+    if ((s = gemvn_xh_pass(b, n, m, xh, xreg, d))) return s;
     static const char *const files[] = {"dequant", "matmul_io", "gemv_segs", "matmul_gemvn_cm", NULL};
     static const char *const files_perm[] = {"dequant", "matmul_io", "gemv_segs", "perm_k", "matmul_gemvn_cm", NULL};
     return zcg_build(b, perm ? files_perm : files, n, d);
@@ -983,13 +988,15 @@ static int cmp_tokens(const zcg_builder *b, int64_t N, int nsg, int fill_pct) {
     return bm;
 }
 
-/* ZINC_CMP_RULE=1 (a measurement, not yet the default): the layout run
- * 74's tuner measured best, as a rule. Eight subgroups where 128-row tiles
- * of 128 tokens fill the device (each lane stages half the x chunks: q 184
- * registers against 255, 6-13 % faster for every matrix of 4096 rows or
- * more), else four; tokens by the grid at 150 % of the compute units (the
- * 1024-row k and v at 32 tokens, +10 %). Timed one GEMM at a time; a
- * prefill step's pp512 against the default is the next device call's. */
+/* The layout run 74's tuner measured best for Q4_K, as a rule (the
+ * default since run 75; ZINC_CMP_RULE=0 takes the old one, to measure).
+ * Eight subgroups where 128-row tiles of 128 tokens fill the device (each
+ * lane stages half the x chunks: q 184 registers against 255, 6-13 %
+ * faster for every matrix of 4096 rows or more), else four; tokens by the
+ * grid at 150 % of the compute units (the 1024-row k and v at 32 tokens,
+ * +10 %). Run 75 (H100): the 8B's pp512 9216 and 9286 -> 9755 and 9757
+ * tok/s. Not Q6_K planes: run 75's q6_K down at 64 x 128 took 421.5 us
+ * against 370.7 at the old 128 x 64 (one x buffer). */
 static void cmp_rule(const zcg_builder *b, int64_t N, int *bm, int *nsg) {
     int64_t T = b->o->max_tokens > 0 ? b->o->max_tokens : 512;
     int64_t fill = b->o->target->n_cu * 90 / 100;
@@ -1028,7 +1035,7 @@ static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, int 
         bm = w0, nsg = w1;
     else if (w)
         bm = w->bm, nsg = w->nsg;
-    else if (!rows && zcg_knob("ZINC_CMP_RULE", 0, 1, 0))
+    else if (!rows && m->first->in[1]->dtype != ZT_Q6_K && zcg_knob("ZINC_CMP_RULE", 0, 1, 1))
         cmp_rule(b, m->N, &bm, &nsg);
     else if (!rows)
         bm = cmp_tokens(b, m->N, nsg, 90);
@@ -1063,7 +1070,7 @@ static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, int 
             zarena_printf(b->a, "_cmp%dx%d%s%s%s%s%s%s", bm, 16 * nsg, perm == 2 ? "p32" : "", mfirst ? "m" : "",
                           xbufs == 1 ? "b1" : "", xquad ? "q" : "", xlate ? "l" : "",
                           ablate ? zarena_printf(b->a, "_ablate%d", ablate) : ""));
-    if (rows && (s = gemvn_xh_pass(b, n, m, xh, d))) return s;
+    if (rows && (s = gemvn_xh_pass(b, n, m, xh, false, d))) return s;
     static const char *const files[] = {"dequant", "matmul_io", "perm_k", "matmul_cmp", NULL};
     return zcg_build(b, files, n, d);
 }

@@ -67,9 +67,9 @@ typedef struct ztarget {
      * no kernel that writes fragment elements itself (PERM_K, FRAG_A) is
      * compiled. The live device's are probed (zvk_target_from_device). */
     int frag_right, frag_down;
-    /* Where B's 16 x 8 fp16 fragments are in mma's quads (lane l: column
-     * l / 4, rows 2 (l % 4) + {0, 1} and + 8): 1 where element bit 0 is the
-     * pair and bit 1 the 8 below, 2 the other way round
+    /* Where B's 16 x 8 fp16 fragments are in quads (lane l: rows l / 4 and
+     * + 8, columns 2 (l % 4) + {0, 1}): 1 where element bit 0 is the
+     * column pair and bit 1 the 8 below, 2 the other way round
      * (zvk_fragmap_b_quads); 0 unknown, and no kernel builds B fragments
      * itself (matmul_gemvn_cm.glsl's X_REG). Probed with A's. */
     int frag_b;

@@ -64,8 +64,8 @@ static const ztarget targets[] = {
      /* NVIDIA's driver 580 (H100 and H200, run 62) */
      .frag_right = 1,
      .frag_down = 2,
-     /* assumed mma's order, as A's; kernels_matmul/fragment_layout checks
-      * it on the device against this profile */
+     /* run 75 (H100, driver 580.159): kernels_matmul/fragment_layout
+      * checks it on the device against this profile */
      .frag_b = 1,
      /* run 68 (H100, the 8B's pp512, two rounds of one call): 7066 and
       * 7053 tok/s with the staged weight tiles, 8074 and 8094 with K

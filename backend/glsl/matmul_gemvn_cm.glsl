@@ -58,7 +58,7 @@
 //
 // Defines: WG (NSG subgroups of SG), NSG, SG, BK (a multiple of 16, K's
 // divisor), NTOK (16), GLU, W*_TYPE/W*_ROWB, SEGS and the segments'
-// (gemv_segs.glsl), B_XH; X_REG (with PERM_K), FRAG_B_PAIR and
+// (gemv_segs.glsl), B_XH; X_REG (with PERM_K), FRAG_B_TOK and
 // FRAG_B_EIGHT (rows16_xreg).
 
 #extension GL_NV_cooperative_matrix : require
@@ -364,31 +364,30 @@ void rows16_frag(uint t0, uint nt, uint n0, const uint seg) {
 
 #if PERM_K && X_REG
 // rows16_perm with x's B fragments built by each lane from its own loads
-// (X_REG, ZINC_GEMVN_CM_XREG=1; FRAG_B_PAIR and FRAG_B_EIGHT: the bits of
-// a B element's index that move its K by 1 and by 8, zvk_fragmap_b_quads):
-// lane l holds token l / 4 of each 8-token half and K 2q, 2q + 1, 2q + 8
-// and 2q + 9 of a slice (q = l % 4), the K that A's lane q holds, and in
-// the permuted order (perm_k.glsl) those are the natural elements 32 (kk >>
-// 1) + 8q + 4 (kk & 1) + (0, 2, 1, 3)[pair | eight << 1]: two 16-byte loads
-// a step and half (the halves 8q .. 8q+7 of each sub-block), no x tile in
-// shared memory and no barrier in the K walk. Registers only, like the
-// decode GEMV, with the matrix units' products.
+// (X_REG, ZINC_GEMVN_CM_XREG=1): no x tile in shared memory and no barrier
+// in the K walk, registers only, like the decode GEMV, with the matrix
+// units' products. B's layout (zvk_fragmap_b_quads, run 75 on NVIDIA's
+// driver): lane l holds K rows g = l / 4 and g + 8 of a slice, token
+// columns 2q and 2q + 1 (q = l % 4), element bit FRAG_B_TOK the column and
+// FRAG_B_EIGHT the row 8 below. The x pass wrote each step in the lanes'
+// order (gemvn_xh.glsl's X_REG): vector g of a token's step holds, as
+// word kk, rows g and g + 8 of slice kk; one 16-byte load a token, step
+// and lane.
 #define NB8 (NTOK / 8) /* the products' 8-token halves */
-// Token half u's x of the step at k0: for sub-block h of the pair, the lane's 8 halves.
+// The step's vectors of the lane's two tokens (8u + 2q and + 1) of each half u.
 void fetch_xb(uint t0, uint k0, out uvec4 xr[NB8][2]) {
-    uint lane = gl_SubgroupInvocationID, n = lane >> 2u, q = lane & 3u;
+    uint lane = gl_SubgroupInvocationID, g = lane >> 2u, q = lane & 3u;
     [[unroll]] for (uint u = 0u; u < uint(NB8); u++)
-        [[unroll]] for (uint h = 0u; h < 2u; h++) xr[u][h] = xh8[(t0 + 8u * u + n) * (uint(K) / 8u) + k0 / 8u + 4u * h + q];
+        [[unroll]] for (uint c = 0u; c < 2u; c++)
+            xr[u][c] = xh8[(t0 + 8u * u + 2u * q + c) * (uint(K) / 8u) + k0 / 8u + g];
 }
-// Slice kk's B fragment from the lane's halves: element i is half 4 (kk &
-// 1) + 2 pair + eight of sub-block kk >> 1's vector.
+// Slice kk's B fragment: element i is half (i >> FRAG_B_EIGHT) & 1 of word
+// kk of token (i >> FRAG_B_TOK) & 1's vector.
 CM_B8 frag_b(uvec4 v[2], uint kk) {
     CM_B8 b;
-    uvec4 w = v[kk >> 1u];
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
-        uint p = (i >> uint(FRAG_B_PAIR)) & 1u, e = (i >> uint(FRAG_B_EIGHT)) & 1u, hh = 4u * (kk & 1u) + 2u * p + e;
-        f16vec2 two = unpackFloat2x16(w[hh >> 1u]);
-        b[i] = (hh & 1u) != 0u ? two.y : two.x;
+        f16vec2 two = unpackFloat2x16(v[(i >> uint(FRAG_B_TOK)) & 1u][kk]);
+        b[i] = ((i >> uint(FRAG_B_EIGHT)) & 1u) != 0u ? two.y : two.x;
     }
     return b;
 }
