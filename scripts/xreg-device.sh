@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (~330 s; pack .dev with test_kernels_matmul as
+# One device call (~260 s; pack .dev with test_kernels_matmul as
 # bench-device.sh's header says; carry .gl, .anchor and .dev).
 # Issue 12: the fragment probe with B's order as run 75 found it, the
 # kernel tests of the tensor-core batch GEMV with x's B fragments built by
@@ -32,4 +32,4 @@ bp() { # batch decode: bp plan streams
 "$B/zinc" bench /tmp/q8b.zplan -p 512 -n 0 -r 3 >/dev/null 2>&1 # the clocks up
 for p in p8 p8x p8x8 p16 p16x; do case $p in p16*) bp $p 8,16 ;; *) bp $p 1,8 ;; esac; done
 pp_llama r0 q8b # llama.cpp's cold round, not quoted
-pp r1 q8b; pp r1 q8b_0; pp_llama r1 q8b; pp r2 q8b; pp r2 q8b_0
+pp r1 q8b; pp r1 q8b_0; pp_llama r1 q8b; pp r2 q8b
