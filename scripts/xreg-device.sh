@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (~260 s; pack .dev with test_kernels_matmul as
+# One device call (~220 s; pack .dev with test_kernels_matmul as
 # bench-device.sh's header says; carry .gl, .anchor and .dev).
 # Issue 12: the fragment probe with B's order as run 75 found it, the
 # kernel tests of the tensor-core batch GEMV with x's B fragments built by
@@ -17,7 +17,6 @@ t() { # kernel tests with knobs: t "<vars>" <filter> <name>
 }
 t "X=0" 'kernels_matmul/fragment_layout' frag
 t "ZINC_GEMVN_CM_PERM=2 ZINC_GEMVN_CM_XREG=1" 'kernels_matmul/gemvn_cm*' xreg
-t "X=0" 'kernels_matmul/q4_k_m*' q4
 wait
 mk() { local out=$1; shift; env "$@" timeout 150 "$B/zincc" /tmp/q8b.gguf -o /tmp/$out.zplan --ctx 2048 2>&1 | tail -1 | tee -a "$O"; }
 mkp() { local n=$1 out=$2; shift 2; env "$@" timeout 150 "$B/zincc" /tmp/q8b.gguf -o /tmp/$out.zplan --ctx 2048 --parallel $n 2>&1 | tail -1 | tee -a "$O"; }
@@ -31,5 +30,6 @@ bp() { # batch decode: bp plan streams
 }
 "$B/zinc" bench /tmp/q8b.zplan -p 512 -n 0 -r 3 >/dev/null 2>&1 # the clocks up
 for p in p8 p8x p8x8 p16 p16x; do case $p in p16*) bp $p 8,16 ;; *) bp $p 1,8 ;; esac; done
+pp r1 q8b; pp r1 q8b_0
 pp_llama r0 q8b # llama.cpp's cold round, not quoted
-pp r1 q8b; pp r1 q8b_0; pp_llama r1 q8b; pp r2 q8b
+pp_llama r1 q8b; pp r2 q8b
