@@ -446,6 +446,15 @@ static int gemv_mode(const mm_match *m) {
     return t == ZT_Q4_K ? 12 : t == ZT_Q6_K ? 14 : 0;
 }
 
+/* Whether every matrix of m is held as q6_K planes (the weight-layout pass). */
+static bool all_q6_planes(const mm_match *m) {
+    if (m->first->in[1]->layout != ZWL_Q6_PLANES || (m->glu && m->up->in[1]->layout != ZWL_Q6_PLANES))
+        return false;
+    for (int i = 0; i < m->n_seg; i++)
+        if (m->seg[i].mm->in[1]->layout != ZWL_Q6_PLANES) return false;
+    return true;
+}
+
 /* The default layout: RS rows per subgroup, four subgroups per workgroup,
  * one group per trip. More rows per subgroup share each x load and keep
  * more weight loads in flight, fewer leave more workgroups to fill the
@@ -719,13 +728,27 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
     bool xg = zcg_knob("ZINC_GEMVN_CM_XG", 0, 1, 0); /* x fragments from the buffer: a measurement */
     if (xg) zcg_def_i(b, "X_GLOBAL", 1);
     if (raw) zcg_def_i(b, "Q4_RAW", 1);
+    /* the staged tiles' nibbles decoded two at a time in fp16 (ZINC_GEMVN_CM_H2=1: one fp16
+     * scale, past the tolerance; 2: the scales as hi + lo pairs) */
+    int64_t h2 = raw && !frag && !perm && !xg ? zcg_knob("ZINC_GEMVN_CM_H2", 0, 2, 0) : 0;
+    if (h2) zcg_def_i(b, "DQ_H2", h2);
+    /* q6_K planes fetched a step ahead as raw bytes (ZINC_GEMVN_CM_Q6RAW=1, to measure) */
+    bool q6raw = gemv_mode(m) == 14 && all_q6_planes(m) && zcg_knob("ZINC_GEMVN_CM_Q6RAW", 0, 1, 0);
+    if (q6raw) zcg_def_i(b, "Q6_RAW", 1);
+    /* the raw blocks fetched two steps ahead (ZINC_GEMVN_CM_DEPTH=2, to measure) */
+    bool depth2 = (q6raw || (raw && !frag && !perm)) && zcg_knob("ZINC_GEMVN_CM_DEPTH", 1, 2, 1) == 2;
+    if (depth2) zcg_def_i(b, "CM_DEPTH2", 1);
+    /* timing only, the values wrong: the staged tiles not decoded (ZINC_GEMVN_CM_ABLATE=1) */
+    bool abl = raw && !frag && !perm && !xg && zcg_knob("ZINC_GEMVN_CM_ABLATE", 0, 1, 0);
+    if (abl) zcg_def_i(b, "CM_ABLATE", 1);
     if (frag || perm) zcg_def_i(b, frag ? "FRAG_A" : "PERM_K", 1), zcg_def_i(b, "FRAG_RIGHT", t->frag_right),
         zcg_def_i(b, "FRAG_DOWN", t->frag_down);
     if (perm == 2) zcg_def_i(b, "PERM_F32", 1);
     if (xreg)
         zcg_def_i(b, "X_REG", 1), zcg_def_i(b, "FRAG_B_TOK", t->frag_b - 1), zcg_def_i(b, "FRAG_B_EIGHT", 2 - t->frag_b);
     mm_name(b, "gemvn", m,
-            zarena_printf(b->a, "_t%lld_cm16k%d%s%s%s%s%s", (long long)ntok, GEMVN_CM_BK, raw ? "r" : "",
+            zarena_printf(b->a, "_t%lld_cm16k%d%s%s%s%s%s%s", (long long)ntok, GEMVN_CM_BK,
+                          raw ? (abl ? "ra" : h2 == 2 ? "rh2" : h2 ? "rh" : "r") : q6raw ? "r6" : "", depth2 ? "d2" : "",
                           frag ? "f" : "", perm ? (perm == 2 ? "p32" : "p") : "", xg ? "xg" : xreg ? "xr" : "",
                           nsg != GEMVN_CM_NSG ? zarena_printf(b->a, "s%lld", (long long)nsg) : ""));
     if ((s = gemvn_xh_pass(b, n, m, xh, xreg, d))) return s;

@@ -100,12 +100,28 @@ shared uvec4 xs8[NSG * NTOK * BKP8]; // [subgroup][token][k / 8]: the step's x t
 #ifndef Q4_RAW
 #define Q4_RAW 0
 #endif
+#ifndef DQ_H2
+#define DQ_H2 0
+#endif
+#ifndef CM_ABLATE
+#define CM_ABLATE 0
+#endif
+#ifndef CM_DEPTH2
+#define CM_DEPTH2 0
+#endif
+#if DQ_H2 && (!Q4_RAW || X_GLOBAL)
+#error "DQ_H2 decodes raw q4_K blocks and stages x"
+#endif
 #ifndef FRAG_A
 #define FRAG_A 0
 #endif
 #ifndef PERM_K
 #define PERM_K 0
 #endif
+#ifndef Q6_RAW
+#define Q6_RAW 0
+#endif
+#define W_RAW (Q4_RAW || Q6_RAW)
 #if (FRAG_A || PERM_K) && !Q4_RAW
 #error "FRAG_A and PERM_K decode raw q4_K blocks"
 #endif
@@ -178,6 +194,33 @@ vec2 q4_scale(uvec4 hd, uint j) {
     return vec2(dm.x * sc, dm.y * mn);
 }
 #elif !PERM_K
+#if DQ_H2
+// Two nibbles to fp16 at once (DQ_H2, ZINC_GEMVN_CM_H2=1): 0x6400 | q is
+// the half 1024 + q, minus 1024 is q exactly, and one fp16 fma scales it
+// by d * scale and dmin * min (each rounded to fp16 first, where the fp32
+// decode rounds only the product: within the fp16 tolerance). No integer
+// to float conversion and no packing, which run at a quarter of the FMA
+// rate; the pair is bytes 0 and 2 of the word, so the tile holds each 8
+// elements in the order 0 2 1 3 4 6 5 7, and x's tile is staged so too
+// (x_h2).
+// DQ_H2 2: d * scale and dmin * min as fp16 pairs hi + lo (lo the
+// remainder), w = (q hi_s - hi_m) + (q lo_s - lo_m): the scales' error
+// 2^-17 where one fp16 scale's is 2^-12, an error every weight of a
+// sub-block shares (DQ_H2 1 measured 0.8 % of the output RMS on gate+up
+// against the tolerance's 0.4); each weight rounded twice.
+uint nib2(uint w, f16vec2 s, f16vec2 mn, f16vec2 s_lo, f16vec2 mn_lo) {
+    f16vec2 v = unpackFloat2x16((w & 0x000F000Fu) | 0x64006400u) - f16vec2(1024.0);
+#if DQ_H2 == 2
+    return packFloat2x16(fma(v, s, -mn) + fma(v, s_lo, -mn_lo));
+#else
+    return packFloat2x16(fma(v, s, -mn));
+#endif
+}
+uvec4 x_h2(uvec4 v) {
+    return uvec4((v.x & 0xFFFFu) | (v.y << 16u), (v.x >> 16u) | (v.y & 0xFFFF0000u),
+                 (v.z & 0xFFFFu) | (v.w << 16u), (v.z >> 16u) | (v.w & 0xFFFF0000u));
+}
+#endif
 void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
     uint lane = gl_SubgroupInvocationID, h = lane & 1u, row = lane >> 1u;
     uint j = ((k0 & 255u) >> 5u) + h, sh = 4u * h;
@@ -186,6 +229,21 @@ void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
         float sc, mn;
         k4_scale_min(r[m][0].y, r[m][0].z, r[m][0].w, j, sc, mn);
         float d1 = dm.x * sc, m1 = dm.y * mn;
+#if CM_ABLATE
+        // timing only, the values wrong (ZINC_GEMVN_CM_ABLATE=1): the raw words staged, no decode
+        [[unroll]] for (uint c = 0u; c < 4u; c++)
+            wt8[base + (m * 16u + row) * uint(BKP8) + 4u * h + c] = r[m][1 + (c >> 1u)] ^ floatBitsToUint(d1 - m1);
+#elif DQ_H2
+        float16_t sh16 = float16_t(d1), mh16 = float16_t(m1);
+        f16vec2 s2 = f16vec2(sh16), m2 = f16vec2(mh16);
+        f16vec2 sl = f16vec2(float16_t(d1 - float(sh16))), ml = f16vec2(float16_t(m1 - float(mh16)));
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            uvec2 qq = (c < 2u ? (c == 0u ? r[m][1].xy : r[m][1].zw) : (c == 2u ? r[m][2].xy : r[m][2].zw)) >> sh;
+            wt8[base + (m * 16u + row) * uint(BKP8) + 4u * h + c] =
+                uvec4(nib2(qq.x, s2, m2, sl, ml), nib2(qq.x >> 8u, s2, m2, sl, ml), nib2(qq.y, s2, m2, sl, ml),
+                      nib2(qq.y >> 8u, s2, m2, sl, ml));
+        }
+#else
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
             uvec2 qq = c < 2u ? (c == 0u ? r[m][1].xy : r[m][1].zw) : (c == 2u ? r[m][2].xy : r[m][2].zw);
             // the 8 elements 8c .. 8c+7 of the sub-block: bytes of qq.x then qq.y
@@ -196,9 +254,54 @@ void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
             wt8[base + (m * 16u + row) * uint(BKP8) + 4u * h + c] =
                 uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
         }
+#endif
     }
 }
 #endif
+#elif Q6_RAW
+// q6_K planes raw (Q6_RAW, ZINC_GEMVN_CM_Q6RAW=1; the weight-layout
+// pass's planes, rows 8-byte aligned): lane l owns row l / 2 of the
+// step's tile and elements 32 (l & 1) .. + 31 of the step's 64, which are
+// scale row k = 2 (s & 1) + (l & 1) of half h = s / 2 of the block (s the
+// step in it): 32 quant bytes (nibble s & 1), 32 high-bit bytes (bits
+// 2k), two scale bytes and d, fetched a step ahead of their decoding
+// (dequant.glsl's q6_8, so the bits of DQ8's). Where DQ8 loaded each
+// chunk's bytes when the step was staged, nothing ahead.
+#define WRAW 5
+void q6_fetch(const uint which, uint rowb, uint row, uint k0, out uvec4 r[WRAW]) {
+    uint nb = rowb / 210u, ro = row * rowb, j = k0 >> 8u, s = (k0 & 255u) >> 6u, h = s >> 1u;
+    uint hh = gl_SubgroupInvocationID & 1u, k = 2u * (s & 1u) + hh;
+    uint ql = (ro + 128u * j + 64u * h + 32u * hh) >> 3u, qh = (ro + 128u * nb + 64u * j + 32u * h) >> 3u;
+    r[0] = uvec4(wpair(which, ql), wpair(which, ql + 1u));
+    r[1] = uvec4(wpair(which, ql + 2u), wpair(which, ql + 3u));
+    r[2] = uvec4(wpair(which, qh), wpair(which, qh + 1u));
+    r[3] = uvec4(wpair(which, qh + 2u), wpair(which, qh + 3u));
+    r[4] = uvec4(wword(which, (ro + 192u * nb + 16u * j + 8u * h + 2u * k) >> 2u),
+                 wword(which, (ro + 208u * nb + 2u * j) >> 2u), 0u, 0u);
+}
+#define Q6_FETCH(which, ty, rowb, row, k0, r) q6_fetch(which, uint(rowb), row, k0, r)
+void fetch_w(uint n0, uint NS, uint k0, const uint seg, out uvec4 r[NMAT][WRAW]) {
+    uint row = min(n0 + (gl_SubgroupInvocationID >> 1u), NS - 1u); // a tail row repeats the last one
+    [[unroll]] for (uint m = 0u; m < NMAT; m++) { W_SLOT(seg, m, Q6_FETCH, row, k0, r[m]) }
+}
+void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
+    uint lane = gl_SubgroupInvocationID, hh = lane & 1u, row = lane >> 1u;
+    uint s = (k0 & 255u) >> 6u, k = 2u * (s & 1u) + hh;
+    [[unroll]] for (uint m = 0u; m < NMAT; m++) {
+        // the scale bytes at 2 (k & 1) of their word (rows 8-byte aligned), d at 2 (j & 1)
+        uint sw = r[m][4].x >> (16u * hh);
+        float d = unpackHalf2x16(r[m][4].y >> (16u * ((k0 >> 8u) & 1u))).x;
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            uvec2 ql = c < 2u ? (c == 0u ? r[m][0].xy : r[m][0].zw) : (c == 2u ? r[m][1].xy : r[m][1].zw);
+            uvec2 qh = c < 2u ? (c == 0u ? r[m][2].xy : r[m][2].zw) : (c == 2u ? r[m][3].xy : r[m][3].zw);
+            float v[8];
+            q6_8(d * float(bitfieldExtract(int(sw), 8 * int(c >> 1u), 8)), ql, qh, k, v);
+            wt8[base + (m * 16u + row) * uint(BKP8) + 4u * hh + c] =
+                uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])),
+                      packHalf2x16(vec2(v[4], v[5])), packHalf2x16(vec2(v[6], v[7])));
+        }
+    }
+}
 #else
 // Other types: each lane decodes CPL 8-element chunks of each matrix
 // (dequant.glsl's DQ8) when the step is staged; nothing is fetched ahead.
@@ -236,15 +339,20 @@ void rows16(uint t0, uint nt, uint n0, const uint seg) {
     CM_C acc[NMAT];
     [[unroll]] for (uint m = 0u; m < NMAT; m++) acc[m] = CM_C(0.0);
     uint base = sg * NMAT * 16u * uint(BKP8), KS = uint(K) / uint(BK);
-#if Q4_RAW
+#if W_RAW
     uvec4 wr[NMAT][WRAW];
     if (sg < KS) fetch_w(n0, NS, sg * uint(BK), seg, wr);
+#if CM_DEPTH2
+    // (ZINC_GEMVN_CM_DEPTH=2) the loads two steps ahead: twice the bytes in flight
+    uvec4 wr2[NMAT][WRAW];
+    if (sg + uint(NSG) < KS) fetch_w(n0, NS, (sg + uint(NSG)) * uint(BK), seg, wr2);
+#endif
 #endif
     uvec4 xr[XPL];
     if (sg < KS) fetch_x(t0, sg * uint(BK), xr);
     for (uint ks = sg; ks < KS; ks += uint(NSG)) {
         uint k0 = ks * uint(BK);
-#if Q4_RAW
+#if W_RAW
         stage_w(k0, base, wr);
 #else
         stage_w_dq(k0, base, n0, NS, seg);
@@ -252,12 +360,19 @@ void rows16(uint t0, uint nt, uint n0, const uint seg) {
 #if !X_GLOBAL
         [[unroll]] for (uint i = 0u; i < uint(XPL); i++) {
             uint c = lane + i * uint(SG), tt = c / uint(BK8), kc = c % uint(BK8);
+#if DQ_H2
+            xs8[sg * 16u * uint(BKP8) + tt * uint(BKP8) + kc] = x_h2(xr[i]);
+#else
             xs8[sg * 16u * uint(BKP8) + tt * uint(BKP8) + kc] = xr[i];
+#endif
         }
 #endif
         // the next step's loads, in flight while this one multiplies
         if (ks + uint(NSG) < KS) {
-#if Q4_RAW
+#if W_RAW && CM_DEPTH2
+            wr = wr2;
+            if (ks + uint(2 * NSG) < KS) fetch_w(n0, NS, k0 + uint(2 * NSG * BK), seg, wr2);
+#elif W_RAW
             fetch_w(n0, NS, k0 + uint(NSG * BK), seg, wr);
 #endif
             fetch_x(t0, k0 + uint(NSG * BK), xr);

@@ -1395,6 +1395,7 @@ Test(kernels_matmul, gemvn_cm_q4_k_m, .timeout = 300) {
 Test(kernels_matmul, gemvn_cm_q8_0_q6_K, .timeout = 300) {
     check_gemvn_cm(&MODELS[3], 8);
     check_gemvn_cm(&MODELS[12], 16);
+    check_gemvn_cm(&Q6_PLANES, 16); /* rows of 1024: planes (ZINC_GEMVN_CM_Q6RAW reads them raw) */
 }
 
 /* The layout of the device's matrix fragments (zvk_probe_fragmap): every
@@ -1445,13 +1446,18 @@ Test(kernels_matmul, fragment_layout, .timeout = 60) {
  * tensor-core GEMVs and their x passes compiles, validates and takes the
  * NV to KHR rewrite; with xreg, K permuted and x's B fragments built by
  * each lane (ZINC_GEMVN_CM_PERM=2 ZINC_GEMVN_CM_XREG=1: the q4_K ones
- * take it). */
-static void gemvn_cm_compiles(bool xreg) {
+ * take it); with h2, the staged nibbles decoded two at a time in fp16
+ * and fetched two steps ahead (ZINC_GEMVN_CM_H2=2 ZINC_GEMVN_CM_DEPTH=2:
+ * the q4_K ones again), and q6_K planes read raw a step ahead
+ * (ZINC_GEMVN_CM_Q6RAW=1, the planes model). */
+static void gemvn_cm_compiles(bool xreg, bool h2, const mspec *ms) {
     unsetenv("ZINC_BATCH_CMP"); /* the default kernels (a device call may set the knob for the others) */
     if (xreg) setenv("ZINC_GEMVN_CM_PERM", "2", 1), setenv("ZINC_GEMVN_CM_XREG", "1", 1);
     else unsetenv("ZINC_GEMVN_CM_PERM"), unsetenv("ZINC_GEMVN_CM_XREG");
-    int xr = 0;
-    gguf_file *f = open_model(&MODELS[M_Q4_K_M]);
+    if (h2) setenv("ZINC_GEMVN_CM_H2", "2", 1), setenv("ZINC_GEMVN_CM_DEPTH", "2", 1), setenv("ZINC_GEMVN_CM_Q6RAW", "1", 1);
+    else unsetenv("ZINC_GEMVN_CM_H2"), unsetenv("ZINC_GEMVN_CM_DEPTH"), unsetenv("ZINC_GEMVN_CM_Q6RAW");
+    int xr = 0, rh = 0;
+    gguf_file *f = open_model(ms);
     ztarget t = *ztarget_find("h200");
     zir_graph *g = batch_cm_graph(f, 8, &t);
     zcg_opts o = {.target = &t, .phase = ZPH_PREFILL, .max_tokens = 8, .gemv_rows = 8};
@@ -1476,17 +1482,24 @@ static void gemvn_cm_compiles(bool xreg) {
         glu += strstr(kn.name, "gateup") != NULL;
         segs += strstr(kn.name, "_rows") != NULL;
         xr += strstr(kn.name, "p32xr") != NULL;
+        rh += strstr(kn.name, "k64rh2d2") != NULL || strstr(kn.name, "k64r6d2") != NULL;
         zarena_free(a);
     }
-    cr_expect(built >= 5 && glu > 0 && segs > 0, "%d tensor-core GEMVs (%d gate+up, %d rows)", built, glu, segs);
+    cr_expect(built >= (ms == &MODELS[M_Q4_K_M] ? 5 : 3) && glu > 0 && segs > 0,
+              "%s: %d tensor-core GEMVs (%d gate+up, %d rows)", ms->label, built, glu, segs);
     cr_expect(xreg ? xr >= 2 : xr == 0, "%d GEMVs build x's B fragments per lane", xr);
-    unsetenv("ZINC_GEMVN_CM_PERM"), unsetenv("ZINC_GEMVN_CM_XREG");
+    cr_expect(h2 ? rh >= 2 : rh == 0, "%s: %d GEMVs decode two nibbles at a time in fp16 or read q6_K planes raw",
+              ms->label, rh);
+    unsetenv("ZINC_GEMVN_CM_PERM"), unsetenv("ZINC_GEMVN_CM_XREG"), unsetenv("ZINC_GEMVN_CM_H2");
+    unsetenv("ZINC_GEMVN_CM_DEPTH"), unsetenv("ZINC_GEMVN_CM_Q6RAW");
     zir_graph_free(g);
     gguf_close(f);
 }
 Test(kernels_matmul, gemvn_cm_compiles_and_rewrites, .timeout = 300) {
-    gemvn_cm_compiles(false);
-    gemvn_cm_compiles(true);
+    gemvn_cm_compiles(false, false, &MODELS[M_Q4_K_M]);
+    gemvn_cm_compiles(true, false, &MODELS[M_Q4_K_M]);
+    gemvn_cm_compiles(false, true, &MODELS[M_Q4_K_M]);
+    gemvn_cm_compiles(false, true, &Q6_PLANES);
 }
 
 /* The batch GEMVs with K permuted (ZINC_BATCH_CMP=1, a measurement):
