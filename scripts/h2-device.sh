@@ -22,7 +22,7 @@ wait
 mk() { local out=$1; shift; env "$@" timeout 150 "$B/zincc" /tmp/q8b.gguf -o /tmp/$out.zplan --ctx 2048 2>&1 | tail -1 | tee -a "$O"; }
 mkp() { local n=$1 out=$2; shift 2; env "$@" timeout 150 "$B/zincc" /tmp/q8b.gguf -o /tmp/$out.zplan --ctx 2048 --parallel $n 2>&1 | tail -1 | tee -a "$O"; }
 mk q8b X=0 &
-mkp 16 p16 X=0 & mkp 16 p16h2d ZINC_GEMVN_CM_H2=2 ZINC_GEMVN_CM_DEPTH=2 &
+mkp 16 p16 X=0 &
 mkp 16 p16q6 ZINC_GEMVN_CM_Q6RAW=1 & mkp 16 p16all $ALL &
 mkp 8 p8 X=0 & mkp 8 p8all ZINC_BATCH_CM=1 $ALL &
 wait
@@ -31,7 +31,6 @@ bp() { # batch decode: bp plan streams
   echo "== [$1] $(grep -E 'tg64|step of (8|16)' "$OUT/prof_$1.txt" | head -4 | tr -s ' ' | tr '\n' '|')" | tee -a "$O"
 }
 "$B/zinc" bench /tmp/q8b.zplan -p 512 -n 0 -r 3 >/dev/null 2>&1 # the clocks up
+for p in p16all p16; do bp $p 8,16; done
+bp p8all 8; bp p8 8; bp p16q6 16
 echo "== [q8b one stream] $("$B/zinc" bench /tmp/q8b.zplan -p 0 -n 128 -r 3 2>&1 | grep tg128 | tr -s ' ')" | tee -a "$O"
-for p in p16 p16h2d p16q6 p16all; do bp $p 8,16; done
-bp p8 8; bp p8all 8
-bp p16 16 # round 2
