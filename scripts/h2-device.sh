@@ -5,7 +5,7 @@
 # decoded two at a time in fp16 (ZINC_GEMVN_CM_H2=1: one fp16 scale; 2:
 # the scales as hi + lo pairs) and its raw blocks fetched two steps ahead
 # (ZINC_GEMVN_CM_DEPTH=2), q6_K planes read raw a step ahead
-# (ZINC_GEMVN_CM_Q6RAW=1); their kernel tests, and the 8B at 8 and 16
+# (ZINC_GEMVN_CM_Q6RAW=1; with H2 decoded in fp16 pairs too); their kernel tests, and the 8B at 8 and 16
 # streams with them against the defaults; one stream's tg128 for the
 # ratio.
 set -uo pipefail
@@ -18,6 +18,7 @@ t() { # kernel tests with knobs: t "<vars>" <filter> <name>
 }
 ALL="ZINC_GEMVN_CM_H2=2 ZINC_GEMVN_CM_DEPTH=2 ZINC_GEMVN_CM_Q6RAW=1"
 t "$ALL" 'kernels_matmul/gemvn_cm*' all
+t "ZINC_GEMVN_CM_Q6RAW=1" 'kernels_matmul/gemvn_cm_q8*' q6
 wait
 mk() { local out=$1; shift; env "$@" timeout 150 "$B/zincc" /tmp/q8b.gguf -o /tmp/$out.zplan --ctx 2048 2>&1 | tail -1 | tee -a "$O"; }
 mkp() { local n=$1 out=$2; shift 2; env "$@" timeout 150 "$B/zincc" /tmp/q8b.gguf -o /tmp/$out.zplan --ctx 2048 --parallel $n 2>&1 | tail -1 | tee -a "$O"; }

@@ -109,9 +109,6 @@ shared uvec4 xs8[NSG * NTOK * BKP8]; // [subgroup][token][k / 8]: the step's x t
 #ifndef CM_DEPTH2
 #define CM_DEPTH2 0
 #endif
-#if DQ_H2 && (!Q4_RAW || X_GLOBAL)
-#error "DQ_H2 decodes raw q4_K blocks and stages x"
-#endif
 #ifndef FRAG_A
 #define FRAG_A 0
 #endif
@@ -122,6 +119,43 @@ shared uvec4 xs8[NSG * NTOK * BKP8]; // [subgroup][token][k / 8]: the step's x t
 #define Q6_RAW 0
 #endif
 #define W_RAW (Q4_RAW || Q6_RAW)
+#if DQ_H2 && (!W_RAW || X_GLOBAL || FRAG_A || PERM_K)
+#error "DQ_H2 decodes raw q4_K or q6_K blocks into staged tiles, and stages x"
+#endif
+#if DQ_H2
+// Two nibbles to fp16 at once (DQ_H2, ZINC_GEMVN_CM_H2=1): 0x6400 | q is
+// the half 1024 + q, minus 1024 is q exactly, and one fp16 fma scales it
+// by d * scale and dmin * min (each rounded to fp16 first, where the fp32
+// decode rounds only the product: within the fp16 tolerance). No integer
+// to float conversion and no packing, which run at a quarter of the FMA
+// rate; the pair is bytes 0 and 2 of the word, so the tile holds each 8
+// elements in the order 0 2 1 3 4 6 5 7, and x's tile is staged so too
+// (x_h2).
+// DQ_H2 2: d * scale and dmin * min as fp16 pairs hi + lo (lo the
+// remainder), w = (q hi_s - hi_m) + (q lo_s - lo_m): the scales' error
+// 2^-17 where one fp16 scale's is 2^-12, an error every weight of a
+// sub-block shares (DQ_H2 1 measured 0.8 % of the output RMS on gate+up
+// against the tolerance's 0.4); each weight rounded twice.
+uint nib2(uint w, f16vec2 s, f16vec2 mn, f16vec2 s_lo, f16vec2 mn_lo) {
+    f16vec2 v = unpackFloat2x16((w & 0x000F000Fu) | 0x64006400u) - f16vec2(1024.0);
+#if DQ_H2 == 2
+    return packFloat2x16(fma(v, s, -mn) + fma(v, s_lo, -mn_lo));
+#else
+    return packFloat2x16(fma(v, s, -mn));
+#endif
+}
+uvec4 x_h2(uvec4 v) {
+    return uvec4((v.x & 0xFFFFu) | (v.y << 16u), (v.x >> 16u) | (v.y & 0xFFFF0000u),
+                 (v.z & 0xFFFFu) | (v.w << 16u), (v.z >> 16u) | (v.w & 0xFFFF0000u));
+}
+// q6_K (Q6_RAW): four 6-bit values q of a word to fp16 pairs (q - 32
+// exact: the halves 1024 + q minus 1056), times d * scale as an fp16 pair
+// hi + lo: fma(v, hi, v lo), one rounding but for v lo's (2^-11 of 2^-12).
+uint q6h2(uint q, f16vec2 s, f16vec2 s_lo) {
+    f16vec2 v = unpackFloat2x16((q & 0x003F003Fu) | 0x64006400u) - f16vec2(1056.0);
+    return packFloat2x16(fma(v, s, v * s_lo));
+}
+#endif
 #if (FRAG_A || PERM_K) && !Q4_RAW
 #error "FRAG_A and PERM_K decode raw q4_K blocks"
 #endif
@@ -194,33 +228,6 @@ vec2 q4_scale(uvec4 hd, uint j) {
     return vec2(dm.x * sc, dm.y * mn);
 }
 #elif !PERM_K
-#if DQ_H2
-// Two nibbles to fp16 at once (DQ_H2, ZINC_GEMVN_CM_H2=1): 0x6400 | q is
-// the half 1024 + q, minus 1024 is q exactly, and one fp16 fma scales it
-// by d * scale and dmin * min (each rounded to fp16 first, where the fp32
-// decode rounds only the product: within the fp16 tolerance). No integer
-// to float conversion and no packing, which run at a quarter of the FMA
-// rate; the pair is bytes 0 and 2 of the word, so the tile holds each 8
-// elements in the order 0 2 1 3 4 6 5 7, and x's tile is staged so too
-// (x_h2).
-// DQ_H2 2: d * scale and dmin * min as fp16 pairs hi + lo (lo the
-// remainder), w = (q hi_s - hi_m) + (q lo_s - lo_m): the scales' error
-// 2^-17 where one fp16 scale's is 2^-12, an error every weight of a
-// sub-block shares (DQ_H2 1 measured 0.8 % of the output RMS on gate+up
-// against the tolerance's 0.4); each weight rounded twice.
-uint nib2(uint w, f16vec2 s, f16vec2 mn, f16vec2 s_lo, f16vec2 mn_lo) {
-    f16vec2 v = unpackFloat2x16((w & 0x000F000Fu) | 0x64006400u) - f16vec2(1024.0);
-#if DQ_H2 == 2
-    return packFloat2x16(fma(v, s, -mn) + fma(v, s_lo, -mn_lo));
-#else
-    return packFloat2x16(fma(v, s, -mn));
-#endif
-}
-uvec4 x_h2(uvec4 v) {
-    return uvec4((v.x & 0xFFFFu) | (v.y << 16u), (v.x >> 16u) | (v.y & 0xFFFF0000u),
-                 (v.z & 0xFFFFu) | (v.w << 16u), (v.z >> 16u) | (v.w & 0xFFFF0000u));
-}
-#endif
 void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
     uint lane = gl_SubgroupInvocationID, h = lane & 1u, row = lane >> 1u;
     uint j = ((k0 & 255u) >> 5u) + h, sh = 4u * h;
@@ -294,11 +301,21 @@ void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
             uvec2 ql = c < 2u ? (c == 0u ? r[m][0].xy : r[m][0].zw) : (c == 2u ? r[m][1].xy : r[m][1].zw);
             uvec2 qh = c < 2u ? (c == 0u ? r[m][2].xy : r[m][2].zw) : (c == 2u ? r[m][3].xy : r[m][3].zw);
+            float ds = d * float(bitfieldExtract(int(sw), 8 * int(c >> 1u), 8));
+#if DQ_H2
+            // (DQ_H2) pairs of elements 0 2, 1 3, 4 6, 5 7, as the q4_K decode's
+            float16_t hi = float16_t(ds);
+            f16vec2 s2 = f16vec2(hi), sl = f16vec2(float16_t(ds - float(hi)));
+            uvec2 q = ((ql >> (4u * (s & 1u))) & 0x0F0F0F0Fu) | (((qh >> (2u * k)) & 0x03030303u) << 4u);
+            wt8[base + (m * 16u + row) * uint(BKP8) + 4u * hh + c] =
+                uvec4(q6h2(q.x, s2, sl), q6h2(q.x >> 8u, s2, sl), q6h2(q.y, s2, sl), q6h2(q.y >> 8u, s2, sl));
+#else
             float v[8];
-            q6_8(d * float(bitfieldExtract(int(sw), 8 * int(c >> 1u), 8)), ql, qh, k, v);
+            q6_8(ds, ql, qh, k, v);
             wt8[base + (m * 16u + row) * uint(BKP8) + 4u * hh + c] =
                 uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])),
                       packHalf2x16(vec2(v[4], v[5])), packHalf2x16(vec2(v[6], v[7])));
+#endif
         }
     }
 }

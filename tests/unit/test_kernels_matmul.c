@@ -1482,7 +1482,7 @@ static void gemvn_cm_compiles(bool xreg, bool h2, const mspec *ms) {
         glu += strstr(kn.name, "gateup") != NULL;
         segs += strstr(kn.name, "_rows") != NULL;
         xr += strstr(kn.name, "p32xr") != NULL;
-        rh += strstr(kn.name, "k64rh2d2") != NULL || strstr(kn.name, "k64r6d2") != NULL;
+        rh += strstr(kn.name, "k64rh2d2") != NULL || strstr(kn.name, "k64r6hd2") != NULL;
         zarena_free(a);
     }
     cr_expect(built >= (ms == &MODELS[M_Q4_K_M] ? 5 : 3) && glu > 0 && segs > 0,
