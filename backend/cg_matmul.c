@@ -735,6 +735,9 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
      * scale, past the tolerance; 2: the scales as hi + lo pairs; q6_K always the pairs) */
     int64_t h2 = (q6raw || (raw && !frag && !perm)) && !xg ? zcg_knob("ZINC_GEMVN_CM_H2", 0, 2, 0) : 0;
     if (h2) zcg_def_i(b, "DQ_H2", h2);
+    /* the fp32 decode's bits without integer-to-float conversions (ZINC_GEMVN_CM_F32M=1, to measure) */
+    bool f32m = !h2 && (q6raw || (raw && !frag && !perm)) && zcg_knob("ZINC_GEMVN_CM_F32M", 0, 1, 0);
+    if (f32m) zcg_def_i(b, "DQ_MAGIC", 1);
     /* the raw blocks fetched two steps ahead (ZINC_GEMVN_CM_DEPTH=2, to measure) */
     bool depth2 = (q6raw || (raw && !frag && !perm)) && zcg_knob("ZINC_GEMVN_CM_DEPTH", 1, 2, 1) == 2;
     if (depth2) zcg_def_i(b, "CM_DEPTH2", 1);
@@ -748,7 +751,7 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
         zcg_def_i(b, "X_REG", 1), zcg_def_i(b, "FRAG_B_TOK", t->frag_b - 1), zcg_def_i(b, "FRAG_B_EIGHT", 2 - t->frag_b);
     mm_name(b, "gemvn", m,
             zarena_printf(b->a, "_t%lld_cm16k%d%s%s%s%s%s%s", (long long)ntok, GEMVN_CM_BK,
-                          raw ? (abl ? "ra" : h2 == 2 ? "rh2" : h2 ? "rh" : "r") : q6raw ? (h2 ? "r6h" : "r6") : "", depth2 ? "d2" : "",
+                          raw ? (abl ? "ra" : h2 == 2 ? "rh2" : h2 ? "rh" : f32m ? "rm" : "r") : q6raw ? (h2 ? "r6h" : f32m ? "r6m" : "r6") : "", depth2 ? "d2" : "",
                           frag ? "f" : "", perm ? (perm == 2 ? "p32" : "p") : "", xg ? "xg" : xreg ? "xr" : "",
                           nsg != GEMVN_CM_NSG ? zarena_printf(b->a, "s%lld", (long long)nsg) : ""));
     if ((s = gemvn_xh_pass(b, n, m, xh, xreg, d))) return s;

@@ -122,6 +122,23 @@ shared uvec4 xs8[NSG * NTOK * BKP8]; // [subgroup][token][k / 8]: the step's x t
 #if DQ_H2 && (!W_RAW || X_GLOBAL || FRAG_A || PERM_K)
 #error "DQ_H2 decodes raw q4_K or q6_K blocks into staged tiles, and stages x"
 #endif
+#ifndef DQ_MAGIC
+#define DQ_MAGIC 0
+#endif
+#if DQ_MAGIC && (DQ_H2 || !W_RAW || FRAG_A || PERM_K)
+#error "DQ_MAGIC decodes raw q4_K or q6_K blocks into staged tiles, in fp32"
+#endif
+#if DQ_MAGIC
+// (DQ_MAGIC, ZINC_GEMVN_CM_F32M=1) The fp32 decode's arithmetic, bit for
+// bit, without its integer-to-float conversions (a quarter of the FMA
+// rate on NVIDIA): the float of the bits 0x4B000000 | q is 2^23 + q, and
+// subtracting 2^23 leaves q exactly; a mask, an or and an add, all at the
+// full rate. The elements keep their order (x is staged as it is).
+const uvec4 BYTE_SH = uvec4(0u, 8u, 16u, 24u);
+vec4 f4_of(uint w, uint mask, float bias) {
+    return uintBitsToFloat(((uvec4(w) >> BYTE_SH) & mask) | 0x4B000000u) - bias;
+}
+#endif
 #if DQ_H2
 // Two nibbles to fp16 at once (DQ_H2, ZINC_GEMVN_CM_H2=1): 0x6400 | q is
 // the half 1024 + q, minus 1024 is q exactly, and one fp16 fma scales it
@@ -240,6 +257,13 @@ void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
         // timing only, the values wrong (ZINC_GEMVN_CM_ABLATE=1): the raw words staged, no decode
         [[unroll]] for (uint c = 0u; c < 4u; c++)
             wt8[base + (m * 16u + row) * uint(BKP8) + 4u * h + c] = r[m][1 + (c >> 1u)] ^ floatBitsToUint(d1 - m1);
+#elif DQ_MAGIC
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            uvec2 qq = (c < 2u ? (c == 0u ? r[m][1].xy : r[m][1].zw) : (c == 2u ? r[m][2].xy : r[m][2].zw)) >> sh;
+            vec4 a = d1 * f4_of(qq.x, 0xfu, 8388608.0) - m1, b = d1 * f4_of(qq.y, 0xfu, 8388608.0) - m1;
+            wt8[base + (m * 16u + row) * uint(BKP8) + 4u * h + c] =
+                uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+        }
 #elif DQ_H2
         float16_t sh16 = float16_t(d1), mh16 = float16_t(m1);
         f16vec2 s2 = f16vec2(sh16), m2 = f16vec2(mh16);
@@ -302,7 +326,13 @@ void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
             uvec2 ql = c < 2u ? (c == 0u ? r[m][0].xy : r[m][0].zw) : (c == 2u ? r[m][1].xy : r[m][1].zw);
             uvec2 qh = c < 2u ? (c == 0u ? r[m][2].xy : r[m][2].zw) : (c == 2u ? r[m][3].xy : r[m][3].zw);
             float ds = d * float(bitfieldExtract(int(sw), 8 * int(c >> 1u), 8));
-#if DQ_H2
+#if DQ_MAGIC
+            // q - 32 exactly: the bias 2^23 + 32
+            uvec2 q = ((ql >> (4u * (s & 1u))) & 0x0F0F0F0Fu) | (((qh >> (2u * k)) & 0x03030303u) << 4u);
+            vec4 a = ds * f4_of(q.x, 0xffu, 8388640.0), b = ds * f4_of(q.y, 0xffu, 8388640.0);
+            wt8[base + (m * 16u + row) * uint(BKP8) + 4u * hh + c] =
+                uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+#elif DQ_H2
             // (DQ_H2) pairs of elements 0 2, 1 3, 4 6, 5 7, as the q4_K decode's
             float16_t hi = float16_t(ds);
             f16vec2 s2 = f16vec2(hi), sl = f16vec2(float16_t(ds - float(hi)));
