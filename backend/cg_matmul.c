@@ -670,16 +670,13 @@ static int prefill_gemv_rows(const zcg_builder *b, int64_t row_groups) {
 
 /* The x pass of the tensor-core multi-row GEMV (gemvn_xh.glsl): fp16 x,
  * normalized where the kernel has the norm, into the scratch xh. */
-static zstatus gemvn_xh_pass(zcg_builder *b, const zir_node *n, const mm_match *m, int xh, bool perm, zdiag *d) {
+static zstatus gemvn_xh_pass(zcg_builder *b, const zir_node *n, const mm_match *m, int xh, zdiag *d) {
     const char *files[6] = {"dequant", "matmul_io"};
     int nf = 2;
     if (m->norm) files[nf++] = "attn_reduce";
     files[nf++] = "gemvn_xh";
     files[nf] = NULL;
-    /* perm: the GEMV defined X_REG (its lanes' order, gemvn_xh.glsl) */
-    return gemvn_x_pass(b, n, xh,
-                        zarena_printf(b->a, "gemvn_xh_k%lld%s%s", (long long)m->K, perm ? "_lanes" : "",
-                                      m->norm ? "+norm" : ""),
+    return gemvn_x_pass(b, n, xh, zarena_printf(b->a, "gemvn_xh_k%lld%s", (long long)m->K, m->norm ? "+norm" : ""),
                         files, false, d);
 }
 
@@ -702,9 +699,6 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
      * once, straight into A fragments (ZINC_GEMVN_CM_PERM=1; 2 decodes in
      * fp32): the same layout (the target's, where it is known) */
     int64_t perm = raw && !frag && t->frag_right ? zcg_knob("ZINC_GEMVN_CM_PERM", 0, 2, 0) : 0;
-    /* x's B fragments built by each lane from its own loads, no x tile in
-     * shared memory (ZINC_GEMVN_CM_XREG=1, a measurement; B's order known) */
-    bool xreg = perm && t->frag_b && zcg_knob("ZINC_GEMVN_CM_XREG", 0, 1, 0);
     /* with PERM_K a plan of 8 rows or fewer takes products of 8 token columns */
     int64_t ntok = perm && b->o->max_tokens <= 8 ? 8 : GEMVN_CM_TOK;
     int64_t T = b->o->max_tokens > ntok ? b->o->max_tokens : ntok;
@@ -714,8 +708,7 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
      * their tiles fit shared memory: 16 rows of each matrix and 16 of x,
      * padded, and the sums */
     int64_t nsg = zcg_knob("ZINC_GEMVN_CM_NSG", 1, 16, GEMVN_CM_NSG), nmat = m->glu ? 2 : 1;
-    /* (with X_REG the sums only) */
-    int64_t tiles = xreg ? 0 : 16 * (GEMVN_CM_BK / 8 + 1) * 16 * (nmat + 1);
+    int64_t tiles = 16 * (GEMVN_CM_BK / 8 + 1) * 16 * (nmat + 1);
     while (nsg > 1 && nsg * (tiles + nmat * 1024) > b->o->target->smem_bytes)
         nsg /= 2;
     const int64_t v[] = {ntok, nsg * ZCG_CM_SG, nsg, ZCG_CM_SG, GEMVN_CM_BK};
@@ -747,14 +740,12 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
     if (frag || perm) zcg_def_i(b, frag ? "FRAG_A" : "PERM_K", 1), zcg_def_i(b, "FRAG_RIGHT", t->frag_right),
         zcg_def_i(b, "FRAG_DOWN", t->frag_down);
     if (perm == 2) zcg_def_i(b, "PERM_F32", 1);
-    if (xreg)
-        zcg_def_i(b, "X_REG", 1), zcg_def_i(b, "FRAG_B_TOK", t->frag_b - 1), zcg_def_i(b, "FRAG_B_EIGHT", 2 - t->frag_b);
     mm_name(b, "gemvn", m,
             zarena_printf(b->a, "_t%lld_cm16k%d%s%s%s%s%s%s", (long long)ntok, GEMVN_CM_BK,
                           raw ? (abl ? "ra" : h2 == 2 ? "rh2" : h2 ? "rh" : f32m ? "rm" : "r") : q6raw ? (h2 ? "r6h" : f32m ? "r6m" : "r6") : "", depth2 ? "d2" : "",
-                          frag ? "f" : "", perm ? (perm == 2 ? "p32" : "p") : "", xg ? "xg" : xreg ? "xr" : "",
+                          frag ? "f" : "", perm ? (perm == 2 ? "p32" : "p") : "", xg ? "xg" : "",
                           nsg != GEMVN_CM_NSG ? zarena_printf(b->a, "s%lld", (long long)nsg) : ""));
-    if ((s = gemvn_xh_pass(b, n, m, xh, xreg, d))) return s;
+    if ((s = gemvn_xh_pass(b, n, m, xh, d))) return s;
     static const char *const files[] = {"dequant", "matmul_io", "gemv_segs", "matmul_gemvn_cm", NULL};
     static const char *const files_perm[] = {"dequant", "matmul_io", "gemv_segs", "perm_k", "matmul_gemvn_cm", NULL};
     return zcg_build(b, perm ? files_perm : files, n, d);
@@ -1096,7 +1087,7 @@ static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, int 
             zarena_printf(b->a, "_cmp%dx%d%s%s%s%s%s%s", bm, 16 * nsg, perm == 2 ? "p32" : "", mfirst ? "m" : "",
                           xbufs == 1 ? "b1" : "", xquad ? "q" : "", xlate ? "l" : "",
                           ablate ? zarena_printf(b->a, "_ablate%d", ablate) : ""));
-    if (rows && (s = gemvn_xh_pass(b, n, m, xh, false, d))) return s;
+    if (rows && (s = gemvn_xh_pass(b, n, m, xh, d))) return s;
     static const char *const files[] = {"dequant", "matmul_io", "perm_k", "matmul_cmp", NULL};
     return zcg_build(b, files, n, d);
 }

@@ -42,3 +42,9 @@ prof2l() {
   timeout 60 "$B/zinc" bench /tmp/$1.zplan -p 512 -n 0 -r 3 --profile > "$OUT/prof_$1.txt" 2>&1
   echo "== [2L $1] $(grep -A12 'prefill step' "$OUT/prof_$1.txt" | tr -s ' ' | tr '\n' '|')" | tee -a "$O"
 }
+# The matmul kernel tests with knobs, one line into $O and the log into
+# $OUT/t_<name>.txt: ktest "<VAR=value ...>" <filter> <name> [pattern of lines to quote].
+ktest() {
+  (cd /tmp && env $1 LD_LIBRARY_PATH=$B/lib timeout 200 $B/test_kernels_matmul --filter "$2" --verbose > "$OUT/t_$3.txt" 2>&1)
+  echo "== test $1 $2: $(grep -E "Synthesis|CRASH|FAIL|differs|RMS${4:+|$4}" "$OUT/t_$3.txt" | head -14 | tr '\n' ' ')" | tee -a "$O"
+}

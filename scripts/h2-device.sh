@@ -13,14 +13,10 @@ set -uo pipefail
 DEVICE_OUT=h2.txt
 . scripts/device-lib.sh
 gen q8b &
-t() { # kernel tests with knobs: t "<vars>" <filter> <name>
-  (cd /tmp && env $1 LD_LIBRARY_PATH=$B/lib timeout 200 $B/test_kernels_matmul --filter "$2" --verbose > "$OUT/t_$3.txt" 2>&1)
-  echo "== test $1 $2: $(grep -E 'Synthesis|CRASH|FAIL|differs|RMS' "$OUT/t_$3.txt" | head -14 | tr '\n' ' ')" | tee -a "$O"
-}
 M="ZINC_GEMVN_CM_F32M=1 ZINC_GEMVN_CM_DEPTH=2 ZINC_GEMVN_CM_Q6RAW=1"
 ALL="ZINC_GEMVN_CM_H2=2 ZINC_GEMVN_CM_DEPTH=2 ZINC_GEMVN_CM_Q6RAW=1"
-t "$M" 'kernels_matmul/gemvn_cm*' m
-t "$ALL" 'kernels_matmul/gemvn_cm*' all
+ktest "$M" 'kernels_matmul/gemvn_cm*' m
+ktest "$ALL" 'kernels_matmul/gemvn_cm*' all
 wait
 mk() { local out=$1; shift; env "$@" timeout 150 "$B/zincc" /tmp/q8b.gguf -o /tmp/$out.zplan --ctx 2048 2>&1 | tail -1 | tee -a "$O"; }
 mkp() { local n=$1 out=$2; shift 2; env "$@" timeout 150 "$B/zincc" /tmp/q8b.gguf -o /tmp/$out.zplan --ctx 2048 --parallel $n 2>&1 | tail -1 | tee -a "$O"; }

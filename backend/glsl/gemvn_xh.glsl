@@ -7,22 +7,9 @@
 // holds XH_ROWS rows of K halves, rows past the step's never read into an
 // output (a matrix product's columns are independent).
 //
-// X_REG (the GEMV's lanes build x's B fragments themselves,
-// matmul_gemvn_cm.glsl's rows16_xreg): each 64-element step is written in
-// their order, so that a lane loads one 16-byte vector a token and step:
-// vector g (0 .. 7) holds, for slices kk = 0 .. 3 of the step, the two
-// halves of K rows g and g + 8 of the permuted order (perm_k.glsl), the
-// natural elements 32 (kk >> 1) + 8 (g >> 1) + 4 (kk & 1) + 2 (g & 1) + {0, 1}
-// (word kk). Vector g takes 4 halves of chunk g >> 1 (sub-block 0) and 4
-// of chunk 4 + (g >> 1) (sub-block 1).
-//
-// Defines: WG, K, HAS_NORM (NORM_EPS, NW_TYPE), B_XH, X_REG.
+// Defines: WG, K, HAS_NORM (NORM_EPS, NW_TYPE), B_XH.
 
 layout(local_size_x = WG) in;
-
-#ifndef X_REG
-#define X_REG 0
-#endif
 
 layout(std430, binding = B_XH) writeonly buffer XHb { uvec4 xh8[]; }; // 8 halves a vector
 
@@ -38,23 +25,6 @@ void main() {
     float scale = inversesqrt(wg_sum(ss) / float(K) + NORM_EPS); // attn_reduce.glsl
 #endif
     for (uint c = tid; c < uint(K) / 8u; c += WG) {
-#if X_REG
-        // vector g of step s: halves 2 (g & 1) + {0, 1} and + 4 of chunks g >> 1 and 4 + (g >> 1)
-        uint s = c >> 3u, g = c & 7u, o = 2u * (g & 1u);
-        float v[2][8];
-        [[unroll]] for (uint h = 0u; h < 2u; h++) {
-            uint k = 64u * s + 32u * h + 8u * (g >> 1u);
-            load_x8(xo + k, v[h]);
-#if HAS_NORM
-            float nw[8];
-            DQ8(WQ_NW, NW_TYPE, 0u, 0u, k, nw);
-            [[unroll]] for (uint e = 0u; e < 8u; e++) v[h][e] = (v[h][e] * scale) * nw[e];
-#endif
-        }
-        xh8[tt * (uint(K) / 8u) + c] =
-            uvec4(packHalf2x16(vec2(v[0][o], v[0][o + 1u])), packHalf2x16(vec2(v[0][o + 4u], v[0][o + 5u])),
-                  packHalf2x16(vec2(v[1][o], v[1][o + 1u])), packHalf2x16(vec2(v[1][o + 4u], v[1][o + 5u])));
-#else
         float v[8];
         load_x8(xo + 8u * c, v);
 #if HAS_NORM
@@ -64,6 +34,5 @@ void main() {
 #endif
         xh8[tt * (uint(K) / 8u) + c] = uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])),
                                              packHalf2x16(vec2(v[4], v[5])), packHalf2x16(vec2(v[6], v[7])));
-#endif
     }
 }

@@ -58,8 +58,12 @@
 //
 // Defines: WG (NSG subgroups of SG), NSG, SG, BK (a multiple of 16, K's
 // divisor), NTOK (16), GLU, W*_TYPE/W*_ROWB, SEGS and the segments'
-// (gemv_segs.glsl), B_XH; X_REG (with PERM_K), FRAG_B_TOK and
-// FRAG_B_EIGHT (rows16_xreg).
+// (gemv_segs.glsl), B_XH.
+//
+// Removed (session 30): x's B fragments built by each lane from its own
+// loads (ZINC_GEMVN_CM_XREG, with PERM_K): wrong for q4_K on the H100 and
+// slower even so (run 76: 794 against 834 tok/s at 8 streams, 1450
+// against 1533 at 16); B's layout stays probed (ztarget.frag_b).
 
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -89,10 +93,7 @@ shared uvec4 red8[NSG * NMAT * 64];      // [subgroup][matrix][row][token / 4]: 
 #ifndef X_GLOBAL
 #define X_GLOBAL 0
 #endif
-#ifndef X_REG
-#define X_REG 0
-#endif
-#if !X_GLOBAL && !X_REG
+#if !X_GLOBAL
 shared uvec4 xs8[NSG * NTOK * BKP8]; // [subgroup][token][k / 8]: the step's x tile (PERM_K: K permuted)
 #endif
 #define XPL (NTOK * BK8 / SG) /* x's 16-byte vectors a lane stages a step */
@@ -524,70 +525,7 @@ void rows16_frag(uint t0, uint nt, uint n0, const uint seg) {
 }
 #endif
 
-#if PERM_K && X_REG
-// rows16_perm with x's B fragments built by each lane from its own loads
-// (X_REG, ZINC_GEMVN_CM_XREG=1): no x tile in shared memory and no barrier
-// in the K walk, registers only, like the decode GEMV, with the matrix
-// units' products. B's layout (zvk_fragmap_b_quads, run 75 on NVIDIA's
-// driver): lane l holds K rows g = l / 4 and g + 8 of a slice, token
-// columns 2q and 2q + 1 (q = l % 4), element bit FRAG_B_TOK the column and
-// FRAG_B_EIGHT the row 8 below. The x pass wrote each step in the lanes'
-// order (gemvn_xh.glsl's X_REG): vector g of a token's step holds, as
-// word kk, rows g and g + 8 of slice kk; one 16-byte load a token, step
-// and lane.
-#define NB8 (NTOK / 8) /* the products' 8-token halves */
-// The step's vectors of the lane's two tokens (8u + 2q and + 1) of each half u.
-void fetch_xb(uint t0, uint k0, out uvec4 xr[NB8][2]) {
-    uint lane = gl_SubgroupInvocationID, g = lane >> 2u, q = lane & 3u;
-    [[unroll]] for (uint u = 0u; u < uint(NB8); u++)
-        [[unroll]] for (uint c = 0u; c < 2u; c++)
-            xr[u][c] = xh8[(t0 + 8u * u + 2u * q + c) * (uint(K) / 8u) + k0 / 8u + g];
-}
-// Slice kk's B fragment: element i is half (i >> FRAG_B_EIGHT) & 1 of word
-// kk of token (i >> FRAG_B_TOK) & 1's vector.
-CM_B8 frag_b(uvec4 v[2], uint kk) {
-    CM_B8 b;
-    [[unroll]] for (uint i = 0u; i < 4u; i++) {
-        f16vec2 two = unpackFloat2x16(v[(i >> uint(FRAG_B_TOK)) & 1u][kk]);
-        b[i] = ((i >> uint(FRAG_B_EIGHT)) & 1u) != 0u ? two.y : two.x;
-    }
-    return b;
-}
-void rows16_xreg(uint t0, uint nt, uint n0, const uint seg) {
-    uint sg = gl_SubgroupID, NS = seg_rows(seg);
-    CM_C8 acc[NMAT][NB8];
-    [[unroll]] for (uint m = 0u; m < NMAT; m++)
-        [[unroll]] for (uint u = 0u; u < uint(NB8); u++) acc[m][u] = CM_C8(0.0);
-    uint KS = uint(K) / uint(BK);
-    PK4 wr[NMAT][2];
-    uvec4 xr[NB8][2];
-    if (sg < KS) {
-        fetch_pk(n0, NS, sg * uint(BK), seg, wr);
-        fetch_xb(t0, sg * uint(BK), xr);
-    }
-    for (uint ks = sg; ks < KS; ks += uint(NSG)) {
-        uint k0 = ks * uint(BK), j = (k0 & 255u) >> 5u;
-        PK4 cur[NMAT][2] = wr;
-        uvec4 xc[NB8][2] = xr;
-        if (ks + uint(NSG) < KS) { // the next step's loads, in flight while this one multiplies
-            fetch_pk(n0, NS, k0 + uint(NSG * BK), seg, wr);
-            fetch_xb(t0, k0 + uint(NSG * BK), xr);
-        }
-        CM_A a[NMAT][4];
-        [[unroll]] for (uint m = 0u; m < NMAT; m++) pk_frags(cur[m], j, a[m]);
-        [[unroll]] for (uint kk = 0u; kk < 4u; kk++)
-            [[unroll]] for (uint u = 0u; u < uint(NB8); u++) {
-                CM_B8 b = frag_b(xc[u], kk);
-                [[unroll]] for (uint m = 0u; m < NMAT; m++) acc[m][u] = coopMatMulAddNV(a[m][kk], b, acc[m][u]);
-            }
-    }
-    [[unroll]] for (uint m = 0u; m < NMAT; m++)
-        [[unroll]] for (uint u = 0u; u < uint(NB8); u++)
-            coopMatStoreNV(acc[m][u], red8, (sg * NMAT + m) * 64u + 2u * u, 4u, false);
-    barrier();
-    sums_out(t0, nt, n0, seg);
-}
-#elif PERM_K
+#if PERM_K
 // rows16 with K permuted inside each step (PERM_K, perm_k.glsl says
 // how): no weight tile in shared memory, x's tile staged in the permuted
 // order. Measured (run 67, H100, the 8B's --parallel 16 plan): slower
@@ -646,8 +584,6 @@ void main() {
     uint nt = min(uint(NTOK), step.T - t0);
 #if FRAG_A
 #define ROWS16_OF_WG(w, seg) rows16_frag(t0, nt, (w) * 16u, seg)
-#elif PERM_K && X_REG
-#define ROWS16_OF_WG(w, seg) rows16_xreg(t0, nt, (w) * 16u, seg)
 #elif PERM_K
 #define ROWS16_OF_WG(w, seg) rows16_perm(t0, nt, (w) * 16u, seg)
 #else

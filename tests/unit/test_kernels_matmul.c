@@ -1444,21 +1444,17 @@ Test(kernels_matmul, fragment_layout, .timeout = 60) {
 
 /* Where it cannot run (llvmpipe): every kernel of the batch graph's
  * tensor-core GEMVs and their x passes compiles, validates and takes the
- * NV to KHR rewrite; with xreg, K permuted and x's B fragments built by
- * each lane (ZINC_GEMVN_CM_PERM=2 ZINC_GEMVN_CM_XREG=1: the q4_K ones
- * take it); with h2, the staged nibbles decoded two at a time in fp16
- * and fetched two steps ahead (ZINC_GEMVN_CM_H2=2 ZINC_GEMVN_CM_DEPTH=2:
- * the q4_K ones again), and q6_K planes read raw a step ahead
- * (ZINC_GEMVN_CM_Q6RAW=1, the planes model); h2 3: the fp32 decode's bits
- * without conversions instead (ZINC_GEMVN_CM_F32M=1). */
-static void gemvn_cm_compiles(bool xreg, int h2, const mspec *ms) {
+ * NV to KHR rewrite; with h2 2, the staged nibbles decoded two at a time
+ * in fp16 and fetched two steps ahead (ZINC_GEMVN_CM_H2=2
+ * ZINC_GEMVN_CM_DEPTH=2: the q4_K ones), and q6_K planes read raw a step
+ * ahead (ZINC_GEMVN_CM_Q6RAW=1, the planes model); h2 3: the fp32 decode's
+ * bits without conversions instead (ZINC_GEMVN_CM_F32M=1). */
+static void gemvn_cm_compiles(int h2, const mspec *ms) {
     unsetenv("ZINC_BATCH_CMP"); /* the default kernels (a device call may set the knob for the others) */
-    if (xreg) setenv("ZINC_GEMVN_CM_PERM", "2", 1), setenv("ZINC_GEMVN_CM_XREG", "1", 1);
-    else unsetenv("ZINC_GEMVN_CM_PERM"), unsetenv("ZINC_GEMVN_CM_XREG");
     if (h2) setenv(h2 == 3 ? "ZINC_GEMVN_CM_F32M" : "ZINC_GEMVN_CM_H2", h2 == 3 ? "1" : "2", 1),
         setenv("ZINC_GEMVN_CM_DEPTH", "2", 1), setenv("ZINC_GEMVN_CM_Q6RAW", "1", 1);
     else unsetenv("ZINC_GEMVN_CM_H2"), unsetenv("ZINC_GEMVN_CM_DEPTH"), unsetenv("ZINC_GEMVN_CM_Q6RAW");
-    int xr = 0, rh = 0;
+    int rh = 0;
     gguf_file *f = open_model(ms);
     ztarget t = *ztarget_find("h200");
     zir_graph *g = batch_cm_graph(f, 8, &t);
@@ -1483,27 +1479,24 @@ static void gemvn_cm_compiles(bool xreg, int h2, const mspec *ms) {
         built++;
         glu += strstr(kn.name, "gateup") != NULL;
         segs += strstr(kn.name, "_rows") != NULL;
-        xr += strstr(kn.name, "p32xr") != NULL;
         rh += h2 == 3 ? strstr(kn.name, "k64rmd2") != NULL || strstr(kn.name, "k64r6md2") != NULL
                       : strstr(kn.name, "k64rh2d2") != NULL || strstr(kn.name, "k64r6hd2") != NULL;
         zarena_free(a);
     }
     cr_expect(built >= (ms == &MODELS[M_Q4_K_M] ? 5 : 3) && glu > 0 && segs > 0,
               "%s: %d tensor-core GEMVs (%d gate+up, %d rows)", ms->label, built, glu, segs);
-    cr_expect(xreg ? xr >= 2 : xr == 0, "%d GEMVs build x's B fragments per lane", xr);
     cr_expect(h2 ? rh >= 2 : rh == 0, "%s: %d GEMVs decode two nibbles at a time in fp16 or read q6_K planes raw",
               ms->label, rh);
-    unsetenv("ZINC_GEMVN_CM_PERM"), unsetenv("ZINC_GEMVN_CM_XREG"), unsetenv("ZINC_GEMVN_CM_H2");
-    unsetenv("ZINC_GEMVN_CM_DEPTH"), unsetenv("ZINC_GEMVN_CM_Q6RAW"), unsetenv("ZINC_GEMVN_CM_F32M");
+    unsetenv("ZINC_GEMVN_CM_H2"), unsetenv("ZINC_GEMVN_CM_DEPTH"), unsetenv("ZINC_GEMVN_CM_Q6RAW");
+    unsetenv("ZINC_GEMVN_CM_F32M");
     zir_graph_free(g);
     gguf_close(f);
 }
 Test(kernels_matmul, gemvn_cm_compiles_and_rewrites, .timeout = 300) {
-    gemvn_cm_compiles(false, 0, &MODELS[M_Q4_K_M]);
-    gemvn_cm_compiles(true, 0, &MODELS[M_Q4_K_M]);
+    gemvn_cm_compiles(0, &MODELS[M_Q4_K_M]);
     for (int h2 = 2; h2 <= 3; h2++) {
-        gemvn_cm_compiles(false, h2, &MODELS[M_Q4_K_M]);
-        gemvn_cm_compiles(false, h2, &Q6_PLANES);
+        gemvn_cm_compiles(h2, &MODELS[M_Q4_K_M]);
+        gemvn_cm_compiles(h2, &Q6_PLANES);
     }
 }
 
