@@ -724,15 +724,16 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
     /* q6_K planes fetched a step ahead as raw bytes (ZINC_GEMVN_CM_Q6RAW=1, to measure) */
     bool q6raw = gemv_mode(m) == 14 && all_q6_planes(m) && zcg_knob("ZINC_GEMVN_CM_Q6RAW", 0, 1, 0);
     if (q6raw) zcg_def_i(b, "Q6_RAW", 1);
+    bool staged_raw = q6raw || (raw && !frag && !perm); /* raw blocks decoded into staged tiles (stage_w) */
     /* the staged tiles' quants decoded two at a time in fp16 (ZINC_GEMVN_CM_H2=1: one fp16
      * scale, past the tolerance; 2: the scales as hi + lo pairs; q6_K always the pairs) */
-    int64_t h2 = (q6raw || (raw && !frag && !perm)) && !xg ? zcg_knob("ZINC_GEMVN_CM_H2", 0, 2, 0) : 0;
+    int64_t h2 = staged_raw && !xg ? zcg_knob("ZINC_GEMVN_CM_H2", 0, 2, 0) : 0;
     if (h2) zcg_def_i(b, "DQ_H2", h2);
     /* the fp32 decode's bits without integer-to-float conversions (ZINC_GEMVN_CM_F32M=1, to measure) */
-    bool f32m = !h2 && (q6raw || (raw && !frag && !perm)) && zcg_knob("ZINC_GEMVN_CM_F32M", 0, 1, 0);
+    bool f32m = !h2 && staged_raw && zcg_knob("ZINC_GEMVN_CM_F32M", 0, 1, 0);
     if (f32m) zcg_def_i(b, "DQ_MAGIC", 1);
     /* the raw blocks fetched two steps ahead (ZINC_GEMVN_CM_DEPTH=2, to measure) */
-    bool depth2 = (q6raw || (raw && !frag && !perm)) && zcg_knob("ZINC_GEMVN_CM_DEPTH", 1, 2, 1) == 2;
+    bool depth2 = staged_raw && zcg_knob("ZINC_GEMVN_CM_DEPTH", 1, 2, 1) == 2;
     if (depth2) zcg_def_i(b, "CM_DEPTH2", 1);
     /* timing only, the values wrong: the staged tiles not decoded (ZINC_GEMVN_CM_ABLATE=1) */
     bool abl = raw && !frag && !perm && !xg && zcg_knob("ZINC_GEMVN_CM_ABLATE", 0, 1, 0);

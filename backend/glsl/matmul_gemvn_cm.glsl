@@ -177,6 +177,14 @@ uint q6h2(uint q, f16vec2 s, f16vec2 s_lo) {
 #if (FRAG_A || PERM_K) && !Q4_RAW
 #error "FRAG_A and PERM_K decode raw q4_K blocks"
 #endif
+// Bytes 8c .. 8c + 7 of the 32 held in a (0-15) and b (16-31).
+uvec2 chunk8(uvec4 a, uvec4 b, uint c) {
+    return c < 2u ? (c == 0u ? a.xy : a.zw) : (c == 2u ? b.xy : b.zw);
+}
+// Eight floats as one staged vector of fp16 pairs.
+uvec4 pack8(vec4 a, vec4 b) {
+    return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+}
 #if Q4_RAW
 // Q4_K raw: lane l of a subgroup owns row l / 2 of the step's tile and the
 // sub-block 2p + (l & 1) of the step's pair p (a step of 64 is one pair):
@@ -260,31 +268,29 @@ void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
             wt8[base + (m * 16u + row) * uint(BKP8) + 4u * h + c] = r[m][1 + (c >> 1u)] ^ floatBitsToUint(d1 - m1);
 #elif DQ_MAGIC
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
-            uvec2 qq = (c < 2u ? (c == 0u ? r[m][1].xy : r[m][1].zw) : (c == 2u ? r[m][2].xy : r[m][2].zw)) >> sh;
-            vec4 a = d1 * f4_of(qq.x, 0xfu, 8388608.0) - m1, b = d1 * f4_of(qq.y, 0xfu, 8388608.0) - m1;
+            uvec2 qq = chunk8(r[m][1], r[m][2], c) >> sh;
             wt8[base + (m * 16u + row) * uint(BKP8) + 4u * h + c] =
-                uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+                pack8(d1 * f4_of(qq.x, 0xfu, 8388608.0) - m1, d1 * f4_of(qq.y, 0xfu, 8388608.0) - m1);
         }
 #elif DQ_H2
         float16_t sh16 = float16_t(d1), mh16 = float16_t(m1);
         f16vec2 s2 = f16vec2(sh16), m2 = f16vec2(mh16);
         f16vec2 sl = f16vec2(float16_t(d1 - float(sh16))), ml = f16vec2(float16_t(m1 - float(mh16)));
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
-            uvec2 qq = (c < 2u ? (c == 0u ? r[m][1].xy : r[m][1].zw) : (c == 2u ? r[m][2].xy : r[m][2].zw)) >> sh;
+            uvec2 qq = chunk8(r[m][1], r[m][2], c) >> sh;
             wt8[base + (m * 16u + row) * uint(BKP8) + 4u * h + c] =
                 uvec4(nib2(qq.x, s2, m2, sl, ml), nib2(qq.x >> 8u, s2, m2, sl, ml), nib2(qq.y, s2, m2, sl, ml),
                       nib2(qq.y >> 8u, s2, m2, sl, ml));
         }
 #else
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
-            uvec2 qq = c < 2u ? (c == 0u ? r[m][1].xy : r[m][1].zw) : (c == 2u ? r[m][2].xy : r[m][2].zw);
+            uvec2 qq = chunk8(r[m][1], r[m][2], c);
             // the 8 elements 8c .. 8c+7 of the sub-block: bytes of qq.x then qq.y
             vec4 a = d1 * vec4(float((qq.x >> sh) & 0xfu), float((qq.x >> (8u + sh)) & 0xfu),
                                float((qq.x >> (16u + sh)) & 0xfu), float((qq.x >> (24u + sh)) & 0xfu)) - m1;
             vec4 b = d1 * vec4(float((qq.y >> sh) & 0xfu), float((qq.y >> (8u + sh)) & 0xfu),
                                float((qq.y >> (16u + sh)) & 0xfu), float((qq.y >> (24u + sh)) & 0xfu)) - m1;
-            wt8[base + (m * 16u + row) * uint(BKP8) + 4u * h + c] =
-                uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+            wt8[base + (m * 16u + row) * uint(BKP8) + 4u * h + c] = pack8(a, b);
         }
 #endif
     }
@@ -324,28 +330,27 @@ void stage_w(uint k0, uint base, uvec4 r[NMAT][WRAW]) {
         uint sw = r[m][4].x >> (16u * hh);
         float d = unpackHalf2x16(r[m][4].y >> (16u * ((k0 >> 8u) & 1u))).x;
         [[unroll]] for (uint c = 0u; c < 4u; c++) {
-            uvec2 ql = c < 2u ? (c == 0u ? r[m][0].xy : r[m][0].zw) : (c == 2u ? r[m][1].xy : r[m][1].zw);
-            uvec2 qh = c < 2u ? (c == 0u ? r[m][2].xy : r[m][2].zw) : (c == 2u ? r[m][3].xy : r[m][3].zw);
+            uvec2 ql = chunk8(r[m][0], r[m][1], c), qh = chunk8(r[m][2], r[m][3], c);
             float ds = d * float(bitfieldExtract(int(sw), 8 * int(c >> 1u), 8));
+#if DQ_MAGIC || DQ_H2
+            // the eight 6-bit values, a byte each
+            uvec2 q = ((ql >> (4u * (s & 1u))) & 0x0F0F0F0Fu) | (((qh >> (2u * k)) & 0x03030303u) << 4u);
+#endif
 #if DQ_MAGIC
             // q - 32 exactly: the bias 2^23 + 32
-            uvec2 q = ((ql >> (4u * (s & 1u))) & 0x0F0F0F0Fu) | (((qh >> (2u * k)) & 0x03030303u) << 4u);
-            vec4 a = ds * f4_of(q.x, 0xffu, 8388640.0), b = ds * f4_of(q.y, 0xffu, 8388640.0);
             wt8[base + (m * 16u + row) * uint(BKP8) + 4u * hh + c] =
-                uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+                pack8(ds * f4_of(q.x, 0xffu, 8388640.0), ds * f4_of(q.y, 0xffu, 8388640.0));
 #elif DQ_H2
             // (DQ_H2) pairs of elements 0 2, 1 3, 4 6, 5 7, as the q4_K decode's
             float16_t hi = float16_t(ds);
             f16vec2 s2 = f16vec2(hi), sl = f16vec2(float16_t(ds - float(hi)));
-            uvec2 q = ((ql >> (4u * (s & 1u))) & 0x0F0F0F0Fu) | (((qh >> (2u * k)) & 0x03030303u) << 4u);
             wt8[base + (m * 16u + row) * uint(BKP8) + 4u * hh + c] =
                 uvec4(q6h2(q.x, s2, sl), q6h2(q.x >> 8u, s2, sl), q6h2(q.y, s2, sl), q6h2(q.y >> 8u, s2, sl));
 #else
             float v[8];
             q6_8(ds, ql, qh, k, v);
             wt8[base + (m * 16u + row) * uint(BKP8) + 4u * hh + c] =
-                uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])),
-                      packHalf2x16(vec2(v[4], v[5])), packHalf2x16(vec2(v[6], v[7])));
+                pack8(vec4(v[0], v[1], v[2], v[3]), vec4(v[4], v[5], v[6], v[7]));
 #endif
         }
     }
