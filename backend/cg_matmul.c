@@ -612,7 +612,7 @@ static int64_t gemvn_xq_row16(int64_t K) {
  * workgroup per token row of the step, built from files with `access`
  * (when set) defining XQ_ACCESS writeonly. The lowering dispatches it just
  * before the GEMV, the scratch one buffer for the two. */
-static zstatus gemvn_x_pass(zcg_builder *b, const zir_node *n, int xb, const char *name,
+static zstatus gemvn_x_pass(zcg_builder *b, const zir_node *n, const mm_match *m, int xb, const char *name,
                             const char *const *files, bool access, zdiag *d) {
     zcg_kernel *q = zarena_alloc(b->a, sizeof *q);
     if (!q) return zdiag_set(d, ZE_NOMEM, "codegen: out of memory for '%s'", n->out->name);
@@ -622,7 +622,13 @@ static zstatus gemvn_x_pass(zcg_builder *b, const zir_node *n, int xb, const cha
     q->pre = NULL;
     q->int_dot = false;
     snprintf(q->name, sizeof q->name, "%s", name);
-    q->key[0] = '\0';
+    /* what it computes, for the lowering to dispatch it once for consecutive
+     * GEMVs of the same x (v beside q and k): its name (K, the norm), the
+     * step's rows, and x and its norm by name */
+    snprintf(q->key, sizeof q->key, "%s|%lld|%d|%s|%s|%.9g", name, (long long)b->o->max_tokens,
+             access ? gemv_mode(m) : 0, m->x->name, m->norm ? m->norm->in[1]->name : "",
+             m->norm ? (double)m->norm->attr.eps : 0.0);
+    if (zcg_knob_off("ZINC_PRE_SHARE")) q->key[0] = '\0'; /* each GEMV its own x pass, to measure */
     q->groups[0] = konst(1, 1);
     q->groups[1] = per_token(1, 1);
     q->groups[2] = konst(1, 1);
@@ -647,7 +653,7 @@ static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_matc
     files[nf++] = "gemvn_xq";
     files[nf++] = "gemvn_quant";
     files[nf] = NULL;
-    return gemvn_x_pass(b, n, xq,
+    return gemvn_x_pass(b, n, m, xq,
                         zarena_printf(b->a, "gemvn_xq8_k%lld%s", (long long)m->K, m->norm ? "+norm" : ""), files,
                         true, d);
 }
@@ -676,7 +682,7 @@ static zstatus gemvn_xh_pass(zcg_builder *b, const zir_node *n, const mm_match *
     if (m->norm) files[nf++] = "attn_reduce";
     files[nf++] = "gemvn_xh";
     files[nf] = NULL;
-    return gemvn_x_pass(b, n, xh, zarena_printf(b->a, "gemvn_xh_k%lld%s", (long long)m->K, m->norm ? "+norm" : ""),
+    return gemvn_x_pass(b, n, m, xh, zarena_printf(b->a, "gemvn_xh_k%lld%s", (long long)m->K, m->norm ? "+norm" : ""),
                         files, false, d);
 }
 

@@ -42,6 +42,12 @@ typedef struct lw {
     /* Per phase: each value's activation offset (or UINT64_MAX) and size. */
     uint64_t *off, *size;
     uint32_t transient; /* the buffer of every transient scratch binding (zcg_binding), or UINT32_MAX */
+    /* A node's kernel binds this as its scratch instead of a buffer of its
+     * own (the x scratch of the previous node's identical pre pass), or
+     * .buffer UINT32_MAX. */
+    zplan_binding reuse_scratch;
+    bool *written; /* per plan binding: its dispatch writes it */
+    uint32_t cap_written;
     bool oom;
 } lw;
 
@@ -377,10 +383,15 @@ static zstatus add_dispatch(lw *w, const zir_graph *g, const char *node, const z
         const zcg_binding *kb = i ? &k->bind[i - 1] : NULL;
         if (kb && !kb->value && !kb->special && share != UINT32_MAX)
             b = p->bindings[share + (uint32_t)i];
+        else if (kb && !kb->value && !kb->special && !kb->transient && w->reuse_scratch.buffer != UINT32_MAX)
+            b = w->reuse_scratch;
         else if (kb && (s = locate(w, g, kb, &b)))
             return s;
-        if (!GROW(w, p->bindings, p->n_bindings, w->cap_bind))
+        if (!GROW(w, p->bindings, p->n_bindings, w->cap_bind) ||
+            (p->n_bindings >= w->cap_written &&
+             !grow_array(w->tmp, (void **)&w->written, sizeof *w->written, p->n_bindings, &w->cap_written)))
             return zdiag_set(w->d, ZE_NOMEM, "out of memory");
+        w->written[p->n_bindings] = kb && kb->written;
         p->bindings[p->n_bindings++] = b;
         uint64_t hi = b.range ? b.offset + b.range : p->buffers[b.buffer].size;
         acc[i] = (access){b.buffer, b.offset, hi, i && k->bind[i - 1].written};
@@ -406,6 +417,48 @@ static zstatus add_dispatch(lw *w, const zir_graph *g, const char *node, const z
     return ZOK;
 }
 
+/* Whether pre pass dispatch pre's inputs are untouched by dispatch at's
+ * writes. Its inputs: its bindings (its kernel's, dispatch pre + 1's)
+ * that neither writes, so x, the norm weight and the kernel's weights. */
+static bool pre_intact(const lw *w, uint32_t pre, uint32_t at) {
+    const zplan *p = w->p;
+    const zplan_dispatch *a = &p->dispatches[pre], *b = &p->dispatches[at], *k = &p->dispatches[pre + 1];
+    for (uint32_t j = 1; j < b->n_bindings; j++) {
+        if (!w->written[b->first_binding + j]) continue;
+        const zplan_binding *y = &p->bindings[b->first_binding + j];
+        uint64_t yhi = y->range ? y->offset + y->range : p->buffers[y->buffer].size;
+        for (uint32_t i = 1; i < a->n_bindings; i++) {
+            if (w->written[a->first_binding + i] || w->written[k->first_binding + i]) continue;
+            const zplan_binding *x = &p->bindings[a->first_binding + i];
+            uint64_t xhi = x->range ? x->offset + x->range : p->buffers[x->buffer].size;
+            if (x->buffer == y->buffer && x->offset < yhi && y->offset < xhi) return false;
+        }
+    }
+    return true;
+}
+
+/* Node k's pre pass is the previous node's (the same key: x, its norm and
+ * the layout of the scratch) and its inputs are unchanged since: no
+ * dispatch; k reads that one's scratch (the binding it wrote). */
+static zstatus reuse_pre(lw *w, uint32_t pre, const zcg_kernel *k) {
+    const zplan *p = w->p;
+    const zplan_dispatch *a = &p->dispatches[pre];
+    int n_scratch = 0;
+    for (int i = 0; i < k->n_bind; i++)
+        n_scratch += !k->bind[i].value && !k->bind[i].special && !k->bind[i].transient;
+    w->reuse_scratch.buffer = UINT32_MAX;
+    for (uint32_t i = 1; i < a->n_bindings; i++)
+        if (w->written[a->first_binding + i]) {
+            if (w->reuse_scratch.buffer != UINT32_MAX || n_scratch != 1)
+                return zdiag_set(w->d, ZE_INTERNAL, "lowering: '%s' shares a pre pass but binds %d scratch buffers",
+                                 k->name, n_scratch);
+            w->reuse_scratch = p->bindings[a->first_binding + i];
+        }
+    if (w->reuse_scratch.buffer == UINT32_MAX)
+        return zdiag_set(w->d, ZE_INTERNAL, "lowering: the pre pass before '%s' writes no scratch", k->name);
+    return ZOK;
+}
+
 static zstatus lower_phase(lw *w, const zir_graph *g, zplan_phase ph) {
     zcg_opts co = {.target = w->o->target,
                    .phase = ph == ZPLAN_DECODE ? ZPH_DECODE : ZPH_PREFILL,
@@ -419,14 +472,23 @@ static zstatus lower_phase(lw *w, const zir_graph *g, zplan_phase ph) {
     w->p->sched[ph] = (zplan_schedule){.first = w->p->n_dispatches,
                                        .max_tokens = (uint32_t)co.max_tokens,
                                        .logits_rows = (uint32_t)co.max_tokens};
+    const char *prev_key = NULL; /* the previous node's pre pass (its key), if it had one */
+    uint32_t prev_pre = 0;       /* and its dispatch */
     for (uint32_t i = 0; i < g->n_nodes && !s; i++) {
         zcg_kernel k;
         s = zcg_node(g, g->nodes[i], &co, w->tmp, &k, w->d);
         uint32_t pre = w->p->n_bindings;
         const char *node = g->nodes[i]->out->name;
-        if (!s && k.glsl && k.pre) s = add_dispatch(w, g, node, k.pre, &open, UINT32_MAX);
-        if (!s && k.glsl) s = add_dispatch(w, g, node, &k, &open, k.pre ? pre : UINT32_MAX);
+        bool again = !s && k.glsl && k.pre && prev_key && !strcmp(prev_key, k.pre->key);
+        if (again) s = reuse_pre(w, prev_pre, &k);
+        else if (!s && k.glsl && k.pre) s = add_dispatch(w, g, node, k.pre, &open, UINT32_MAX);
+        uint32_t at = w->p->n_dispatches;
+        if (!s && k.glsl) s = add_dispatch(w, g, node, &k, &open, k.pre && !again ? pre : UINT32_MAX);
+        w->reuse_scratch.buffer = UINT32_MAX;
         if (s && co.batch) zdiag_prefix(w->d, "batch schedule (--parallel %lld)", (long long)w->o->parallel);
+        /* a later node may read this pre pass's scratch, while no dispatch since wrote what it read */
+        if (!s && k.glsl && k.pre && k.pre->key[0] && !again) prev_key = k.pre->key, prev_pre = at - 1;
+        if (!s && k.glsl && prev_key && !pre_intact(w, prev_pre, at)) prev_key = NULL;
     }
     /* The step's top-k candidates: of the last row, or of every row of a
      * batch step (plans 1.4 on), so that sampling reads no row of logits. */
@@ -531,7 +593,7 @@ zstatus zlower(zir_graph *const g[ZPLAN_PHASES], const zlower_opts *o, zplan **o
         return zdiag_set(d, ZE_NOMEM, "out of memory");
     }
     p->arena = a;
-    lw w = {.p = p, .o = o, .d = d, .tmp = tmp, .transient = UINT32_MAX};
+    lw w = {.p = p, .o = o, .d = d, .tmp = tmp, .transient = UINT32_MAX, .reuse_scratch = {.buffer = UINT32_MAX}};
     zstatus s = header(&w, g[0]);
     for (int ph = 0; ph < ZPLAN_PHASES && !s; ph++) {
         s = declare_storage(&w, g[ph]);

@@ -56,6 +56,7 @@ static void drop(model *m) {
 /* Both phases with the default pipeline for llvmpipe (int8 x as idot
  * says), parallel slots and, with them, the batch schedule's own graph
  * (*batch if not NULL, else freed). */
+static const char *batch_disabled; /* passes the batch graph runs without (a test's), or NULL */
 static zplan *compile(model *m, int64_t parallel, zpass_idot idot, zir_graph **batch) {
     zdiag d = {0};
     const ztarget *t = ztarget_find("llvmpipe");
@@ -70,7 +71,8 @@ static zplan *compile(model *m, int64_t parallel, zpass_idot idot, zir_graph **b
                          .fuse_threshold = t->fuse_threshold,
                          .gemv_idot = idot,
                          .batch_rows = ph == ZPLAN_BATCH ? parallel : 0};
-        cr_assert_eq(zpass_run_pipeline(g[ph], NULL, NULL, &po, &d), ZOK, "%s", d.msg);
+        cr_assert_eq(zpass_run_pipeline(g[ph], NULL, ph == ZPLAN_BATCH ? batch_disabled : NULL, &po, &d), ZOK, "%s",
+                     d.msg);
     }
     zlower_opts lo = {.target = t,
                       .batch = g[ZPLAN_BATCH],
@@ -99,9 +101,9 @@ static zplan *compile(model *m, int64_t parallel, zpass_idot idot, zir_graph **b
  * marked gemv_q8 (as many as want says: 0 none, else some), each after its
  * quantizing pass, no norm left as a kernel of its own before a matmul;
  * last, the top-k of every row (plans 1.4 on). */
-static void uses_gemvn(const zplan *p, const zir_graph *bg, bool want_q8) {
+static int uses_gemvn(const zplan *p, const zir_graph *bg, bool want_q8) {
     const zplan_schedule *s = &p->sched[ZPLAN_BATCH];
-    int n = 0, rows = 0, q8 = 0;
+    int n = 0, rows = 0, q8 = 0, shared = 0;
     for (uint32_t i = s->first; i < s->first + s->count; i++) {
         const char *k = zplan_str(p, p->kernels[p->dispatches[i].kernel].name);
         const zir_value *v = zir_find(bg, zplan_str(p, p->dispatches[i].node));
@@ -132,10 +134,15 @@ static void uses_gemvn(const zplan *p, const zir_graph *bg, bool want_q8) {
         cr_expect_eq(zpass_gemv_q8(nd), strstr(k, "_idot") != NULL, "batch dispatch %u: node '%s' (%s x) runs %s", i,
                      v->name, zpass_gemv_q8(nd) ? "int8" : "fp32", k);
         q8 += zpass_gemv_q8(nd);
+        /* an int8-x GEMV that reads an earlier GEMV's quantized x (the lowering's
+         * one pass for GEMVs of the same x, norm and weight groups) */
+        shared += strstr(k, "_idot") && strncmp(zplan_str(p, p->kernels[p->dispatches[i - 1].kernel].name),
+                                                "gemvn_xq8_", 10);
     }
     cr_assert_gt(n, 0, "the batch schedule runs no multi-row GEMV");
-    cr_expect_gt(rows, 0, "the batch schedule runs no rows GEMV (fuse-qkv)");
+    if (!batch_disabled) cr_expect_gt(rows, 0, "the batch schedule runs no rows GEMV (fuse-qkv)");
     cr_expect_eq(q8 > 0, want_q8, "%d batch kernels with int8 x", q8);
+    return shared;
 }
 
 static int32_t argmax(const float *row, int V) {
@@ -250,7 +257,9 @@ static void run_identity(zmk_arch arch, zmk_quant q, const char *name, zpass_ido
     zir_graph *bg = NULL;
     zplan *p = compile(&m, NSEQ, idot, &bg);
     bool q8 = idot == ZIDOT_ON;
-    uses_gemvn(p, bg, q8);
+    int shared = uses_gemvn(p, bg, q8);
+    if (batch_disabled) /* q, k and v their own GEMVs of one x: k and v (where their types are q's) read q's */
+        cr_expect_gt(shared, 0, "no int8-x GEMV without fuse-qkv shares a quantizing pass");
     cr_assert_eq(zrt_open_plan(p, &ro, &rt, &d), ZOK, "%s", d.msg);
     cr_assert_eq(zrt_batch_rows(rt), NSEQ);
     seq a = {0}, b = {0}, c = {0}, alone = {0};
@@ -314,6 +323,14 @@ Test(batch, llama_q8_0_alone_equals_batched) {
 /* q4_K and q6_K matmuls with int8 x (the h200's default, forced here). */
 Test(batch, qwen3_q4_k_m_int8_x_alone_equals_batched) {
     run_identity(ZMK_QWEN3, ZMK_Q4_K_M, "batch-qwen3-q8.gguf", ZIDOT_ON);
+}
+
+/* Without fuse-qkv, q, k and v are GEMVs of one x each: the lowering
+ * dispatches x's quantizing pass once for those of one weight type. */
+Test(batch, qwen3_q4_k_m_int8_x_one_x_pass_for_q_k_v) {
+    batch_disabled = "fuse-qkv";
+    run_identity(ZMK_QWEN3, ZMK_Q4_K_M, "batch-qwen3-q8-qkv.gguf", ZIDOT_ON);
+    batch_disabled = NULL;
 }
 
 /* A mixture of experts: the expert GEMVs read each row's own experts, and
