@@ -776,6 +776,8 @@ static zstatus gen_gemvn_cm(const zir_node *n, const mm_match *m, zcg_builder *b
  * reads (where each used to quantize them all itself). */
 static zstatus gen_gemvn(const zir_node *n, const mm_match *m, int rows, zcg_builder *b, zdiag *d) {
     int sg = b->o->target->subgroup > 0 ? b->o->target->subgroup : 32, rs = 2, nsg = 4, er, en;
+    /* a batch step's: the cost model's layout (prefill's few-row matmuls keep two rows, four subgroups) */
+    if (rows > 0 && b->o->batch) zcost_batch_gemv_layout(b->o->target, mm_rows(m), m->K, m->glu, NULL, 0, &rs, &nsg);
     const char *e = getenv("ZINC_GEMVN_LAYOUT");
     if (e && sscanf(e, "%d,%d", &er, &en) == 2 && er >= 1 && er <= 8 && en >= 1 && en * sg <= 1024)
         rs = er, nsg = en;

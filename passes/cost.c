@@ -302,6 +302,31 @@ int zcost_batch_gemv(const ztarget *t, int64_t rows, char *why, size_t whysz) {
     return pick;
 }
 
+/* The multi-row GEMV's rows a subgroup (docs/performance.md, run 80: the
+ * 8B's batch step of 8 rows, each kernel at RS 2 and 1, H100). Two rows a
+ * lane share each load of x, and a kernel whose subgroups fill the device
+ * with work to spare wants that: the output head (151,936 rows, 462 us at
+ * 2 against 762 at 1), q, k and v as one rows GEMV (6144 rows: 512 against
+ * 660), the q6_K down (K 12288: 1350 against 1395). One row a subgroup
+ * (8 subgroups a workgroup) doubles the subgroups where two rows a
+ * subgroup leave at most 16 on an SM for a K walk of two steps a lane
+ * (K <= 4096): o (4096 rows: 870 -> 802 us) and a v of its own (1024 rows:
+ * 490 -> 354); and it halves gate+up's registers (its two matrices make
+ * two rows four groups a lane: 119 registers -> 64; 2954 -> 2601 us).
+ * ZINC_GEMVN_LAYOUT=rs,nsg replaces it (codegen), to measure. */
+void zcost_batch_gemv_layout(const ztarget *t, int64_t N, int64_t K, bool glu, char *why, size_t whysz, int *rs,
+                             int *nsg) {
+    int64_t sms = t && t->n_cu > 0 ? t->n_cu : 132, per_sm = N / 2 / sms;
+    bool one = glu || (per_sm <= 16 && K <= 4096);
+    *rs = one ? 1 : 2;
+    *nsg = one ? 8 : 4;
+    if (why)
+        snprintf(why, whysz, "%d row%s a subgroup, %d subgroups: %s", *rs, one ? "" : "s", *nsg,
+                 glu   ? "gate+up holds two matrices' groups a row (registers)"
+                 : one ? "two rows a subgroup would leave at most 16 subgroups an SM a short K walk"
+                       : "two rows share x's loads, the device filled");
+}
+
 /* Prefill's matmuls of few rows (docs/performance.md, run 51): the
  * tensor-core GEMM gives a workgroup 64 tokens x 64 rows and walks K in
  * steps of 64 (zcg_cm_default's layout), so at N 32 a 512-token step is 8

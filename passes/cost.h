@@ -89,6 +89,12 @@ void zcost_price_rows(const zpass_opts *o, const zcost_rows *r, zcost_option opt
  * or 0 for the GEMMs. Fills why (if not NULL) with the reason. */
 enum { ZCOST_GEMVN_ROWS = 16 };
 int zcost_batch_gemv(const ztarget *t, int64_t rows, char *why, size_t whysz);
+/* The batch schedule's multi-row GEMV layout (matmul_gemvn.glsl) for a
+ * kernel of N rows (each matrix's; all segments' for a rows GEMV) over K:
+ * weight rows a subgroup (*rs) and subgroups a workgroup (*nsg). Fills why
+ * (if not NULL) with the reason. */
+void zcost_batch_gemv_layout(const ztarget *t, int64_t N, int64_t K, bool glu, char *why, size_t whysz, int *rs,
+                             int *nsg);
 /* Whether o compiles the batch schedule's graph (o->batch_rows) and its
  * matmuls are multi-row GEMVs: then the passes take decode's GEMV
  * decisions (fuse-qkv, the norm prologue, int8 x). */
