@@ -796,25 +796,17 @@ static zstatus gen_gemvn(const zir_node *n, const mm_match *m, int rows, zcg_bui
         zcg_def_i(b, "XQ_ROW16", gemvn_xq_row16(m->K));
         def_idot(b);
     }
-    /* lanes in clusters of gl, each its own rows (ZINC_GEMVN_GL, to measure:
-     * a warp's x loads touch gl groups, not the subgroup's) */
-    int gl = (int)zcg_knob("ZINC_GEMVN_GL", 0, sg, 0);
-    if (gl && (gl < 2 || (gl & (gl - 1)))) gl = 0; /* a power of two, or the one cluster */
-    if (gl == sg) gl = 0;
-    int rows_wg = nsg * rs * (gl ? sg / gl : 1);
-    const int64_t v[] = {rows, nsg * sg, rs, rows_wg, mode};
+    const int64_t v[] = {rows, nsg * sg, rs, nsg * rs, mode};
     const char *const names[] = {"NTOK", "WG", "RS", "ROWS_WG", "GMODE"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         zcg_def_i(b, names[i], v[i]);
-    if (gl) zcg_def_i(b, "GL", gl);
-    b->k->groups[0] = m->n_seg ? konst(seg_groups(b, m, rows_wg), 1) : konst(m->N, rows_wg);
+    b->k->groups[0] = m->n_seg ? konst(seg_groups(b, m, nsg * rs), 1) : konst(m->N, nsg * rs);
     b->k->groups[1] = per_token(1, rows);
     b->k->groups[2] = konst(1, 1);
     /* timing only, the values wrong (matmul_gemvn.glsl's ABLATE): what its parts cost */
     int ablate = idot ? (int)zcg_knob("ZINC_GEMVN_ABLATE", 0, 3, 0) : 0;
     if (ablate) zcg_def_i(b, "ABLATE", ablate);
-    mm_name(b, "gemvn", m, zarena_printf(b->a, "_t%d_r%dg%d%s%s%s", rows, rs, nsg,
-                                         gl ? zarena_printf(b->a, "c%d", gl) : "", idot ? "_idot" : "",
+    mm_name(b, "gemvn", m, zarena_printf(b->a, "_t%d_r%dg%d%s%s", rows, rs, nsg, idot ? "_idot" : "",
                                          ablate ? zarena_printf(b->a, "_ablate%d", ablate) : ""));
     if (idot && (s = gemvn_quant_pass(b, n, m, xq, d))) return s;
     if (idot) zcg_def_s(b, "XQ_ACCESS", "readonly");

@@ -30,14 +30,7 @@
 // sequence alone gives the bits it gives among others
 // (tests/unit/test_batch.c).
 //
-// GL (ZINC_GEMVN_GL, to measure): lanes in clusters of GL, each cluster
-// its own RS rows and walking K with a stride of GL groups, its sums met by
-// a butterfly of shuffles (llvmpipe's subgroupClusteredAdd summed wrong). The lanes of a cluster load the same x groups as the
-// other clusters', so a warp's x load touches GL distinct groups, not the
-// subgroup's 32: at 8 rows the int8 GEMV spent a third of its step on x's
-// loads through L1 (run 75). GL = the subgroup's size is the one cluster.
-//
-// Defines: WG (threads), NTOK (token rows per workgroup), RS (weight rows per cluster),
+// Defines: WG (threads), NTOK (token rows per workgroup), RS (weight rows per subgroup),
 // ROWS_WG (per workgroup), GMODE, IDOT, GLU (W1 is the up projection:
 // y = silu(x.W0) * (x.W1)), W0_TYPE/W0_ROWB, W1_TYPE/W1_ROWB; SEGS, N0..N3,
 // WG_SEG0..3, W2_TYPE/W2_ROWB, W3_TYPE/W3_ROWB and each segment's epilogue
@@ -46,21 +39,6 @@
 // (no x loads but one), 2 no x and no products (the weights' loads only).
 
 layout(local_size_x = WG) in;
-
-#ifndef GL
-#define GL 0
-#endif
-#if GL
-#extension GL_KHR_shader_subgroup_shuffle : require
-// a butterfly over the cluster's lanes: every lane ends with the sum
-float cl_add(float v) {
-    [[unroll]] for (uint m = uint(GL) / 2u; m >= 1u; m >>= 1u) v += subgroupShuffleXor(v, m);
-    return v;
-}
-#define CL_ADD(v) cl_add(v)
-#else
-#define CL_ADD(v) subgroupAdd(v)
-#endif
 
 #ifndef ABLATE
 #define ABLATE 0
@@ -293,14 +271,10 @@ void group(uint t0, uint nt, uint n0, uint g, const uint seg) {
 #endif
 }
 
-// The lanes of a cluster (the subgroup without GL) and a lane's place in it.
-uint cl_size() { return GL != 0 ? min(uint(GL), gl_SubgroupSize) : gl_SubgroupSize; }
-
-// Rows n0 .. n0+RS-1 of each cluster (cluster c from n0 + c * RS; those
-// below the segment's rows) of tokens t0 .. t0+nt-1: one subgroup.
-void rows_of(uint t0, uint nt, uint n0, uint nend, const uint seg) {
-    uint S = cl_size(), lane = gl_SubgroupInvocationID % S, NS = min(seg_rows(seg), nend);
-    n0 += gl_SubgroupInvocationID / S * uint(RS);
+// Rows n0 .. n0+RS-1 (those below the segment's rows) of tokens t0 ..
+// t0+nt-1: one subgroup.
+void rows_of(uint t0, uint nt, uint n0, const uint seg) {
+    uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID, NS = seg_rows(seg);
     [[unroll]] for (uint i = 0u; i < NTOK * RS * NMAT; i++) acc[i] = 0.0;
     [[unroll]] for (uint t = 0u; t < NTOK; t++) ss[t] = 0.0;
     for (uint g = lane; g < uint(K) / GE; g += S) group(t0, nt, n0, g, seg);
@@ -309,16 +283,16 @@ void rows_of(uint t0, uint nt, uint n0, uint nend, const uint seg) {
 #if HAS_NORM && IDOT
         float sc = uintBitsToFloat(XQ_NORM(t0 + t).x);
 #elif HAS_NORM
-        float sc = inversesqrt(CL_ADD(ss[t]) / float(K) + NORM_EPS);
+        float sc = inversesqrt(subgroupAdd(ss[t]) / float(K) + NORM_EPS);
 #endif
         [[unroll]] for (uint r = 0u; r < RS; r++) {
             uint j = (t * RS + r) * NMAT;
-            float v = CL_ADD(acc[j]);
+            float v = subgroupAdd(acc[j]);
 #if HAS_NORM
             v *= sc;
 #endif
 #if GLU
-            float u = CL_ADD(acc[j + 1u]);
+            float u = subgroupAdd(acc[j + 1u]);
 #if HAS_NORM
             u *= sc;
 #endif
@@ -330,15 +304,14 @@ void rows_of(uint t0, uint nt, uint n0, uint nend, const uint seg) {
     }
 }
 
-// A workgroup owns ROWS_WG rows of one segment; its subgroups take RS rows
-// a cluster at a time (more each on a device whose subgroups are larger
-// than the target's).
+// A workgroup owns ROWS_WG rows of one segment; its subgroups take RS of
+// them at a time (more each on a device whose subgroups are larger than
+// the target's).
 void rows_wg(uint t0, uint nt, uint wg, const uint seg) {
-    uint per_sg = gl_SubgroupSize / cl_size() * uint(RS);
-    for (uint r = gl_SubgroupID * per_sg; r < uint(ROWS_WG); r += gl_NumSubgroups * per_sg) {
+    for (uint r = gl_SubgroupID * uint(RS); r < uint(ROWS_WG); r += gl_NumSubgroups * uint(RS)) {
         uint n0 = wg * uint(ROWS_WG) + r;
         if (n0 >= seg_rows(seg)) break; // uniform in the subgroup, which uses no barrier
-        rows_of(t0, nt, n0, (wg + 1u) * uint(ROWS_WG), seg);
+        rows_of(t0, nt, n0, seg);
     }
 }
 
