@@ -1085,16 +1085,12 @@ static zstatus gen_gemm_cmp(const zir_node *n, const mm_match *m, int perm, int 
     /* timing only, the values wrong (matmul_cmp.glsl's ABLATE): what a step's parts cost */
     int ablate = (int)zcg_knob("ZINC_CMP_ABLATE", 0, 7, 0);
     if (ablate) zcg_def_i(b, "ABLATE", ablate);
-    /* x's staging in 16-byte stores, x fetched after the products: measurements (run 73) */
-    int xquad = (int)zcg_knob("ZINC_CMP_XQUAD", 0, 1, 0), xlate = (int)zcg_knob("ZINC_CMP_XLATE", 0, 1, 0);
-    if (xquad) zcg_def_i(b, "XQUAD", 1);
-    if (xlate) zcg_def_i(b, "XLATE", 1);
     b->k->groups[mfirst] = konst(m->N, 16 * nsg);
     b->k->groups[!mfirst] = per_token(1, bm);
     b->k->groups[2] = konst(1, 1);
     mm_name(b, rows ? "gemvn" : "gemm", m,
-            zarena_printf(b->a, "_cmp%dx%d%s%s%s%s%s%s", bm, 16 * nsg, perm == 2 ? "p32" : "", mfirst ? "m" : "",
-                          xbufs == 1 ? "b1" : "", xquad ? "q" : "", xlate ? "l" : "",
+            zarena_printf(b->a, "_cmp%dx%d%s%s%s%s", bm, 16 * nsg, perm == 2 ? "p32" : "", mfirst ? "m" : "",
+                          xbufs == 1 ? "b1" : "",
                           ablate ? zarena_printf(b->a, "_ablate%d", ablate) : ""));
     if (rows && (s = gemvn_xh_pass(b, n, m, xh, d))) return s;
     static const char *const files[] = {"dequant", "matmul_io", "perm_k", "matmul_cmp", NULL};

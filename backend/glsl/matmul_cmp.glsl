@@ -46,12 +46,10 @@
 // A fragment filled with one value of the lane's loaded bytes), 2 no
 // products with x (one product with a constant B a slice, no B loads), 4
 // no x fetch and staging: what each part of a step costs (run 73).
-// XQUAD (ZINC_CMP_XQUAD=1, fp16 x): an invocation fetches four
-// consecutive chunks of a token row and stages each 16-byte vector with one
-// store; XLATE (ZINC_CMP_XLATE=1): x's next chunks fetched after a step's
-// products, not before, so that their registers are not live through them.
-// Both measurements (run 73: x's fetch and staging 28 % of the step and a
-// third of the registers).
+//
+// Removed (session 31), measured slower: x staged four chunks an invocation
+// with one 16-byte store a vector (XQUAD: pp512 -5 %, run 78), x's next
+// chunks fetched after a step's products (XLATE: every GEMM slower, run 75).
 
 layout(local_size_x = WG) in;
 
@@ -78,23 +76,7 @@ layout(local_size_x = WG) in;
 #define BKP8 (BK8 + 1)     /* padded */
 #define FT (BM / 16)       /* token fragments */
 #define XV (BM * BK8)      /* the x tile's 16-byte vectors a step */
-#ifndef XQUAD
-#define XQUAD 0
-#endif
-#if XQUAD && !X_RAW && !(defined(XH_IN) && XH_IN) /* four fp16 chunks: x as halves only */
-#undef XQUAD
-#define XQUAD 0
-#endif
-#ifndef XLATE
-#define XLATE 0
-#endif
-#if XQUAD
-/* four consecutive chunks an invocation (32 elements of a token row), so
- * that each staged vector is one 16-byte store, not four 4-byte ones */
-#define XPT (4 * ((XV / 4 + WG - 1) / WG))
-#else
 #define XPT ((XV + WG - 1) / WG)
-#endif
 #define XS_LEN (BM * BKP8)
 #define EPI_LEN (NSG * int(NMAT) * 64) /* a 16 x 16 float fragment per subgroup and matrix */
 #ifndef XBUFS
@@ -128,11 +110,7 @@ X_REGS(XPT); // x as fetched (matmul_io.glsl: X_RAW)
 
 void fetch_x(uint m0, uint k0, uint T) {
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
-#if XQUAD
-        uint u = gl_LocalInvocationIndex + (r >> 2u) * uint(WG), i = 4u * u + (r & 3u);
-#else
         uint i = gl_LocalInvocationIndex + r * uint(WG);
-#endif
         uint t = m0 + i / uint(BK8), kk = k0 + (i % uint(BK8)) * 8u;
         bool in_t = i < uint(XV) && t < T;
 #if XH_IN
@@ -146,23 +124,8 @@ void fetch_x(uint m0, uint k0, uint T) {
     }
 }
 
-// The fetched x chunks into buffer buf, K permuted (PK_STAGE_X; XQUAD:
-// the same words, four chunks' into each 16-byte vector at once).
+// The fetched x chunks into buffer buf, K permuted (PK_STAGE_X).
 void stage_x(uint buf, uint k0) {
-#if XQUAD
-    [[unroll]] for (uint r = 0u; r < uint(XPT); r += 4u) {
-        uint u = gl_LocalInvocationIndex + (r >> 2u) * uint(WG);
-        if (u >= uint(XV) / 4u) continue;
-        uint m = u / uint(BK8 / 4), at = buf * uint(XS_LEN) + m * uint(BKP8) + 4u * (u % uint(BK8 / 4));
-        uvec4 c0 = xr[r], c1 = xr[r + 1u], c2 = xr[r + 2u], c3 = xr[r + 3u];
-#define XQ_LO(a, b) (((a) & 0xffffu) | ((b) << 16u))
-#define XQ_HI(a, b) (((a) >> 16u) | ((b) & 0xffff0000u))
-        xs8[at] = uvec4(XQ_LO(c0.x, c0.y), XQ_LO(c1.x, c1.y), XQ_LO(c2.x, c2.y), XQ_LO(c3.x, c3.y));
-        xs8[at + 1u] = uvec4(XQ_HI(c0.x, c0.y), XQ_HI(c1.x, c1.y), XQ_HI(c2.x, c2.y), XQ_HI(c3.x, c3.y));
-        xs8[at + 2u] = uvec4(XQ_LO(c0.z, c0.w), XQ_LO(c1.z, c1.w), XQ_LO(c2.z, c2.w), XQ_LO(c3.z, c3.w));
-        xs8[at + 3u] = uvec4(XQ_HI(c0.z, c0.w), XQ_HI(c1.z, c1.w), XQ_HI(c2.z, c2.w), XQ_HI(c3.z, c3.w));
-    }
-#else
     [[unroll]] for (uint r = 0u; r < uint(XPT); r++) {
         uint i = gl_LocalInvocationIndex + r * uint(WG);
         if (i >= uint(XV)) continue;
@@ -179,7 +142,6 @@ void stage_x(uint buf, uint k0) {
 #endif
         PK_STAGE_X(xs8, buf * uint(XS_LEN) + m * uint(BKP8), kc, v)
     }
-#endif
 }
 
 // The step's raw bytes of the lane's two rows (l / 4 and l / 4 + 8 of the
@@ -235,7 +197,7 @@ void main() {
         barrier();
         if (ks + 1u < KS) { // the next step's loads, in flight while this one multiplies
             fetch_w(r0, k0 + uint(BK), wr);
-#if (ABLATE & 4) == 0 && !XLATE
+#if (ABLATE & 4) == 0
             fetch_x(m0, k0 + uint(BK), T);
 #endif
         }
@@ -268,10 +230,6 @@ void main() {
                 coopMatLoadNV(b, xs8, buf * uint(XS_LEN) + 16u * u * uint(BKP8) + 2u * kk, uint(BKP8), true);
                 [[unroll]] for (uint m = 0u; m < NMAT; m++) acc[m][u] = coopMatMulAddNV(a[m][kk], b, acc[m][u]);
             }
-#if XLATE && (ABLATE & 4) == 0
-        // x's next chunks after the products: no registers held through them
-        if (ks + 1u < KS) fetch_x(m0, k0 + uint(BK), T);
-#endif
     }
     // Epilogue: a token fragment at a time, the subgroup's sums (16 rows x
     // 16 tokens, each matrix) column-major in shared memory, then 16 lanes

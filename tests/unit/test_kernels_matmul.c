@@ -1536,15 +1536,12 @@ Test(kernels_matmul, batch_cmp_compiles_and_rewrites, .timeout = 300) {
 /* Every layout zincc --tune may give a prefill GEMM on the matrix units
  * compiles, validates and takes the KHR rewrite, for the h200 graph's
  * gate+up, q4_K matmuls and Q6_K planes (they run on the H200:
- * kernels_matmul/cmp_layouts_match_the_interpreter); and again with x
- * staged four chunks at a time and fetched after the products
- * (ZINC_CMP_XQUAD, ZINC_CMP_XLATE: measurements). */
+ * kernels_matmul/cmp_layouts_match_the_interpreter). */
 Test(kernels_matmul, cmp_layouts_compile_and_rewrite, .timeout = 300) {
     int nc;
     const zcg_gemv *cand = zvk_tune_gemm_candidates(&nc);
-    const mspec *ms[] = {&MODELS[M_Q4_K_M], &Q6_PLANES, &MODELS[M_Q4_K_M]};
-    for (int mi = 0; mi < 3; mi++) {
-        if (mi == 2) setenv("ZINC_CMP_XQUAD", "1", 1), setenv("ZINC_CMP_XLATE", "1", 1);
+    const mspec *ms[] = {&MODELS[M_Q4_K_M], &Q6_PLANES};
+    for (int mi = 0; mi < 2; mi++) {
         gguf_file *f = open_model(ms[mi]);
         const ztarget *t = ztarget_find("h200");
         zir_graph *g = compile(f, t, ZPH_PREFILL);
@@ -1567,8 +1564,6 @@ Test(kernels_matmul, cmp_layouts_compile_and_rewrite, .timeout = 300) {
         zir_graph_free(g);
         gguf_close(f);
     }
-    unsetenv("ZINC_CMP_XQUAD");
-    unsetenv("ZINC_CMP_XLATE");
 }
 
 /* ---- the tensor-core GEMM where the device has no matrix units ------------ */
