@@ -751,6 +751,27 @@ Test(batch, gemv_up_to_16_rows) {
  * step's tokens and tile; where they are multi-row GEMVs the whole-MLP
  * kernel (no multi-row form) is priced out, and fuse-qkv joins q, k and v
  * as in decode; past the crossover, prefill's decisions (no rows GEMV). */
+/* The batch GEMV's rows a subgroup, the 8B's kernels on the h200 profile
+ * (132 SMs) as run 80 measured them best: one row for gate+up, o and a
+ * lone v, two for the output head, the rows GEMVs and the K-12288 downs. */
+Test(batch, gemv_layout_by_kernel) {
+    static const struct {
+        int64_t N, K;
+        bool glu;
+        int rs, nsg;
+    } c[] = {{12288, 4096, true, 1, 8}, {4096, 4096, false, 1, 8},  {1024, 4096, false, 1, 8},
+             {151936, 4096, false, 2, 4}, {6144, 4096, false, 2, 4}, {5120, 4096, false, 2, 4},
+             {4096, 12288, false, 2, 4}};
+    char why[160];
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        int rs = 0, nsg = 0;
+        zcost_batch_gemv_layout(ztarget_find("h200"), c[i].N, c[i].K, c[i].glu, why, sizeof why, &rs, &nsg);
+        cr_expect(rs == c[i].rs && nsg == c[i].nsg, "N %lld K %lld: %d rows, %d subgroups (%s); expected %d, %d",
+                  (long long)c[i].N, (long long)c[i].K, rs, nsg, why, c[i].rs, c[i].nsg);
+        cr_expect(strstr(why, c[i].rs == 1 ? "1 row a subgroup" : "2 rows a subgroup"), "%s", why);
+    }
+}
+
 Test(batch, own_graph_takes_decode_gemv_decisions) {
     zpass_opts o = opts(target("h200"), ZPH_PREFILL);
     o.batch_rows = 8;
