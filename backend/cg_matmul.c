@@ -644,7 +644,7 @@ static zstatus gemvn_x_pass(zcg_builder *b, const zir_node *n, const mm_match *m
 
 /* The quantizing pass of an int8-x multi-row GEMV (gemvn_quant.glsl),
  * writing the x scratch xq. */
-static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_match *m, int xq, zdiag *d) {
+static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_match *m, int xq, bool xt, zdiag *d) {
     const char *files[8] = {"dequant", "matmul_io"};
     int nf = 2;
     if (m->norm) files[nf++] = "attn_reduce";
@@ -654,7 +654,7 @@ static zstatus gemvn_quant_pass(zcg_builder *b, const zir_node *n, const mm_matc
     files[nf++] = "gemvn_quant";
     files[nf] = NULL;
     return gemvn_x_pass(b, n, m, xq,
-                        zarena_printf(b->a, "gemvn_xq8_k%lld%s", (long long)m->K, m->norm ? "+norm" : ""), files,
+                        zarena_printf(b->a, "gemvn_xq8_k%lld%s%s", (long long)m->K, xt ? "_xt" : "", m->norm ? "+norm" : ""), files,
                         true, d);
 }
 
@@ -796,6 +796,9 @@ static zstatus gen_gemvn(const zir_node *n, const mm_match *m, int rows, zcg_bui
         zcg_def_i(b, "XQ_ROW16", gemvn_xq_row16(m->K));
         def_idot(b);
     }
+    /* x's scratch slot-major, as the lanes load it (ZINC_GEMVN_XT=1, to measure: gemvn_xq.glsl) */
+    bool xt = idot && (mode == 12 || mode == 14) && zcg_knob("ZINC_GEMVN_XT", 0, 1, 0);
+    if (xt) zcg_def_i(b, "XQ_T", 1);
     const int64_t v[] = {rows, nsg * sg, rs, nsg * rs, mode};
     const char *const names[] = {"NTOK", "WG", "RS", "ROWS_WG", "GMODE"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
@@ -806,9 +809,9 @@ static zstatus gen_gemvn(const zir_node *n, const mm_match *m, int rows, zcg_bui
     /* timing only, the values wrong (matmul_gemvn.glsl's ABLATE): what its parts cost */
     int ablate = idot ? (int)zcg_knob("ZINC_GEMVN_ABLATE", 0, 3, 0) : 0;
     if (ablate) zcg_def_i(b, "ABLATE", ablate);
-    mm_name(b, "gemvn", m, zarena_printf(b->a, "_t%d_r%dg%d%s%s", rows, rs, nsg, idot ? "_idot" : "",
+    mm_name(b, "gemvn", m, zarena_printf(b->a, "_t%d_r%dg%d%s%s", rows, rs, nsg, idot ? (xt ? "_idot_xt" : "_idot") : "",
                                          ablate ? zarena_printf(b->a, "_ablate%d", ablate) : ""));
-    if (idot && (s = gemvn_quant_pass(b, n, m, xq, d))) return s;
+    if (idot && (s = gemvn_quant_pass(b, n, m, xq, xt, d))) return s;
     if (idot) zcg_def_s(b, "XQ_ACCESS", "readonly");
     const char *files[8] = {"dequant", "matmul_io"};
     int nf = 2;

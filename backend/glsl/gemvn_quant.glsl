@@ -10,6 +10,9 @@
 layout(local_size_x = WG) in;
 
 shared float s_d[K / 32];   // d of each block
+#if XQ_T
+shared uvec4 s_q[K / 16];   // the int8 x, 16 elements a unit, gathered into slots after
+#endif
 #if GMODE == 12
 shared float s_sum[K / 16]; // d * sum(q) of each 16-element run
 #endif
@@ -28,8 +31,13 @@ void main() {
         uint w[8];
         int s[4]; // per 8 elements
         float d = q8_1_block(v, w, s);
+#if XQ_T
+        s_q[2u * r] = uvec4(w[0], w[1], w[2], w[3]);
+        s_q[2u * r + 1u] = uvec4(w[4], w[5], w[6], w[7]);
+#else
         XQ_Q16(tt, 32u * r) = uvec4(w[0], w[1], w[2], w[3]);
         XQ_Q16(tt, 32u * r + 16u) = uvec4(w[4], w[5], w[6], w[7]);
+#endif
         s_d[r] = d;
 #if GMODE == 12
         s_sum[2u * r] = d * float(s[0] + s[1]);
@@ -45,7 +53,24 @@ void main() {
         vec4 ds;
         [[unroll]] for (uint k = 0u; k < 4u; k++) ds[k] = s_d[run_start(g, k) >> 5u];
 #endif
+#if XQ_T
+#if GMODE == 12
+        XQ_SLOT(tt, 0u, g) = s_q[k0 >> 4u];
+        XQ_SLOT(tt, 1u, g) = s_q[(k0 + 32u) >> 4u];
+#else
+        uvec2 h[4];
+        [[unroll]] for (uint k = 0u; k < 4u; k++) {
+            uint k1 = run_start(g, k);
+            uvec4 q = s_q[k1 >> 4u];
+            h[k] = (k1 & 8u) != 0u ? q.zw : q.xy;
+        }
+        XQ_SLOT(tt, 0u, g) = uvec4(h[0], h[1]);
+        XQ_SLOT(tt, 1u, g) = uvec4(h[2], h[3]);
+#endif
+        XQ_SLOT(tt, 2u, g) = floatBitsToUint(ds);
+#else
         XQ_G(tt, g) = floatBitsToUint(ds);
+#endif
     }
 #if HAS_NORM
     float tot = wg_sum(ss); // attn_reduce.glsl

@@ -20,9 +20,25 @@
 
 layout(std430, binding = B_XQ) XQ_ACCESS buffer XQb { uvec4 xq4[]; };
 
+#ifndef XQ_T
+#define XQ_T 0
+#endif
+#if XQ_T
+// Slot-major (ZINC_GEMVN_XT=1, to measure): the same bytes ordered as the
+// GEMV's lanes load them, so that the 32 lanes of a subgroup (groups g ..
+// g+31) read one slot as 512 consecutive bytes, where in element order
+// their 16-byte loads lie 64 bytes apart (16 L1 wavefronts a load, not
+// 4; run 82: one token's x loads for all eight cut the 8-row step by a
+// third). Row tt holds three slots of K/32 units: slot 0 and 1 the
+// group's int8 x (q4_K: its two runs' 16 elements each; q6_K: its four
+// runs' 8 elements, two a slot), slot 2 its four scales; then the norm.
+#define XQ_SLOT(tt, j, g) xq4[(tt) * uint(XQ_ROW16) + (j) * (uint(K) / 32u) + (g)]
+#define XQ_NORM(tt) xq4[(tt) * uint(XQ_ROW16) + 3u * (uint(K) / 32u)]
+#else
 // 16 elements of row tt's int8 x from its element k0 (k0 % 16 == 0).
 #define XQ_Q16(tt, k0) xq4[(tt) * uint(XQ_ROW16) + ((k0) >> 4u)]
 // Group g's four scales of row tt, as bits.
 #define XQ_G(tt, g) xq4[(tt) * uint(XQ_ROW16) + uint(K) / 16u + (g)]
 // Row tt's 1/rms, as bits (.x).
 #define XQ_NORM(tt) xq4[(tt) * uint(XQ_ROW16) + uint(K) / 16u + uint(K) / 32u]
+#endif

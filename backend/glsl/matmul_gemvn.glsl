@@ -81,11 +81,17 @@ struct XG {
     vec4 ds;
 };
 XG x_q8(uint tt, uint g) {
-    uint k0 = run_start(g, 0u);
     XG x;
+#if XQ_T
+    x.q0 = XQ_SLOT(tt, 0u, g);
+    x.q1 = XQ_SLOT(tt, 1u, g);
+    x.ds = uintBitsToFloat(XQ_SLOT(tt, 2u, g));
+#else
+    uint k0 = run_start(g, 0u);
     x.q0 = XQ_Q16(tt, k0);
     x.q1 = XQ_Q16(tt, k0 + 32u);
     x.ds = uintBitsToFloat(XQ_G(tt, g));
+#endif
     return x;
 }
 
@@ -133,12 +139,18 @@ struct XG {
 };
 XG x_q8(uint tt, uint g) {
     XG x;
+#if XQ_T
+    uvec4 a = XQ_SLOT(tt, 0u, g), b = XQ_SLOT(tt, 1u, g);
+    x.q[0] = a.xy, x.q[1] = a.zw, x.q[2] = b.xy, x.q[3] = b.zw;
+    x.dx = uintBitsToFloat(XQ_SLOT(tt, 2u, g));
+#else
     [[unroll]] for (uint k = 0u; k < 4u; k++) {
         uint k0 = run_start(g, k);
         uvec4 q = XQ_Q16(tt, k0);
         x.q[k] = (k0 & 8u) != 0u ? q.zw : q.xy;
     }
     x.dx = uintBitsToFloat(XQ_G(tt, g));
+#endif
     return x;
 }
 

@@ -722,6 +722,7 @@ Test(kernels_matmul, gemvn_f16_activations, .timeout = 300) {
  * steps of 1, 3 and 8 tokens from fresh random tokens, against the
  * interpreter quantizing x the same way. Each int8-x GEMV runs its
  * quantizing pass first (kernel.pre, as the lowering dispatches it). */
+static const char *gemvn_q8_want; /* a part of every int8-x GEMV's name (a knob's), or NULL */
 static void check_gemvn_q8(const mspec *m, int rows) {
     kh_ctx *k = open_device();
     cr_assert(k->dev.prof.int_dot, "%s: no shaderIntegerDotProduct", k->dev.prof.name);
@@ -768,6 +769,9 @@ static void check_gemvn_q8(const mspec *m, int rows) {
         if (!in_family(g->nodes[i]) || zcg_node(g, g->nodes[i], &r.o, a, &kn, &d)) continue;
         bool idot_kernel = strstr(kn.name, "_idot") != NULL;
         n_idot += idot_kernel;
+        if (idot_kernel && gemvn_q8_want)
+            cr_expect(strstr(kn.name, gemvn_q8_want) && strstr(kn.pre->name, gemvn_q8_want), "%s: %s (%s) lacks '%s'",
+                      what, kn.name, kn.pre->name, gemvn_q8_want);
         with_pre += kn.pre != NULL;
         cr_expect_eq(kn.pre != NULL, idot_kernel, "%s: %s %s a quantizing pass", what, kn.name,
                      kn.pre ? "has" : "lacks");
@@ -795,6 +799,18 @@ Test(kernels_matmul, gemvn_q6_K_int8_x, .timeout = 300) {
     check_gemvn_q8(&m, 4);
     check_gemvn_q8(&m, 8);
 }
+/* x's scratch slot-major, as the lanes load it (ZINC_GEMVN_XT=1, to
+ * measure): the same bytes, so the same sums, at other addresses. */
+Test(kernels_matmul, gemvn_int8_x_slot_major, .timeout = 300) {
+    static const mspec q4 = {"q4_K_bq8", ZMK_LLAMA, ZMK_F32, ZT_Q4_K}, q6 = {"q6_K_bq8", ZMK_QWEN3, ZMK_F32, ZT_Q6_K};
+    setenv("ZINC_GEMVN_XT", "1", 1);
+    gemvn_q8_want = "_xt";
+    check_gemvn_q8(&q4, 8);
+    check_gemvn_q8(&q6, 3);
+    gemvn_q8_want = NULL;
+    unsetenv("ZINC_GEMVN_XT");
+}
+
 /* Q4_K_M: q and k in q4_K as one rows GEMV, v's q6_K on its own, q5_0's
  * rows of 288 with fp32 x. */
 Test(kernels_matmul, gemvn_q4_k_m_int8_x, .timeout = 300) {
