@@ -48,3 +48,14 @@ ktest() {
   (cd /tmp && env $1 LD_LIBRARY_PATH=$B/lib timeout 200 $B/test_kernels_matmul --filter "$2" --verbose > "$OUT/t_$3.txt" 2>&1)
   echo "== test $1 $2: $(grep -E "Synthesis|CRASH|FAIL|differs|RMS${4:+|$4}" "$OUT/t_$3.txt" | head -14 | tr '\n' ' ')" | tee -a "$O"
 }
+# A --parallel plan of the 8B shape: mkp <streams> <plan> [VAR=value ...] (the knobs zincc compiles with).
+mkp() {
+  local n=$1 out=$2
+  shift 2
+  env "$@" timeout 150 "$B/zincc" /tmp/q8b.gguf -o /tmp/$out.zplan --ctx 2048 --parallel $n 2>&1 | tail -1 | tee -a "$O"
+}
+# Batch decode of a plan at the given streams, with its profile in $OUT/prof_<plan>.txt: bp <plan> <streams>.
+bp() {
+  timeout 90 "$B/zinc" bench /tmp/$1.zplan --parallel $2 -p 0 -n 64 -r 3 --profile > "$OUT/prof_$1.txt" 2>&1
+  echo "== [$1] $(grep -E 'tg64|step of [0-9]+ rows' "$OUT/prof_$1.txt" | head -4 | tr -s ' ' | tr '\n' '|')" | tee -a "$O"
+}

@@ -13,14 +13,9 @@ ktest "ZINC_GEMVN_XT=1" 'kernels_matmul/gemvn_*int8*' xt
 (cd /tmp && ZINC_GEMVN_XT=1 LD_LIBRARY_PATH=$B/lib timeout 120 $B/test_batch > "$OUT/t_batch.txt" 2>&1)
 echo "== test_batch XT: $(grep -E "Synthesis|FAIL|Assert" "$OUT/t_batch.txt" | head -6 | tr '\n' ' ')" | tee -a "$O"
 wait
-mkp() { local n=$1 out=$2; shift 2; env "$@" timeout 150 "$B/zincc" /tmp/q8b.gguf -o /tmp/$out.zplan --ctx 2048 --parallel $n 2>&1 | tail -1 | tee -a "$O"; }
 mkp 8 p8 X=0 & mkp 8 p8xt ZINC_GEMVN_XT=1 & mkp 4 p4 X=0 & mkp 4 p4xt ZINC_GEMVN_XT=1 &
 timeout 150 "$B/zincc" /tmp/q8b.gguf -o /tmp/q8b.zplan --ctx 2048 2>&1 | tail -1 | tee -a "$O" &
 wait
-bp() { # batch decode: bp plan streams
-  timeout 90 "$B/zinc" bench /tmp/$1.zplan --parallel $2 -p 0 -n 64 -r 3 --profile > "$OUT/prof_$1.txt" 2>&1
-  echo "== [$1] $(grep -E 'tg64|step of (4|8)' "$OUT/prof_$1.txt" | head -4 | tr -s ' ' | tr '\n' '|')" | tee -a "$O"
-}
 "$B/zinc" bench /tmp/q8b.zplan -p 512 -n 0 -r 3 >/dev/null 2>&1 # the clocks up
 bp p8xt 8; bp p8 8; bp p8xt 8; bp p8 8; bp p4xt 4; bp p4 4
 echo "== [q8b one stream] $("$B/zinc" bench /tmp/q8b.zplan -p 0 -n 128 -r 3 2>&1 | grep tg128 | tr -s ' ')" | tee -a "$O"
