@@ -42,12 +42,8 @@ typedef struct lw {
     /* Per phase: each value's activation offset (or UINT64_MAX) and size. */
     uint64_t *off, *size;
     uint32_t transient; /* the buffer of every transient scratch binding (zcg_binding), or UINT32_MAX */
-    /* A node's kernel binds this as its scratch instead of a buffer of its
-     * own (the x scratch of the previous node's identical pre pass), or
-     * .buffer UINT32_MAX. */
-    zplan_binding reuse_scratch;
-    bool *written; /* per plan binding: its dispatch writes it */
-    uint32_t cap_written;
+    struct access *accs; /* per plan binding: what its dispatch reads or writes */
+    uint32_t cap_accs;
     bool oom;
 } lw;
 
@@ -315,11 +311,13 @@ typedef struct interval_set {
     int n, cap;
 } interval_set;
 
+static bool overlap(const access *x, const access *y) {
+    return y->buffer == x->buffer && y->lo < x->hi && x->lo < y->hi;
+}
+
 static bool conflicts(const interval_set *open, const access *x) {
-    for (int i = 0; i < open->n; i++) {
-        const access *y = &open->a[i];
-        if (y->buffer == x->buffer && y->lo < x->hi && x->lo < y->hi && (x->write || y->write)) return true;
-    }
+    for (int i = 0; i < open->n; i++)
+        if (overlap(x, &open->a[i]) && (x->write || open->a[i].write)) return true;
     return false;
 }
 
@@ -361,9 +359,11 @@ static zstatus locate(lw *w, const zir_graph *g, const zcg_binding *b, zplan_bin
 }
 
 /* share: the first binding of a dispatch whose scratch buffers this one
- * binds too (a kernel's pre pass), or UINT32_MAX. */
+ * binds too (a kernel's pre pass), or UINT32_MAX; scratch: the binding of
+ * the kernel's one scratch buffer where an earlier pre pass wrote it
+ * (reuse_pre), or NULL. */
 static zstatus add_dispatch(lw *w, const zir_graph *g, const char *node, const zcg_kernel *k,
-                            interval_set *open, uint32_t share) {
+                            interval_set *open, uint32_t share, const zplan_binding *scratch) {
     zplan *p = w->p;
     uint32_t kernel = 0;
     zstatus s = intern_kernel(w, k, &kernel);
@@ -383,18 +383,18 @@ static zstatus add_dispatch(lw *w, const zir_graph *g, const char *node, const z
         const zcg_binding *kb = i ? &k->bind[i - 1] : NULL;
         if (kb && !kb->value && !kb->special && share != UINT32_MAX)
             b = p->bindings[share + (uint32_t)i];
-        else if (kb && !kb->value && !kb->special && !kb->transient && w->reuse_scratch.buffer != UINT32_MAX)
-            b = w->reuse_scratch;
+        else if (kb && !kb->value && !kb->special && !kb->transient && scratch)
+            b = *scratch;
         else if (kb && (s = locate(w, g, kb, &b)))
             return s;
         if (!GROW(w, p->bindings, p->n_bindings, w->cap_bind) ||
-            (p->n_bindings >= w->cap_written &&
-             !grow_array(w->tmp, (void **)&w->written, sizeof *w->written, p->n_bindings, &w->cap_written)))
+            (p->n_bindings >= w->cap_accs &&
+             !grow_array(w->tmp, (void **)&w->accs, sizeof *w->accs, p->n_bindings, &w->cap_accs)))
             return zdiag_set(w->d, ZE_NOMEM, "out of memory");
-        w->written[p->n_bindings] = kb && kb->written;
-        p->bindings[p->n_bindings++] = b;
         uint64_t hi = b.range ? b.offset + b.range : p->buffers[b.buffer].size;
-        acc[i] = (access){b.buffer, b.offset, hi, i && k->bind[i - 1].written};
+        acc[i] = (access){b.buffer, b.offset, hi, kb && kb->written};
+        w->accs[p->n_bindings] = acc[i];
+        p->bindings[p->n_bindings++] = b;
     }
     bool barrier = false;
     for (int i = 0; i <= k->n_bind; i++)
@@ -423,16 +423,12 @@ static zstatus add_dispatch(lw *w, const zir_graph *g, const char *node, const z
 static bool pre_intact(const lw *w, uint32_t pre, uint32_t at) {
     const zplan *p = w->p;
     const zplan_dispatch *a = &p->dispatches[pre], *b = &p->dispatches[at], *k = &p->dispatches[pre + 1];
+    const access *in = w->accs + a->first_binding, *kin = w->accs + k->first_binding;
     for (uint32_t j = 1; j < b->n_bindings; j++) {
-        if (!w->written[b->first_binding + j]) continue;
-        const zplan_binding *y = &p->bindings[b->first_binding + j];
-        uint64_t yhi = y->range ? y->offset + y->range : p->buffers[y->buffer].size;
-        for (uint32_t i = 1; i < a->n_bindings; i++) {
-            if (w->written[a->first_binding + i] || w->written[k->first_binding + i]) continue;
-            const zplan_binding *x = &p->bindings[a->first_binding + i];
-            uint64_t xhi = x->range ? x->offset + x->range : p->buffers[x->buffer].size;
-            if (x->buffer == y->buffer && x->offset < yhi && y->offset < xhi) return false;
-        }
+        const access *y = &w->accs[b->first_binding + j];
+        if (!y->write) continue;
+        for (uint32_t i = 1; i < a->n_bindings; i++)
+            if (!in[i].write && !kin[i].write && overlap(&in[i], y)) return false;
     }
     return true;
 }
@@ -440,21 +436,20 @@ static bool pre_intact(const lw *w, uint32_t pre, uint32_t at) {
 /* Node k's pre pass is the previous node's (the same key: x, its norm and
  * the layout of the scratch) and its inputs are unchanged since: no
  * dispatch; k reads that one's scratch (the binding it wrote). */
-static zstatus reuse_pre(lw *w, uint32_t pre, const zcg_kernel *k) {
-    const zplan *p = w->p;
-    const zplan_dispatch *a = &p->dispatches[pre];
+static zstatus reuse_pre(const lw *w, uint32_t pre, const zcg_kernel *k, const zplan_binding **scratch) {
+    const zplan_dispatch *a = &w->p->dispatches[pre];
     int n_scratch = 0;
     for (int i = 0; i < k->n_bind; i++)
         n_scratch += !k->bind[i].value && !k->bind[i].special && !k->bind[i].transient;
-    w->reuse_scratch.buffer = UINT32_MAX;
+    *scratch = NULL;
     for (uint32_t i = 1; i < a->n_bindings; i++)
-        if (w->written[a->first_binding + i]) {
-            if (w->reuse_scratch.buffer != UINT32_MAX || n_scratch != 1)
+        if (w->accs[a->first_binding + i].write) {
+            if (*scratch || n_scratch != 1)
                 return zdiag_set(w->d, ZE_INTERNAL, "lowering: '%s' shares a pre pass but binds %d scratch buffers",
                                  k->name, n_scratch);
-            w->reuse_scratch = p->bindings[a->first_binding + i];
+            *scratch = &w->p->bindings[a->first_binding + i];
         }
-    if (w->reuse_scratch.buffer == UINT32_MAX)
+    if (!*scratch)
         return zdiag_set(w->d, ZE_INTERNAL, "lowering: the pre pass before '%s' writes no scratch", k->name);
     return ZOK;
 }
@@ -480,11 +475,13 @@ static zstatus lower_phase(lw *w, const zir_graph *g, zplan_phase ph) {
         uint32_t pre = w->p->n_bindings;
         const char *node = g->nodes[i]->out->name;
         bool again = !s && k.glsl && k.pre && prev_key && !strcmp(prev_key, k.pre->key);
-        if (again) s = reuse_pre(w, prev_pre, &k);
-        else if (!s && k.glsl && k.pre) s = add_dispatch(w, g, node, k.pre, &open, UINT32_MAX);
+        zplan_binding scratch;
+        const zplan_binding *reused = NULL;
+        if (again && !(s = reuse_pre(w, prev_pre, &k, &reused)))
+            scratch = *reused, reused = &scratch; /* a copy: the plan's bindings may move as they grow */
+        else if (!s && k.glsl && k.pre) s = add_dispatch(w, g, node, k.pre, &open, UINT32_MAX, NULL);
         uint32_t at = w->p->n_dispatches;
-        if (!s && k.glsl) s = add_dispatch(w, g, node, &k, &open, k.pre && !again ? pre : UINT32_MAX);
-        w->reuse_scratch.buffer = UINT32_MAX;
+        if (!s && k.glsl) s = add_dispatch(w, g, node, &k, &open, k.pre && !again ? pre : UINT32_MAX, reused);
         if (s && co.batch) zdiag_prefix(w->d, "batch schedule (--parallel %lld)", (long long)w->o->parallel);
         /* a later node may read this pre pass's scratch, while no dispatch since wrote what it read */
         if (!s && k.glsl && k.pre && k.pre->key[0] && !again) prev_key = k.pre->key, prev_pre = at - 1;
@@ -494,7 +491,7 @@ static zstatus lower_phase(lw *w, const zir_graph *g, zplan_phase ph) {
      * batch step (plans 1.4 on), so that sampling reads no row of logits. */
     zcg_kernel k;
     if (!s) s = zcg_topk(g, &co, w->tmp, &k, w->d);
-    if (!s) s = add_dispatch(w, g, g->logits->producer->out->name, &k, &open, UINT32_MAX);
+    if (!s) s = add_dispatch(w, g, g->logits->producer->out->name, &k, &open, UINT32_MAX, NULL);
     free(open.a);
     w->p->sched[ph].count = w->p->n_dispatches - w->p->sched[ph].first;
     /* The first dispatch of a phase waits for whatever ran before. */
@@ -528,7 +525,7 @@ static zstatus lower_load(lw *w, const zir_graph *const *g, int ng) {
             if (v->layout == ZWL_GGUF) continue;
             zcg_kernel k;
             s = zcg_q6_planes(v, &co, w->tmp, &k, w->d);
-            if (!s) s = add_dispatch(w, g[i], v->name, &k, &open, UINT32_MAX);
+            if (!s) s = add_dispatch(w, g[i], v->name, &k, &open, UINT32_MAX, NULL);
         }
     free(open.a);
     free(seen);
@@ -593,7 +590,7 @@ zstatus zlower(zir_graph *const g[ZPLAN_PHASES], const zlower_opts *o, zplan **o
         return zdiag_set(d, ZE_NOMEM, "out of memory");
     }
     p->arena = a;
-    lw w = {.p = p, .o = o, .d = d, .tmp = tmp, .transient = UINT32_MAX, .reuse_scratch = {.buffer = UINT32_MAX}};
+    lw w = {.p = p, .o = o, .d = d, .tmp = tmp, .transient = UINT32_MAX};
     zstatus s = header(&w, g[0]);
     for (int ph = 0; ph < ZPLAN_PHASES && !s; ph++) {
         s = declare_storage(&w, g[ph]);

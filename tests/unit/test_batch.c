@@ -53,10 +53,11 @@ static void drop(model *m) {
     gguf_close(m->f);
 }
 
+static const char *batch_disabled; /* passes the batch graph runs without (a test's), or NULL */
+
 /* Both phases with the default pipeline for llvmpipe (int8 x as idot
  * says), parallel slots and, with them, the batch schedule's own graph
  * (*batch if not NULL, else freed). */
-static const char *batch_disabled; /* passes the batch graph runs without (a test's), or NULL */
 static zplan *compile(model *m, int64_t parallel, zpass_idot idot, zir_graph **batch) {
     zdiag d = {0};
     const ztarget *t = ztarget_find("llvmpipe");

@@ -747,10 +747,6 @@ Test(batch, gemv_up_to_16_rows) {
     unsetenv("ZINC_BATCH_GEMV");
 }
 
-/* The batch schedule's own graph (zpass_opts.batch_rows): its rows are the
- * step's tokens and tile; where they are multi-row GEMVs the whole-MLP
- * kernel (no multi-row form) is priced out, and fuse-qkv joins q, k and v
- * as in decode; past the crossover, prefill's decisions (no rows GEMV). */
 /* The batch GEMV's rows a subgroup, the 8B's kernels on the h200 profile
  * (132 SMs) as run 80 measured them best: one row for gate+up, o and a
  * lone v, two for the output head, the rows GEMVs and the K-12288 downs. */
@@ -772,6 +768,10 @@ Test(batch, gemv_layout_by_kernel) {
     }
 }
 
+/* The batch schedule's own graph (zpass_opts.batch_rows): its rows are the
+ * step's tokens and tile; where they are multi-row GEMVs the whole-MLP
+ * kernel (no multi-row form) is priced out, and fuse-qkv joins q, k and v
+ * as in decode; past the crossover, prefill's decisions (no rows GEMV). */
 Test(batch, own_graph_takes_decode_gemv_decisions) {
     zpass_opts o = opts(target("h200"), ZPH_PREFILL);
     o.batch_rows = 8;
